@@ -1,0 +1,82 @@
+// Point-to-point communication for the executor: a c10d process group (Gloo
+// on CPU, NCCL on CUDA) set up from torchrun-style environment variables.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace pipeplan::exec {
+
+/// A communication failure: a peer died or stalled past the timeout, or the
+/// process group could not be formed. The message names the operation.
+class CommError : public std::runtime_error {
+ public:
+  explicit CommError(const std::string& what) : std::runtime_error(what) {}
+};
+
+/// Which c10d backend carries the tensors.
+enum class Backend : std::uint8_t {
+  Gloo,  ///< CPU tensors; receives matched by tag
+  Nccl,  ///< CUDA tensors on device LOCAL_RANK; matched in posting order per pair
+};
+std::string_view to_string(Backend b);
+std::optional<Backend> parse_backend(std::string_view s);
+/// Whether this build can create `b` (NCCL needs a CUDA LibTorch).
+bool backend_available(Backend b);
+
+/// torchrun-style process coordinates.
+struct DistEnv {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+
+  /// True when RANK and WORLD_SIZE are both set in the environment.
+  static bool present();
+  /// Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; throws
+  /// InputError naming the variable when one is missing or malformed.
+  static DistEnv from_environment();
+};
+
+/// An operation in flight. Holds the tensor until it completes.
+class PendingOp {
+ public:
+  virtual ~PendingOp() = default;
+  /// Blocks until done; throws CommError (with `what`) on failure or timeout.
+  virtual void wait(std::chrono::milliseconds timeout, const std::string& what) = 0;
+};
+
+/// A connected process group. All methods are called from one thread.
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual Backend backend() const = 0;
+  /// Device every tensor crossing this group lives on (CPU or cuda:LOCAL_RANK).
+  virtual at::Device device() const = 0;
+  /// Posts an asynchronous send of a contiguous tensor; `tag` >= 0.
+  virtual std::unique_ptr<PendingOp> isend(const at::Tensor& t, int peer, int tag) = 0;
+  /// Posts an asynchronous receive into a preallocated contiguous tensor.
+  virtual std::unique_ptr<PendingOp> irecv(const at::Tensor& t, int peer, int tag) = 0;
+  /// Element-wise maximum across ranks, in place (int64 or floating tensor).
+  virtual void allreduce_max(at::Tensor& t, std::chrono::milliseconds timeout) = 0;
+  /// Returns once every rank called it (or throws CommError after `timeout`).
+  virtual void barrier(std::chrono::milliseconds timeout) = 0;
+
+  /// Forms the group: a TCPStore at MASTER_ADDR:MASTER_PORT (served by rank
+  /// 0) and a Gloo or NCCL process group, each bounded by `timeout`.
+  /// Throws InputError for an unavailable backend, CommError when peers do
+  /// not show up in time.
+  static std::shared_ptr<Communicator> connect(const DistEnv& env, Backend backend,
+                                               std::chrono::milliseconds timeout);
+};
+
+}  // namespace pipeplan::exec

@@ -1,0 +1,37 @@
+// Reading plans: JSON (schemas/plan.schema.json) and torch-style CSV.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "pipeplan/ir.h"
+
+namespace pipeplan {
+
+enum class PlanFormat : std::uint8_t { Json, Csv };
+
+/// Options for reading CSV, which carries no metadata of its own.
+struct CsvReadOptions {
+  std::optional<StageMapping> mapping;  ///< inferred from placement when unset
+  /// Microbatch count; max microbatch + 1 when unset (then an out-of-range
+  /// microbatch cannot be told from a missing one).
+  std::optional<int> num_microbatches;
+  std::string schedule = "custom";  ///< recorded in the plan's metadata
+};
+
+/// Guesses the format from content: JSON starts with '{' (after whitespace).
+PlanFormat detect_format(std::string_view text);
+
+/// Parses a JSON plan. Throws InputError "<source>: ..." naming the field.
+Plan parse_json_plan(std::string_view text, const std::string& source = "<input>");
+/// Parses a torch-style CSV plan (one row per rank, one action per cell).
+/// Throws InputError "<source>:<line>:<column>: ..." on a bad cell.
+Plan parse_csv_plan(std::string_view text, const std::string& source = "<input>",
+                    const CsvReadOptions& options = {});
+/// detect_format + the matching parser.
+Plan parse_plan(std::string_view text, const std::string& source = "<input>",
+                const CsvReadOptions& csv_options = {});
+
+}  // namespace pipeplan

@@ -1,0 +1,124 @@
+// pipeplan IR: actions, stage mappings and plans. Plain values only.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pipeplan {
+
+/// What one action does; spelled as in torch.distributed.pipelining.
+enum class ActionType : std::uint8_t {
+  F,           ///< forward
+  B,           ///< full backward (input + weight gradient)
+  I,           ///< input-gradient backward (zero-bubble split)
+  W,           ///< weight-gradient backward; needs its I
+  SendF,       ///< send stage's forward output to stage+1
+  RecvF,       ///< receive stage's forward input from stage-1
+  SendB,       ///< send stage's input gradient to stage-1
+  RecvB,       ///< receive stage's output gradient from stage+1
+  OverlapFB,   ///< F(stage, mb) overlapped with B(sub_stage, sub_mb)
+  Unshard,     ///< FSDP pass-through (no microbatch), kept verbatim
+  Reshard,     ///< FSDP pass-through
+  ReduceGrad,  ///< FSDP pass-through
+};
+
+/// Torch spelling of a type ("F", "SEND_F", "OVERLAP_F_B", ...).
+std::string_view to_string(ActionType t);
+/// Parses a torch type name; nullopt when unknown.
+std::optional<ActionType> parse_action_type(std::string_view s);
+
+bool is_compute(ActionType t);   ///< F, B, I, W, OverlapFB
+bool is_comm(ActionType t);      ///< SEND_* / RECV_*
+bool is_send(ActionType t);
+bool is_recv(ActionType t);
+bool is_passthrough(ActionType t);  ///< UNSHARD / RESHARD / REDUCE_GRAD
+
+/// One action; `microbatch` is -1 for pass-through types. For OverlapFB the
+/// forward is (stage, microbatch) and the backward (sub_stage, sub_microbatch).
+struct Action {
+  ActionType type = ActionType::F;
+  std::int32_t stage = 0;
+  std::int32_t microbatch = 0;
+  std::int32_t sub_stage = -1;
+  std::int32_t sub_microbatch = -1;
+
+  friend bool operator==(const Action& a, const Action& b) {
+    return a.type == b.type && a.stage == b.stage && a.microbatch == b.microbatch &&
+           a.sub_stage == b.sub_stage && a.sub_microbatch == b.sub_microbatch;
+  }
+  friend bool operator!=(const Action& a, const Action& b) { return !(a == b); }
+};
+
+/// Convenience constructor: make(ActionType::F, 2, 0) is "2F0".
+inline Action make(ActionType t, int stage, int mb) { return Action{t, stage, mb, -1, -1}; }
+/// An overlapped forward+backward group "(sF m;s'B m')OVERLAP_F_B".
+inline Action make_overlap(int f_stage, int f_mb, int b_stage, int b_mb) {
+  return Action{ActionType::OverlapFB, f_stage, f_mb, b_stage, b_mb};
+}
+
+/// Torch grammar: "2F0", "1SEND_F3", "(0F7;7B3)OVERLAP_F_B", "0UNSHARD".
+std::string to_string(const Action& a);
+/// Appends to_string(a) to out (no allocation per action in hot loops).
+void append_to(std::string& out, const Action& a);
+/// Parses the torch grammar strictly (no surrounding whitespace); nullopt on
+/// anything else. Use io.h for located error messages.
+std::optional<Action> parse_action(std::string_view s);
+
+/// How stages are placed on ranks.
+enum class StageMapping : std::uint8_t {
+  Loop,  ///< stage s on rank s % pp (interleaved schedules)
+  V,     ///< stages s and num_stages-1-s on one rank (V-shaped schedules)
+};
+std::string_view to_string(StageMapping m);
+std::optional<StageMapping> parse_stage_mapping(std::string_view s);
+
+/// Shape and placement of a plan.
+struct PlanMeta {
+  std::string schedule;  ///< registry name, or "custom" for external plans
+  int pp_degree = 1;
+  int num_microbatches = 1;
+  int stages_per_rank = 1;
+  StageMapping mapping = StageMapping::Loop;
+
+  int num_stages() const { return pp_degree * stages_per_rank; }
+  /// Rank owning `stage` (precondition: 0 <= stage < num_stages()).
+  int rank_of(int stage) const;
+  /// Local stages of `rank`, ascending.
+  std::vector<int> stages_of(int rank) const;
+
+  friend bool operator==(const PlanMeta& a, const PlanMeta& b) {
+    return a.schedule == b.schedule && a.pp_degree == b.pp_degree &&
+           a.num_microbatches == b.num_microbatches &&
+           a.stages_per_rank == b.stages_per_rank && a.mapping == b.mapping;
+  }
+};
+
+/// A plan: metadata plus one ordered action list per rank. `ranks[r]` is the
+/// program of rank `rank_ids[r]`; a whole plan has rank_ids = 0..pp-1, a
+/// single-rank plan (`plan --rank R`) holds one entry.
+struct Plan {
+  PlanMeta meta;
+  std::vector<int> rank_ids;
+  std::vector<std::vector<Action>> ranks;
+
+  /// True when every rank 0..pp-1 is present, in order.
+  bool is_whole() const;
+  /// True when the plan holds no SEND/RECV at all.
+  bool is_compute_only() const;
+  std::size_t num_actions() const;
+
+  friend bool operator==(const Plan& a, const Plan& b) {
+    return a.meta == b.meta && a.rank_ids == b.rank_ids && a.ranks == b.ranks;
+  }
+};
+
+/// Whether the boundary between stage s and s+1 crosses ranks.
+inline bool crosses_ranks(const PlanMeta& m, int s) { return m.rank_of(s) != m.rank_of(s + 1); }
+
+/// Joins a rank's actions with single spaces (the text format's line body).
+std::string to_string(const std::vector<Action>& actions);
+
+}  // namespace pipeplan

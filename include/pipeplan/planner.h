@@ -1,0 +1,50 @@
+// The schedule table and the planner entry points.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "pipeplan/ir.h"
+#include "pipeplan/lower.h"
+#include "pipeplan/problem.h"
+
+namespace pipeplan {
+
+/// One row of the schedule table; `pipeplan list`, docs and tests read it.
+struct ScheduleInfo {
+  std::string name;                  ///< canonical name, e.g. "1f1b"
+  std::vector<std::string> aliases;  ///< other accepted names, e.g. "Schedule1F1B"
+  std::string origin;                ///< where the order comes from
+  std::string description;
+  StageMapping mapping = StageMapping::Loop;
+  int default_stages_per_rank = 1;
+  std::vector<int> allowed_stages_per_rank;  ///< empty: any v >= 1
+  std::string constraints;                   ///< human-readable shape constraints
+  /// Throws ShapeError naming the violated constraint and a fix.
+  std::function<void(const PlanMeta&)> check_shape;
+  /// Compute-only order (F, B, I, W, OVERLAP_F_B) of one rank. Pure.
+  std::function<std::vector<Action>(const PlanMeta&, int rank)> plan_rank;
+  /// How lower() places this schedule's sends by default.
+  LowerOptions lowering;
+};
+
+/// The schedule table, in display order.
+const std::vector<ScheduleInfo>& schedules();
+/// Finds a schedule by name or alias (case-insensitive, '_' == '-'); throws
+/// InputError listing the names, with a "did you mean" when one is close.
+const ScheduleInfo& find_schedule(const std::string& name);
+
+/// Resolves defaults (v) and checks the shape; throws ShapeError/InputError.
+PlanMeta resolve(const Problem& problem);
+
+/// Compute-only plan of every rank. Throws on a bad problem.
+Plan plan_compute(const Problem& problem);
+/// Compute-only plan of one rank (a Plan holding only that rank).
+Plan plan_compute_rank(const Problem& problem, int rank);
+/// Planned and lowered (with comms) plan of every rank.
+Plan plan(const Problem& problem);
+/// Planned and lowered plan of one rank only.
+Plan plan_rank(const Problem& problem, int rank);
+
+}  // namespace pipeplan

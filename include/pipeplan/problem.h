@@ -1,0 +1,16 @@
+// What the user asks the planner for.
+#pragma once
+
+#include <string>
+
+namespace pipeplan {
+
+/// A planning request. stages_per_rank 0 means "the schedule's default".
+struct Problem {
+  std::string schedule = "1f1b";
+  int pp_degree = 4;
+  int num_microbatches = 8;
+  int stages_per_rank = 0;
+};
+
+}  // namespace pipeplan

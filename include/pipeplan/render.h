@@ -1,0 +1,39 @@
+// Pictures of a simulated plan: SVG, Chrome trace (Perfetto) and a text
+// timeline scaled to time. Renderers write to a stream; they never open files.
+#pragma once
+
+#include <ostream>
+
+#include "pipeplan/ir.h"
+#include "pipeplan/simulate.h"
+
+namespace pipeplan {
+
+struct SvgOptions {
+  double px_per_unit = 0.0;  ///< horizontal scale; 0 picks one (~960 px wide)
+  bool arrows = false;       ///< draw an arrow for every transfer
+  bool title = true;         ///< schedule, shape, makespan and bubble on top
+};
+
+/// One row per rank, time to scale, one colour per action type (lighter for
+/// later local stages), microbatch labels, a time axis and a legend.
+/// Precondition: `result` is simulate(plan, ...) and ok().
+void write_svg(const Plan& plan, const SimResult& result, const SvgOptions& options,
+               std::ostream& out);
+
+/// Chrome trace JSON (loads in Perfetto and chrome://tracing): one track per
+/// rank (pid 0, tid = rank), an "X" slice per compute action (1 time unit =
+/// 1 ms), and an "s"/"f" flow from each value's producer to its consumer.
+void write_chrome_trace(const Plan& plan, const SimResult& result, std::ostream& out);
+
+struct TextTimelineOptions {
+  double columns_per_unit = 0.0;  ///< 0 picks one so labels fit, within max_columns
+  int max_columns = 160;          ///< width limit of the automatic scale
+};
+
+/// One line per rank; each compute action spans columns proportional to its
+/// duration and starts with its label ("F3", "B0", "F3/B1"); idle is '.'.
+void write_text_timeline(const Plan& plan, const SimResult& result,
+                         const TextTimelineOptions& options, std::ostream& out);
+
+}  // namespace pipeplan

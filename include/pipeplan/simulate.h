@@ -1,0 +1,114 @@
+// simulate(): a cost-model run of a plan -> timeline, makespan, bubble,
+// per-rank busy time and peak live activations. See docs/simulator.md.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipeplan/ir.h"
+#include "pipeplan/verify.h"
+
+namespace pipeplan {
+
+/// Per-stage multipliers of the action-type costs (1 = the base cost).
+struct StageScale {
+  double f = 1.0, b = 1.0, i = 1.0, w = 1.0;
+  friend bool operator==(const StageScale& a, const StageScale& b) {
+    return a.f == b.f && a.b == b.b && a.i == b.i && a.w == b.w;
+  }
+};
+
+/// Durations of compute actions and transfers, in one abstract time unit.
+struct CostModel {
+  double f = 1.0, b = 2.0, i = 1.0, w = 1.0;
+  /// OVERLAP_F_B duration; unset means F(fwd stage) + B(bwd stage).
+  std::optional<double> overlap;
+  /// Stage -> multipliers; stages not listed use 1.
+  std::map<int, StageScale> stage_scales;
+  double comm_latency = 0.0;
+  double comm_bandwidth = 0.0;  ///< bytes per time unit; 0 = infinite
+  double transfer_bytes = 0.0;  ///< size of every transfer
+
+  /// Duration of a compute action (0 for SEND/RECV and pass-through types).
+  double duration(const Action& a) const;
+  /// latency + bytes / bandwidth (just latency when either is 0).
+  double transfer_time() const;
+};
+
+/// Parses "F=1,B=2,I=1,W=1,OVERLAP_F_B=2.5" (keys case-insensitive, "O" is
+/// short for OVERLAP_F_B) into `base`. When B is absent it defaults to I+W;
+/// when only B is given, I = W = B/2. Throws InputError naming the bad item.
+CostModel parse_cost_spec(std::string_view spec, CostModel base = {});
+
+/// Parses a stage-costs file: CSV rows "stage,F,B,I,W" or "stage,SCALE"
+/// (optional header, '#' comments), or JSON {"stages":[{"stage":0,"scale":2,
+/// "F":..}]}. Throws InputError "<source>:<line>: ..." on bad content.
+std::map<int, StageScale> parse_stage_costs(std::string_view text,
+                                            const std::string& source = "<stage-costs>");
+
+struct SimOptions {
+  CostModel costs;
+  Transport transport = Transport::Rendezvous;
+};
+
+/// When an action ran. Compute: its run interval. SEND/RECV: from the moment
+/// the rank posted it to its completion. Pass-through: zero-length at post.
+struct ActionTime {
+  double start = 0.0, end = 0.0;
+};
+
+/// One boundary value moving between ranks. For plans with comms, `src` is
+/// the SEND and `dst` the RECV; for compute-only plans both are computes.
+/// `producer`/`consumer` are the compute indices on src/dst rank (-1: none).
+struct Transfer {
+  int src_rank = 0, src_index = 0, dst_rank = 0, dst_index = 0;
+  int producer = -1, consumer = -1;
+  double start = 0.0, end = 0.0;  ///< when the data was moving
+};
+
+/// Per-rank outcome. idle = makespan - busy.
+struct RankStats {
+  int rank = 0;
+  double busy = 0.0, idle = 0.0, first_start = 0.0, last_end = 0.0;
+  /// Most (stage, microbatch) activations alive at once, each counted from
+  /// its F until its B (or its W when the backward is split).
+  int peak_activations = 0;
+  /// The same in whole-rank units: peak_activations / stages_per_rank.
+  double peak_rank_activations = 0.0;
+};
+
+struct SimResult {
+  /// Empty when every rank reached the end of its list and every transfer
+  /// completed; otherwise why not (bad actions, deadlock, mismatched pairs).
+  std::vector<Diagnostic> problems;
+  bool ok() const { return problems.empty(); }
+  /// True when the plan had no SEND/RECV and data moved implicitly.
+  bool compute_only = false;
+  double makespan = 0.0;
+  double bubble_fraction = 0.0;  ///< 1 - sum(busy) / (ranks x makespan)
+  std::vector<RankStats> ranks;
+  std::vector<std::vector<ActionTime>> times;  ///< parallel to plan.ranks
+  std::vector<Transfer> transfers;             ///< ordered by (start, src)
+};
+
+/// Runs each rank's list in order on one compute stream per rank; SEND/RECV
+/// are posted when the rank reaches them and complete per `options.transport`;
+/// a compute waits for the values it consumes. A compute-only plan moves each
+/// cross-rank value as soon as it is produced (+ transfer time), with no
+/// transport model. Linear time; never hangs: a deadlock is a problem in the
+/// result. Precondition: the plan is whole; else throws InputError.
+SimResult simulate(const Plan& plan, const SimOptions& options = {});
+
+/// Human-readable summary: makespan, bubble, one row per rank.
+void write_sim_text(const Plan& plan, const SimOptions& options, const SimResult& result,
+                    std::ostream& out);
+/// JSON summary {"format":"pipeplan.simulation","version":1,"makespan":..,
+/// "bubble_fraction":..,"ranks":[..],..}; problems listed when not ok.
+void write_sim_json(const Plan& plan, const SimOptions& options, const SimResult& result,
+                    std::ostream& out);
+
+}  // namespace pipeplan

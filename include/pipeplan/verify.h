@@ -1,0 +1,59 @@
+// verify(): structural checks and a progress proof under a transport model.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+#include <optional>
+
+#include "pipeplan/ir.h"
+
+namespace pipeplan {
+
+/// How P2P operations complete (semantics.md).
+enum class Transport : std::uint8_t {
+  Rendezvous,  ///< one in-order stream per rank pair (NCCL P2P)
+  Eager,       ///< sends buffered; a receive completes once its send is posted
+  Serial,      ///< one in-order stream per rank for every peer
+};
+std::string_view to_string(Transport t);
+std::optional<Transport> parse_transport(std::string_view s);
+
+/// One defect. `rank`/`index` locate the action (-1 when not applicable).
+struct Diagnostic {
+  std::string code;     ///< stable identifier, e.g. "fifo-both-send"
+  int rank = -1;
+  int index = -1;
+  std::string action;   ///< the action in torch grammar, or ""
+  std::string message;  ///< names the problem concretely
+  friend bool operator==(const Diagnostic& a, const Diagnostic& b) {
+    return a.code == b.code && a.rank == b.rank && a.index == b.index &&
+           a.action == b.action && a.message == b.message;
+  }
+};
+
+struct VerifyOptions {
+  Transport transport = Transport::Rendezvous;
+  /// Stop collecting structural diagnostics after this many.
+  std::size_t max_diagnostics = 50;
+};
+
+struct VerifyResult {
+  std::vector<Diagnostic> diagnostics;
+  bool ok() const { return diagnostics.empty(); }
+};
+
+/// Counts, ranges, placement and dependency checks only (no simulation).
+/// Works on compute-only plans (then comm checks are skipped) and on plans
+/// with comms. Precondition: the plan is whole.
+std::vector<Diagnostic> check_structure(const Plan& plan, std::size_t max_diagnostics = 50);
+
+/// Structural checks, then (when they pass) a simulation proving every rank
+/// reaches the end of its list under `options.transport`. Linear time.
+/// Precondition: the plan is whole and has comms (lower() compute-only plans).
+VerifyResult verify(const Plan& plan, const VerifyOptions& options = {});
+
+/// "code rank R index I (ACTION): message" lines, one per diagnostic.
+std::string format_diagnostics(const std::vector<Diagnostic>& diags);
+
+}  // namespace pipeplan

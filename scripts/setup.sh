@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Shared by run.sh and test.sh: install missing Debian packages, then
+# configure and build into build/ (incremental). Not meant to be run alone.
+set -euo pipefail
+
+PIPEPLAN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PIPEPLAN_BUILD="${PIPEPLAN_BUILD:-$PIPEPLAN_ROOT/build}"
+
+packages=(cmake g++ make nlohmann-json3-dev libcli11-dev libspdlog-dev catch2)
+# The executor needs LibTorch with c10d Gloo; PIPEPLAN_NO_TORCH=1 skips it.
+if [ "${PIPEPLAN_NO_TORCH:-0}" != "1" ]; then
+  packages+=(libtorch-dev libgloo-dev)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "pipeplan setup: installing ${missing[*]}" >&2
+  SUDO=""
+  if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q >&2
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+fi
+
+jobs="$(nproc 2>/dev/null || echo 2)"
+cmake_args=(-S "$PIPEPLAN_ROOT" -B "$PIPEPLAN_BUILD" -DCMAKE_BUILD_TYPE=Release)
+if [ "${PIPEPLAN_NO_TORCH:-0}" = "1" ]; then cmake_args+=(-DPIPEPLAN_WITH_TORCH=OFF); fi
+if [ ! -f "$PIPEPLAN_BUILD/CMakeCache.txt" ]; then
+  cmake "${cmake_args[@]}" >&2
+fi
+cmake --build "$PIPEPLAN_BUILD" -j "$jobs" >&2

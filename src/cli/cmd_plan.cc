@@ -1,0 +1,75 @@
+// pipeplan plan: plan, lower, verify and write a schedule.
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "pipeplan/emit.h"
+#include "pipeplan/error.h"
+#include "pipeplan/planner.h"
+#include "pipeplan/verify.h"
+
+namespace pipeplan::cli {
+
+namespace {
+struct PlanArgs {
+  Problem problem;
+  int rank = 0;
+  CLI::Option* rank_opt = nullptr;
+  bool compute_only = false;
+  bool no_verify = false;
+  std::string format = "json";
+  std::string output;
+};
+}  // namespace
+
+void write_plan(const Plan& plan, const std::string& format, std::ostream& out) {
+  if (format == "json") write_json(plan, out);
+  else if (format == "csv") write_csv(plan, out);
+  else if (format == "text") write_text(plan, out);
+  else write_timeline(plan, out);
+}
+
+std::function<int()> setup_plan(CLI::App& app) {
+  auto args = std::make_shared<PlanArgs>();
+  add_problem_options(app, args->problem, true);
+  args->rank_opt = app.add_option("-r,--rank", args->rank, "Emit only this rank's program");
+  app.add_flag("--compute-only", args->compute_only, "Emit the compute order without SEND/RECV");
+  app.add_flag("--no-verify", args->no_verify, "Skip the rendezvous deadlock proof");
+  app.add_option("-f,--format", args->format, "Output format")
+      ->check(CLI::IsMember({"json", "csv", "text", "timeline"}));
+  app.add_option("-o,--output", args->output, "Output file (default: stdout)");
+  return [args]() {
+    const Problem& pr = args->problem;
+    Plan whole = args->compute_only ? plan_compute(pr) : plan(pr);
+    spdlog::debug("planned {} p={} m={} v={}: {} actions", whole.meta.schedule, whole.meta.pp_degree,
+                  whole.meta.num_microbatches, whole.meta.stages_per_rank, whole.num_actions());
+    if (!args->no_verify) {
+      // A compute-only plan is proven through its lowering: the order users
+      // get is the one a runtime will lower the same way.
+      Plan checked = args->compute_only ? lower(whole, find_schedule(whole.meta.schedule).lowering) : whole;
+      VerifyResult res = verify(checked, {Transport::Rendezvous});
+      if (!res.ok()) {
+        spdlog::error("the planned schedule is not deadlock-free (a pipeplan bug):\n{}",
+                      format_diagnostics(res.diagnostics));
+        return kExitInternal;
+      }
+      spdlog::debug("verified: deadlock-free under rendezvous");
+    }
+    Plan out = whole;
+    if (args->rank_opt->count() > 0) {
+      if (args->rank >= whole.meta.pp_degree || args->rank < 0)
+        throw InputError("--rank " + std::to_string(args->rank) + " is out of range for pp_degree " +
+                         std::to_string(whole.meta.pp_degree) + " (valid: 0.." +
+                         std::to_string(whole.meta.pp_degree - 1) + ")");
+      out.rank_ids = {args->rank};
+      out.ranks = {whole.ranks[static_cast<std::size_t>(args->rank)]};
+    }
+    Output o(args->output);
+    write_plan(out, args->format, o.stream());
+    o.close();
+    return kExitOk;
+  };
+}
+
+}  // namespace pipeplan::cli

@@ -1,0 +1,16 @@
+#include "cli/commands.h"
+
+namespace pipeplan::cli {
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> table = {
+      {"plan", "Plan a schedule, lower it, verify it and write it", setup_plan},
+      {"verify", "Prove a plan file (JSON or CSV) deadlock-free", setup_verify},
+      {"show", "Show a plan file as an ASCII timeline", setup_show},
+      {"list", "List the schedules with their constraints", setup_list},
+      // --- further subcommands: one row each ---
+  };
+  return table;
+}
+
+}  // namespace pipeplan::cli

@@ -1,0 +1,46 @@
+// Helpers shared by the subcommands: options, input, output, exit codes.
+#pragma once
+
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "pipeplan/ir.h"
+#include "pipeplan/problem.h"
+
+namespace CLI {
+class App;
+}
+
+namespace pipeplan::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitInvalid = 1;   ///< plan invalid or not deadlock-free
+inline constexpr int kExitUsage = 2;     ///< usage or input error
+inline constexpr int kExitInternal = 3;  ///< internal error
+
+/// -s/--schedule, -p/--pp, -m/--microbatches, -v/--stages-per-rank.
+/// `required`: whether -s/-p/-m must be given.
+void add_problem_options(CLI::App& app, Problem& problem, bool required);
+
+/// Reads a whole file, or stdin for "-". Throws InputError when unreadable.
+std::string read_input(const std::string& path);
+
+/// Output target: stdout for "" or "-", else the file (opened on first use,
+/// error on failure). Keep the object alive while writing.
+class Output {
+ public:
+  explicit Output(const std::string& path);
+  std::ostream& stream();
+  /// Flushes and reports a write failure as InputError.
+  void close();
+
+ private:
+  std::string path_;
+  std::unique_ptr<std::ostream> file_;
+};
+
+/// Reads a plan file (JSON or CSV, detected from content) or "-".
+Plan load_plan(const std::string& path);
+
+}  // namespace pipeplan::cli

@@ -1,0 +1,110 @@
+// pipeplan CLI entry point: the one catch point mapping errors to exit codes.
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "pipeplan/error.h"
+#include "pipeplan/version.h"
+
+namespace {
+
+using namespace pipeplan::cli;
+
+std::size_t distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// "unknown command 'plam' (did you mean 'plan'?)" before CLI11 sees it.
+int unknown_command(const std::string& name) {
+  std::string best, names;
+  std::size_t best_d = 3;
+  for (const auto& c : commands()) {
+    names += (names.empty() ? "" : ", ") + c.name;
+    std::size_t d = distance(name, c.name);
+    if (d < best_d) best_d = d, best = c.name;
+  }
+  std::cerr << "pipeplan: unknown command '" << name << "'";
+  if (!best.empty()) std::cerr << " (did you mean '" << best << "'?)";
+  std::cerr << "; commands: " << names << "\n";
+  return kExitUsage;
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"pipeplan: generate, verify, inspect and replay pipeline-parallel schedules"};
+  app.set_version_flag("--version", std::string("pipeplan ") + pipeplan::kVersion);
+  bool quiet = false, verbose = false;
+  app.add_flag("-q,--quiet", quiet, "Only errors on stderr");
+  app.add_flag("--verbose", verbose, "Debug logging on stderr");
+  app.require_subcommand(0, 1);
+  app.footer("Exit codes: 0 ok, 1 plan invalid or not deadlock-free, 2 usage or input error, 3 internal error.\n"
+             "Run with no command for a default 1f1b pp=4 m=8 plan. 'pipeplan COMMAND --help' for details.");
+
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    for (const auto& c : commands()) known = known || c.name == argv[1];
+    if (!known) return unknown_command(argv[1]);
+  }
+
+  std::function<int()> chosen;
+  std::vector<std::pair<CLI::App*, std::function<int()>>> runners;
+  for (const auto& c : commands()) {
+    CLI::App* sub = app.add_subcommand(c.name, c.description);
+    runners.emplace_back(sub, c.setup(*sub));
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? kExitOk : kExitUsage;
+  }
+
+  auto logger = spdlog::stderr_color_mt("pipeplan");
+  logger->set_pattern("pipeplan: %l: %v");
+  logger->set_level(quiet ? spdlog::level::err : verbose ? spdlog::level::debug : spdlog::level::info);
+  spdlog::set_default_logger(logger);
+
+  for (auto& [sub, fn] : runners)
+    if (sub->parsed()) return fn();
+  // No subcommand: the default demo (1f1b pp=4 m=8: plan, verify, show).
+  for (auto& [sub, fn] : runners)
+    if (sub->get_name() == "plan") {
+      CLI::App demo;
+      auto demo_run = setup_plan(demo);
+      // CLI11 takes a vector of arguments in reverse order.
+      demo.parse(std::vector<std::string>{"timeline", "-f", "8", "-m", "4", "-p", "1f1b", "-s"});
+      return demo_run();
+    }
+  return kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const pipeplan::InputError& e) {
+    std::cerr << "pipeplan: error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const pipeplan::InternalError& e) {
+    std::cerr << "pipeplan: internal error: " << e.what() << "\n";
+    return kExitInternal;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "pipeplan: internal error: out of memory\n";
+    return kExitInternal;
+  } catch (const std::exception& e) {
+    std::cerr << "pipeplan: internal error: " << e.what() << "\n";
+    return kExitInternal;
+  }
+}

@@ -1,0 +1,43 @@
+// write_json: the plan document of schemas/plan.schema.json.
+#include <nlohmann/json.hpp>
+
+#include "pipeplan/emit.h"
+
+namespace pipeplan {
+
+// Written by hand rather than through nlohmann::json::dump so that keys keep
+// the documented order and each rank's actions stay on one line (plans are
+// read by people in review diffs). nlohmann only escapes the free-form name.
+void write_json(const Plan& plan, std::ostream& out) {
+  const PlanMeta& m = plan.meta;
+  out << "{\n"
+      << "  \"format\": \"" << kPlanFormatName << "\",\n"
+      << "  \"version\": " << kPlanFormatVersion << ",\n"
+      << "  \"schedule\": " << nlohmann::json(m.schedule).dump() << ",\n"
+      << "  \"pp_degree\": " << m.pp_degree << ",\n"
+      << "  \"num_microbatches\": " << m.num_microbatches << ",\n"
+      << "  \"stages_per_rank\": " << m.stages_per_rank << ",\n"
+      << "  \"stage_to_rank\": \"" << to_string(m.mapping) << "\",\n"
+      << "  \"compute_only\": " << (plan.is_compute_only() ? "true" : "false") << ",\n"
+      << "  \"ranks\": [";
+  std::string line;
+  for (std::size_t r = 0; r < plan.ranks.size(); ++r) {
+    line.clear();
+    line += r ? ",\n" : "\n";
+    line += "    {\"rank\": ";
+    line += std::to_string(plan.rank_ids[r]);
+    line += ", \"actions\": [";
+    const auto& actions = plan.ranks[r];
+    for (std::size_t i = 0; i < actions.size(); ++i) {
+      if (i) line += ", ";
+      line += '"';
+      append_to(line, actions[i]);  // the grammar never needs escaping
+      line += '"';
+    }
+    line += "]}";
+    out << line;
+  }
+  out << (plan.ranks.empty() ? "]\n}\n" : "\n  ]\n}\n");
+}
+
+}  // namespace pipeplan

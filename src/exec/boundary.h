@@ -1,0 +1,57 @@
+// Executor internals: boundary specs on the wire, message tags, microbatch
+// slicing. Not installed; only src/exec includes it.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+
+#include "pipeplan/exec/executor.h"
+
+namespace pipeplan::exec::detail {
+
+/// What a message carries; part of its tag so Gloo matches by payload.
+enum class Dir : int { Forward = 0, Backward = 1, Shape = 2 };
+
+inline constexpr int kMaxValues = 32;  ///< values per boundary
+inline constexpr int kMaxDims = 8;     ///< dims per boundary tensor
+inline constexpr int kMetaSlotsPerValue = 3 + kMaxDims;
+inline constexpr int kMetaLength = 1 + kMaxValues * kMetaSlotsPerValue;
+
+/// Spec of concrete values; throws InputError past kMaxValues/kMaxDims.
+BoundarySpec spec_of(const Values& values, int stage);
+/// Fixed-length int64 tensor describing `spec` (so the receiver can post it
+/// before knowing anything).
+at::Tensor encode_spec(const BoundarySpec& spec, at::Device device);
+/// Inverse of encode_spec; throws CommError on a malformed message.
+BoundarySpec decode_spec(const at::Tensor& meta);
+
+/// Number of tags needed per (dir, stage, microbatch): values plus the meta.
+inline constexpr int kTagsPerBoundary = kMaxValues + 1;
+/// Tag of value `index` of a message from `stage` about `microbatch`. The
+/// step parity keeps consecutive steps apart. Precondition: tag_space_ok().
+int make_tag(int step, Dir dir, int stage, int microbatch, int index, int num_stages,
+             int num_microbatches);
+/// Whether every tag of this plan shape fits in a non-negative int.
+bool tag_space_ok(int num_stages, int num_microbatches);
+
+/// Buffer for one value of `spec` on `device` (int scalars: 0-d int64).
+at::Tensor empty_for(const ValueSpec& spec, at::Device device);
+/// A value as the tensor that travels: contiguous, detached; ints as 0-d int64.
+at::Tensor to_wire(const Value& v, at::Device device);
+/// A received buffer as the value the stage sees.
+Value from_wire(const at::Tensor& t, const ValueSpec& spec);
+
+/// Whether a value is differentiable across the boundary (floating tensor).
+bool is_differentiable(const Value& v);
+/// Number of differentiable values in a spec (gradient messages carry these).
+int num_differentiable(const BoundarySpec& spec);
+
+/// Microbatch `m` of size `rows` of a user value: tensors narrowed along
+/// dim 0, scalars unchanged.
+Value slice(const Value& v, int m, std::int64_t rows);
+
+/// FNV-1a over the plan text (all ranks) and shape, as a non-negative int64.
+std::int64_t fingerprint(const Plan& plan);
+
+}  // namespace pipeplan::exec::detail

@@ -1,0 +1,234 @@
+// c10d process groups behind the Communicator interface. The only file that
+// includes c10d headers, so their compile cost is paid once.
+#include "pipeplan/exec/comm.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#if defined(USE_C10D_GLOO) && __has_include(<gloo/algorithm.h>)
+#define PIPEPLAN_EXEC_GLOO 1
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
+#if defined(USE_C10D_NCCL)
+#define PIPEPLAN_EXEC_NCCL 1
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <cstdlib>
+#include <limits>
+
+#include "pipeplan/error.h"
+
+namespace pipeplan::exec {
+
+namespace {
+
+// c10::Error::what() carries a C++ backtrace; users want the message only.
+std::string message_of(const std::exception& e) {
+  if (const auto* ce = dynamic_cast<const c10::Error*>(&e)) return ce->what_without_backtrace();
+  return e.what();
+}
+
+int env_int(const char* name, bool required, int fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') {
+    if (required) throw InputError(std::string("environment variable ") + name + " is not set");
+    return fallback;
+  }
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < 0 || x > std::numeric_limits<int>::max())
+    throw InputError(std::string("environment variable ") + name + "='" + v +
+                     "' is not a non-negative integer");
+  return static_cast<int>(x);
+}
+
+bool is_loopback(const std::string& addr) {
+  return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
+}
+
+class WorkOp : public PendingOp {
+ public:
+  WorkOp(c10::intrusive_ptr<c10d::Work> work, at::Tensor tensor)
+      : work_(std::move(work)), tensor_(std::move(tensor)) {}
+
+  void wait(std::chrono::milliseconds timeout, const std::string& what) override {
+    if (!work_) return;
+    bool done = false;
+    try {
+      done = work_->wait(timeout);
+    } catch (const std::exception& e) {
+      work_.reset();
+      throw CommError(what + ": " + message_of(e));
+    }
+    work_.reset();
+    if (!done)
+      throw CommError(what + ": timed out after " + std::to_string(timeout.count()) + " ms");
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+  at::Tensor tensor_;  // keeps the buffer alive while the operation is in flight
+};
+
+template <class PG>
+class PgCommunicator : public Communicator {
+ public:
+  PgCommunicator(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<PG> pg, int rank,
+                 int size, Backend backend, at::Device device)
+      : store_(std::move(store)), pg_(std::move(pg)), rank_(rank), size_(size),
+        backend_(backend), device_(device) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Backend backend() const override { return backend_; }
+  at::Device device() const override { return device_; }
+
+  std::unique_ptr<PendingOp> isend(const at::Tensor& t, int peer, int tag) override {
+    std::vector<at::Tensor> v{t};
+    try {
+      return std::make_unique<WorkOp>(pg_->send(v, peer, tag), t);
+    } catch (const std::exception& e) {
+      throw CommError("posting a send to rank " + std::to_string(peer) + ": " + message_of(e));
+    }
+  }
+
+  std::unique_ptr<PendingOp> irecv(const at::Tensor& t, int peer, int tag) override {
+    std::vector<at::Tensor> v{t};
+    try {
+      return std::make_unique<WorkOp>(pg_->recv(v, peer, tag), t);
+    } catch (const std::exception& e) {
+      throw CommError("posting a receive from rank " + std::to_string(peer) + ": " +
+                      message_of(e));
+    }
+  }
+
+  void allreduce_max(at::Tensor& t, std::chrono::milliseconds timeout) override {
+    std::vector<at::Tensor> v{t};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = c10d::ReduceOp::MAX;
+    c10::intrusive_ptr<c10d::Work> work;
+    try {
+      work = pg_->allreduce(v, opts);
+    } catch (const std::exception& e) {
+      throw CommError("allreduce: " + message_of(e));
+    }
+    WorkOp(std::move(work), t).wait(timeout, "allreduce across " + std::to_string(size_) + " ranks");
+  }
+
+  void barrier(std::chrono::milliseconds timeout) override {
+    // An allreduce rather than pg->barrier(): NCCL's barrier guesses a device.
+    at::Tensor t = at::zeros({1}, at::TensorOptions().dtype(at::kLong).device(device_));
+    allreduce_max(t, timeout);
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<PG> pg_;
+  int rank_, size_;
+  Backend backend_;
+  at::Device device_;
+};
+
+}  // namespace
+
+std::string_view to_string(Backend b) { return b == Backend::Gloo ? "gloo" : "nccl"; }
+
+std::optional<Backend> parse_backend(std::string_view s) {
+  if (s == "gloo") return Backend::Gloo;
+  if (s == "nccl") return Backend::Nccl;
+  return std::nullopt;
+}
+
+bool backend_available(Backend b) {
+#if defined(PIPEPLAN_EXEC_GLOO)
+  if (b == Backend::Gloo) return true;
+#endif
+#if defined(PIPEPLAN_EXEC_NCCL)
+  if (b == Backend::Nccl) return true;
+#endif
+  (void)b;
+  return false;
+}
+
+bool DistEnv::present() {
+  const char* r = std::getenv("RANK");
+  const char* w = std::getenv("WORLD_SIZE");
+  return r != nullptr && *r != '\0' && w != nullptr && *w != '\0';
+}
+
+DistEnv DistEnv::from_environment() {
+  DistEnv env;
+  env.rank = env_int("RANK", true, 0);
+  env.world_size = env_int("WORLD_SIZE", true, 1);
+  env.local_rank = env_int("LOCAL_RANK", false, env.rank);
+  env.master_port = env_int("MASTER_PORT", false, 29500);
+  if (const char* a = std::getenv("MASTER_ADDR"); a != nullptr && *a != '\0') env.master_addr = a;
+  if (env.world_size < 1) throw InputError("WORLD_SIZE must be at least 1");
+  if (env.rank >= env.world_size)
+    throw InputError("RANK=" + std::to_string(env.rank) + " is not below WORLD_SIZE=" +
+                     std::to_string(env.world_size));
+  if (env.master_port < 1 || env.master_port > 65535)
+    throw InputError("MASTER_PORT=" + std::to_string(env.master_port) + " is not a TCP port");
+  return env;
+}
+
+std::shared_ptr<Communicator> Communicator::connect(const DistEnv& env, Backend backend,
+                                                    std::chrono::milliseconds timeout) {
+  if (!backend_available(backend))
+    throw InputError("backend '" + std::string(to_string(backend)) +
+                     "' is not available in this LibTorch build" +
+                     (backend == Backend::Nccl ? " (NCCL needs a CUDA LibTorch)" : ""));
+  const std::string where = "rank " + std::to_string(env.rank) + ": ";
+  c10::intrusive_ptr<c10d::Store> store;
+  try {
+    c10d::TCPStoreOptions opts;
+    opts.port = static_cast<std::uint16_t>(env.master_port);
+    opts.isServer = env.rank == 0;
+    opts.numWorkers = static_cast<std::size_t>(env.world_size);
+    opts.waitWorkers = true;
+    opts.timeout = timeout;
+    store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
+  } catch (const std::exception& e) {
+    throw CommError(where + "cannot form the store at " + env.master_addr + ":" +
+                    std::to_string(env.master_port) + ": " + message_of(e));
+  }
+  try {
+#if defined(PIPEPLAN_EXEC_GLOO)
+    if (backend == Backend::Gloo) {
+      auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+      opts->devices.push_back(is_loopback(env.master_addr)
+                                  ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                  : c10d::ProcessGroupGloo::createDefaultDevice());
+      auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world_size, opts);
+      return std::make_shared<PgCommunicator<c10d::ProcessGroupGloo>>(
+          store, pg, env.rank, env.world_size, backend, at::Device(at::kCPU));
+    }
+#endif
+#if defined(PIPEPLAN_EXEC_NCCL)
+    if (backend == Backend::Nccl) {
+      // Blocking waits make Work::wait honour its timeout instead of only
+      // ordering streams; must be set before the group exists.
+      setenv("TORCH_NCCL_BLOCKING_WAIT", "1", 0);
+      setenv("NCCL_BLOCKING_WAIT", "1", 0);
+      c10::cuda::set_device(static_cast<c10::DeviceIndex>(env.local_rank));
+      auto opts = c10d::ProcessGroupNCCL::Options::create();
+      opts->timeout = timeout;
+      auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, env.rank, env.world_size, opts);
+      return std::make_shared<PgCommunicator<c10d::ProcessGroupNCCL>>(
+          store, pg, env.rank, env.world_size, backend,
+          at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank)));
+    }
+#endif
+  } catch (const std::exception& e) {
+    throw CommError(where + "cannot form the " + std::string(to_string(backend)) +
+                    " process group of " + std::to_string(env.world_size) + " ranks: " +
+                    message_of(e));
+  }
+  throw InternalError("backend_available() and connect() disagree");
+}
+
+}  // namespace pipeplan::exec

@@ -1,0 +1,144 @@
+#include "io/action_text.h"
+
+#include <limits>
+
+namespace pipeplan::io {
+namespace {
+
+constexpr std::string_view kTypeList =
+    "F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD";
+constexpr std::string_view kGroupType = "OVERLAP_F_B";
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_type_char(char c) { return (c >= 'A' && c <= 'Z') || c == '_'; }
+bool is_space(char c) { return c == ' ' || c == '\t'; }
+
+ActionParse fail(std::size_t offset, std::string reason) {
+  ActionParse p;
+  p.error_offset = offset;
+  p.reason = std::move(reason);
+  return p;
+}
+
+std::string quoted_char(char c) { return std::string("'") + c + "'"; }
+
+// Reads a decimal number at s[pos]; nullopt (and sets *error) when absent or
+// too large for an int32.
+std::optional<int> take_number(std::string_view s, std::size_t& pos, std::string* error) {
+  if (pos >= s.size() || !is_digit(s[pos])) return std::nullopt;
+  long long value = 0;
+  while (pos < s.size() && is_digit(s[pos])) {
+    value = value * 10 + (s[pos] - '0');
+    if (value > std::numeric_limits<std::int32_t>::max()) {
+      *error = "number too large";
+      return std::nullopt;
+    }
+    ++pos;
+  }
+  return static_cast<int>(value);
+}
+
+// "<stage><TYPE>[<mb>]"; `base` is s's offset in the whole text.
+ActionParse parse_simple(std::string_view s, std::size_t base) {
+  std::size_t pos = 0;
+  std::string error;
+  if (s.empty()) return fail(base, "empty action");
+  auto stage = take_number(s, pos, &error);
+  if (!stage) {
+    if (!error.empty()) return fail(base, "stage " + error);
+    return fail(base, "expected a stage number, got " + quoted_char(s[0]));
+  }
+  const std::size_t type_at = pos;
+  while (pos < s.size() && is_type_char(s[pos])) ++pos;
+  std::string_view type_name = s.substr(type_at, pos - type_at);
+  if (type_name.empty()) {
+    if (type_at >= s.size()) return fail(base + type_at, "missing action type after the stage");
+    return fail(base + type_at, "expected an action type after the stage, got " +
+                                    quoted_char(s[type_at]) + " (types: " +
+                                    std::string(kTypeList) + ")");
+  }
+  auto type = parse_action_type(type_name);
+  if (!type)
+    return fail(base + type_at, "'" + std::string(type_name) + "' is not an action type (types: " +
+                                    std::string(kTypeList) + ")");
+  if (*type == ActionType::OverlapFB)
+    return fail(base, "OVERLAP_F_B is written as a group: (<s>F<m>;<s>B<m>)OVERLAP_F_B");
+  if (is_passthrough(*type)) {
+    if (pos < s.size()) {
+      if (is_digit(s[pos]))
+        return fail(base + pos, std::string(type_name) + " takes no microbatch");
+      return fail(base + pos, "unexpected " + quoted_char(s[pos]) + " after " +
+                                  std::string(type_name));
+    }
+    ActionParse ok;
+    ok.action = Action{*type, *stage, -1, -1, -1};
+    return ok;
+  }
+  const std::size_t mb_at = pos;
+  auto mb = take_number(s, pos, &error);
+  if (!mb) {
+    if (!error.empty()) return fail(base + mb_at, "microbatch " + error);
+    if (mb_at >= s.size())
+      return fail(base + mb_at, "missing microbatch after '" + std::string(type_name) + "'");
+    return fail(base + mb_at, "expected a microbatch after '" + std::string(type_name) +
+                                  "', got " + quoted_char(s[mb_at]));
+  }
+  if (pos < s.size())
+    return fail(base + pos, "unexpected " + quoted_char(s[pos]) + " after the microbatch");
+  ActionParse ok;
+  ok.action = make(*type, *stage, *mb);
+  return ok;
+}
+
+// Trims spaces, returning the offset of the first kept character.
+std::string_view trim(std::string_view s, std::size_t& offset) {
+  std::size_t b = 0, e = s.size();
+  while (b < e && is_space(s[b])) ++b;
+  while (e > b && is_space(s[e - 1])) --e;
+  offset += b;
+  return s.substr(b, e - b);
+}
+
+ActionParse parse_group(std::string_view s) {
+  const std::size_t close = s.find(')');
+  if (close == std::string_view::npos)
+    return fail(s.size(), "missing ')' closing the OVERLAP_F_B group");
+  if (s.substr(close + 1) != kGroupType) {
+    std::string got(s.substr(close + 1));
+    return fail(close + 1, "expected 'OVERLAP_F_B' after ')', got '" + got + "'");
+  }
+  std::string_view inner = s.substr(1, close - 1);
+  const std::size_t semi = inner.find(';');
+  if (semi == std::string_view::npos || inner.find(';', semi + 1) != std::string_view::npos)
+    return fail(1, "an OVERLAP_F_B group holds exactly two actions: (<s>F<m>;<s>B<m>)");
+  std::size_t f_at = 1, b_at = 1 + semi + 1;
+  std::string_view f_text = trim(inner.substr(0, semi), f_at);
+  std::string_view b_text = trim(inner.substr(semi + 1), b_at);
+  ActionParse f = parse_simple(f_text, f_at);
+  if (!f.action) return f;
+  if (f.action->type != ActionType::F)
+    return fail(f_at, "an OVERLAP_F_B group starts with a forward (F), got '" +
+                          std::string(f_text) + "'");
+  ActionParse b = parse_simple(b_text, b_at);
+  if (!b.action) return b;
+  if (b.action->type != ActionType::B)
+    return fail(b_at, "an OVERLAP_F_B group ends with a full backward (B), got '" +
+                          std::string(b_text) + "'");
+  ActionParse ok;
+  ok.action = make_overlap(f.action->stage, f.action->microbatch, b.action->stage,
+                           b.action->microbatch);
+  return ok;
+}
+
+}  // namespace
+
+ActionParse parse_action_located(std::string_view text) {
+  if (!text.empty() && text.front() == '(') return parse_group(text);
+  return parse_simple(text, 0);
+}
+
+std::string describe_bad_action(std::string_view text, const ActionParse& failure) {
+  return "unknown action '" + std::string(text) + "': " + failure.reason;
+}
+
+}  // namespace pipeplan::io

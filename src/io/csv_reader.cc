@@ -1,0 +1,248 @@
+// parse_csv_plan: torch.distributed.pipelining `_dump_csv` files, both the
+// compute-only form (blank cells are idle slots) and the compute+comms form.
+// The metadata a CSV lacks is inferred the way torch's `_load_csv` does.
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "io/action_text.h"
+#include "io/limits.h"
+#include "pipeplan/error.h"
+#include "pipeplan/io.h"
+
+namespace pipeplan {
+namespace {
+
+// A parsed cell with the 1-based line/column of its first character.
+struct Located {
+  Action action;
+  int line = 0;
+  int column = 0;
+};
+
+class CsvReader {
+ public:
+  CsvReader(std::string_view text, std::string source) : text_(text), source_(std::move(source)) {}
+
+  [[noreturn]] void error(int line, int column, const std::string& what) const {
+    throw InputError(source_ + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " +
+                     what);
+  }
+  [[noreturn]] void error(const std::string& what) const { throw InputError(source_ + ": " + what); }
+
+  std::string where(const Located& l) const {
+    return std::to_string(l.line) + ":" + std::to_string(l.column);
+  }
+
+  // One vector of actions per row; trailing blank lines are not rows.
+  std::vector<std::vector<Located>> read_rows() {
+    std::vector<std::vector<Located>> rows;
+    std::vector<bool> blank;
+    std::size_t pos = 0;
+    int line = 0;
+    if (text_.substr(0, 3) == "\xEF\xBB\xBF") pos = 3;  // byte order mark
+    while (pos < text_.size()) {
+      ++line;
+      std::size_t end = text_.find('\n', pos);
+      if (end == std::string_view::npos) end = text_.size();
+      std::string_view body = text_.substr(pos, end - pos);
+      if (!body.empty() && body.back() == '\r') body.remove_suffix(1);
+      if (line > io::kMaxRanks) error(line, 1, "more than " + std::to_string(io::kMaxRanks) + " rows");
+      rows.push_back(read_line(body, line));
+      blank.push_back(body.find_first_not_of(" \t") == std::string_view::npos);
+      pos = end + 1;
+    }
+    while (!rows.empty() && blank.back()) {
+      rows.pop_back();
+      blank.pop_back();
+    }
+    return rows;
+  }
+
+ private:
+  std::vector<Located> read_line(std::string_view body, int line) {
+    std::vector<Located> out;
+    std::size_t i = 0;
+    while (true) {
+      while (i < body.size() && (body[i] == ' ' || body[i] == '\t')) ++i;
+      std::string cell;
+      std::size_t cell_at = i;  // offset of the cell's first content character
+      if (i < body.size() && body[i] == '"') {
+        // RFC 4180 quoting, which torch's csv module would also accept.
+        ++i;
+        cell_at = i;
+        bool closed = false;
+        while (i < body.size()) {
+          if (body[i] == '"') {
+            if (i + 1 < body.size() && body[i + 1] == '"') {
+              cell += '"';
+              i += 2;
+              continue;
+            }
+            closed = true;
+            ++i;
+            break;
+          }
+          cell += body[i++];
+        }
+        if (!closed) error(line, static_cast<int>(cell_at), "unterminated quoted cell");
+        while (i < body.size() && (body[i] == ' ' || body[i] == '\t')) ++i;
+        if (i < body.size() && body[i] != ',')
+          error(line, static_cast<int>(i) + 1, "unexpected text after a quoted cell");
+        // Spaces inside the quotes are tolerated like spaces outside.
+        std::size_t lead = cell.find_first_not_of(" \t");
+        if (lead == std::string::npos) {
+          cell.clear();
+        } else {
+          cell = cell.substr(lead, cell.find_last_not_of(" \t") - lead + 1);
+          cell_at += lead;
+        }
+      } else {
+        std::size_t end = body.find(',', i);
+        if (end == std::string_view::npos) end = body.size();
+        std::string_view raw = body.substr(i, end - i);
+        while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\t')) raw.remove_suffix(1);
+        cell.assign(raw);
+        i = end;
+      }
+      if (!cell.empty()) {
+        io::ActionParse parsed = io::parse_action_located(cell);
+        if (!parsed.action)
+          error(line, static_cast<int>(cell_at + parsed.error_offset) + 1,
+                io::describe_bad_action(cell, parsed));
+        out.push_back(Located{*parsed.action, line, static_cast<int>(cell_at) + 1});
+      }
+      if (i >= body.size()) break;
+      ++i;  // the comma
+    }
+    return out;
+  }
+
+  std::string_view text_;
+  std::string source_;
+};
+
+// Stages an action touches (an overlap group touches two).
+template <typename F>
+void for_each_stage(const Action& a, F&& f) {
+  f(a.stage);
+  if (a.type == ActionType::OverlapFB) f(a.sub_stage);
+}
+
+}  // namespace
+
+Plan parse_csv_plan(std::string_view text, const std::string& source, const CsvReadOptions& options) {
+  CsvReader reader(text, source);
+  std::vector<std::vector<Located>> rows = reader.read_rows();
+  if (rows.empty()) reader.error("empty file: expected one row of actions per rank");
+
+  const int pp = static_cast<int>(rows.size());
+  const Located* max_stage_at = nullptr;
+  int max_stage = -1, max_mb = -1;
+  for (const auto& row : rows)
+    for (const auto& l : row) {
+      for_each_stage(l.action, [&](int s) {
+        if (s > max_stage) {
+          max_stage = s;
+          max_stage_at = &l;
+        }
+      });
+      max_mb = std::max({max_mb, l.action.microbatch, l.action.sub_microbatch});
+    }
+  if (max_stage < 0) reader.error("no actions in any row");
+  const int num_stages = max_stage + 1;
+  if (num_stages > io::kMaxStages)
+    reader.error(max_stage_at->line, max_stage_at->column,
+                 "stage " + std::to_string(max_stage) + " is beyond the supported " +
+                     std::to_string(io::kMaxStages) + " stages");
+  if (num_stages % pp != 0)
+    reader.error(max_stage_at->line, max_stage_at->column,
+                 std::to_string(pp) + " rows (ranks) but stages 0.." + std::to_string(max_stage) +
+                     ": the number of stages (" + std::to_string(num_stages) +
+                     ") must be a multiple of the number of ranks");
+
+  Plan plan;
+  plan.meta.schedule = options.schedule;
+  plan.meta.pp_degree = pp;
+  plan.meta.stages_per_rank = num_stages / pp;
+  if (options.num_microbatches) {
+    plan.meta.num_microbatches = *options.num_microbatches;
+  } else {
+    if (max_mb < 0) reader.error("no action names a microbatch; cannot tell the microbatch count");
+    plan.meta.num_microbatches = max_mb + 1;
+  }
+
+  // Placement: each stage on one rank (like torch's _validate_schedule).
+  struct Seen {
+    int rank;
+    const Located* at;
+  };
+  std::map<int, Seen> placement;
+  for (int r = 0; r < pp; ++r)
+    for (const auto& l : rows[static_cast<std::size_t>(r)])
+      for_each_stage(l.action, [&](int s) {
+        auto [it, inserted] = placement.emplace(s, Seen{r, &l});
+        if (!inserted && it->second.rank != r)
+          reader.error(l.line, l.column,
+                       "stage " + std::to_string(s) + " is on rank " + std::to_string(r) +
+                           " here but on rank " + std::to_string(it->second.rank) + " at " +
+                           reader.where(*it->second.at) + "; a stage belongs to one rank");
+      });
+
+  // First stage whose observed rank disagrees with `mapping`, if any.
+  auto mismatch = [&](StageMapping mapping) -> const std::pair<const int, Seen>* {
+    PlanMeta m = plan.meta;
+    m.mapping = mapping;
+    for (const auto& entry : placement)
+      if (m.rank_of(entry.first) != entry.second.rank) return &entry;
+    return nullptr;
+  };
+  auto expected_rank = [&](StageMapping mapping, int stage) {
+    PlanMeta m = plan.meta;
+    m.mapping = mapping;
+    return m.rank_of(stage);
+  };
+  auto runs = [&](const std::pair<const int, Seen>& e) {
+    return "rank " + std::to_string(e.second.rank) + " runs stage " + std::to_string(e.first) +
+           " (" + to_string(e.second.at->action) + ")";
+  };
+
+  if (options.mapping) {
+    if (const auto* bad = mismatch(*options.mapping))
+      reader.error(bad->second.at->line, bad->second.at->column,
+                   runs(*bad) + ", but stage_to_rank " + std::string(to_string(*options.mapping)) +
+                       " places stage " + std::to_string(bad->first) + " on rank " +
+                       std::to_string(expected_rank(*options.mapping, bad->first)));
+    plan.meta.mapping = *options.mapping;
+  } else {
+    const auto* loop_bad = mismatch(StageMapping::Loop);
+    const auto* v_bad = loop_bad ? mismatch(StageMapping::V) : nullptr;
+    if (!loop_bad) {
+      plan.meta.mapping = StageMapping::Loop;
+    } else if (!v_bad) {
+      plan.meta.mapping = StageMapping::V;
+    } else {
+      const std::string loop_rank = std::to_string(expected_rank(StageMapping::Loop, loop_bad->first));
+      const std::string v_rank = std::to_string(expected_rank(StageMapping::V, v_bad->first));
+      std::string why = loop_bad == v_bad && loop_rank == v_rank
+                            ? runs(*loop_bad) + ", which both place on rank " + loop_rank
+                            : runs(*loop_bad) + ", which loop places on rank " + loop_rank + "; " +
+                                  runs(*v_bad) + " at " + reader.where(*v_bad->second.at) +
+                                  ", which v places on rank " + v_rank;
+      reader.error(loop_bad->second.at->line, loop_bad->second.at->column,
+                   "stage placement fits neither stage_to_rank loop nor v: " + why);
+    }
+  }
+
+  for (int r = 0; r < pp; ++r) {
+    std::vector<Action> list;
+    list.reserve(rows[static_cast<std::size_t>(r)].size());
+    for (const auto& l : rows[static_cast<std::size_t>(r)]) list.push_back(l.action);
+    plan.rank_ids.push_back(r);
+    plan.ranks.push_back(std::move(list));
+  }
+  return plan;
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,52 @@
+// Internal: the per-schedule factories and shape checks that registry.cc
+// puts into the one schedule table. Each family lives in its own file.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "pipeplan/error.h"
+#include "pipeplan/ir.h"
+
+namespace pipeplan::detail {
+
+/// Throws ShapeError("<schedule>: <what>; <fix>") when !ok.
+void require(bool ok, const std::string& schedule, const std::string& what,
+             const std::string& fix);
+
+// simple.cc: gpipe and 1f1b (seed 000).
+std::vector<Action> plan_gpipe(const PlanMeta& meta, int rank);
+std::vector<Action> plan_1f1b(const PlanMeta& meta, int rank);
+void check_1f1b(const PlanMeta& meta);
+
+// --- further families are declared below, one block per file ---
+
+// zero_bubble_sail.cc: sail-sg's handcrafted ZB-H1 and ZB-H2 (v = 1, F/I/W).
+std::vector<Action> plan_zb_h1(const PlanMeta& meta, int rank);
+void check_zb_h1(const PlanMeta& meta);
+std::vector<Action> plan_zb_h2(const PlanMeta& meta, int rank);
+void check_zb_h2(const PlanMeta& meta);
+
+// vpp.cc: seed 002 (Paddle) virtual pipeline: interleave, F-then-B, balanced.
+std::vector<Action> plan_vpp(const PlanMeta& meta, int rank);
+void check_vpp(const PlanMeta& meta);
+std::vector<Action> plan_vpp_fthenb(const PlanMeta& meta, int rank);
+void check_vpp_fthenb(const PlanMeta& meta);
+std::vector<Action> plan_vpp_balanced(const PlanMeta& meta, int rank);
+void check_vpp_balanced(const PlanMeta& meta);
+
+// interleaved.cc: torch's loop-mapped multi-stage schedules (any v >= 1).
+std::vector<Action> plan_interleaved_1f1b(const PlanMeta& meta, int rank);
+std::vector<Action> plan_interleaved_zb(const PlanMeta& meta, int rank);
+/// Interleaved1F1B and InterleavedZeroBubble: m divisible by max(1, m / p).
+void check_interleaved(const PlanMeta& meta);
+std::vector<Action> plan_looped_bfs(const PlanMeta& meta, int rank);
+
+// zero_bubble_torch.cc: torch's V-mapped schedules (v = 2): ZB-V, DualPipeV.
+std::vector<Action> plan_zbv(const PlanMeta& meta, int rank);
+void check_zbv(const PlanMeta& meta);
+std::vector<Action> plan_dualpipev(const PlanMeta& meta, int rank);
+/// DualPipeV: v = 2 and m >= 2 * pp_degree.
+void check_dualpipev(const PlanMeta& meta);
+
+}  // namespace pipeplan::detail

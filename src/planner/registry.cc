@@ -1,0 +1,258 @@
+// The one schedule table, name lookup and the planner entry points.
+#include <algorithm>
+#include <cctype>
+
+#include "pipeplan/error.h"
+#include "pipeplan/planner.h"
+#include "planner/families.h"
+
+namespace pipeplan {
+namespace detail {
+
+void require(bool ok, const std::string& schedule, const std::string& what,
+             const std::string& fix) {
+  if (!ok) throw ShapeError(schedule + ": " + what + "; " + fix);
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::require;
+
+void no_extra_check(const PlanMeta&) {}
+
+LowerOptions staggered() {
+  LowerOptions o;
+  o.send_placement = SendPlacement::ParityStaggered;
+  return o;
+}
+
+std::vector<ScheduleInfo> make_table() {
+  std::vector<ScheduleInfo> t;
+  t.push_back({"gpipe",
+               {"GPipe", "ScheduleGPipe", "fill-drain"},
+               "seed 000 (ScheduleGPipe)",
+               "all forwards, then all backwards in reverse microbatch order",
+               StageMapping::Loop, 1, {1}, "v = 1; any m", no_extra_check, detail::plan_gpipe,
+               LowerOptions{}});
+  t.push_back({"1f1b",
+               {"1F1B", "Schedule1F1B", "one-forward-one-backward", "pipedream-flush"},
+               "seed 000 (Schedule1F1B), torch Schedule1F1B",
+               "warmup min(m, p-r) forwards, then alternate backward/forward, then drain",
+               StageMapping::Loop, 1, {1}, "v = 1; m >= p", detail::check_1f1b,
+               detail::plan_1f1b, staggered()});
+  // --- schedule-library rows (one block per family) go below ---
+  // interleaved.cc: torch's loop-mapped multi-stage schedules.
+  t.push_back({"interleaved-1f1b",
+               {"Interleaved1F1B", "ScheduleInterleaved1F1B"},
+               "torch Interleaved1F1B (2.11), Megatron-LM interleaved 1F1B",
+               "depth-first interleaving: warmup (v-1)*mpr + 2*(p-1-r) forwards, then F/B pairs "
+               "cycling local stages every mpr = m / max(1, m // p) microbatches, then drain",
+               StageMapping::Loop, 2, {},
+               "any v >= 1; m divisible by max(1, m // p) (e.g. m % p == 0, or m <= p)",
+               detail::check_interleaved, detail::plan_interleaved_1f1b, LowerOptions{}});
+  t.push_back({"looped-bfs",
+               {"LoopedBFS", "ScheduleLoopedBFS", "breadth-first", "bfs"},
+               "torch LoopedBFS (2.11), Lamy-Poirier breadth-first pipeline parallelism",
+               "every microbatch through each local stage in turn, then backwards over the "
+               "stages and microbatches in reverse",
+               StageMapping::Loop, 2, {}, "any v >= 1; any m", no_extra_check,
+               detail::plan_looped_bfs, LowerOptions{}});
+  t.push_back({"interleaved-zb",
+               {"InterleavedZeroBubble", "ScheduleInterleavedZeroBubble",
+                "interleaved-zero-bubble"},
+               "torch InterleavedZeroBubble (2.11), sail-sg ZB1P",
+               "interleaved 1F1B with warmup (v-1)*mpr + (p-1-r), I instead of B, and the oldest "
+               "pending W after each backward once rank r did r steady steps; W flushed at the end",
+               StageMapping::Loop, 2, {},
+               "any v >= 1; m divisible by max(1, m // p) (e.g. m % p == 0, or m <= p)",
+               detail::check_interleaved, detail::plan_interleaved_zb, LowerOptions{}});
+  // zero_bubble_torch.cc: torch's V-mapped schedules.
+  t.push_back({"zbv",
+               {"ZBVZeroBubble", "ScheduleZBVZeroBubble", "zb-v", "zero-bubble-v"},
+               "torch ZBVZeroBubble (2.11), sail-sg ZB-V",
+               "V-shaped zero bubble: chunk 0 down, chunk 1 back up; F/I/W steady state planned "
+               "for max(2p-1, m) microbatches, the extra ones dropped",
+               StageMapping::V, 2, {2}, "v = 2; any m", detail::check_zbv, detail::plan_zbv,
+               LowerOptions{}});
+  t.push_back({"dualpipev",
+               {"DualPipeV", "ScheduleDualPipeV", "dualpipe-v", "dual-pipe-v"},
+               "torch DualPipeV (2.11), DeepSeek DualPipeV",
+               "DeepSeek's eight phases on a V: overlapped F+B pairs (OVERLAP_F_B) in the main "
+               "phase, zero-bubble I/W split in the ramp and the drain",
+               StageMapping::V, 2, {2}, "v = 2; m >= 2p", detail::check_dualpipev,
+               detail::plan_dualpipev, LowerOptions{}});
+  // zero_bubble_sail.cc: sail-sg handcrafted zero-bubble schedules.
+  t.push_back({"zb-h1",
+               {"ZB-H1", "ZBH1", "ZeroBubbleH1", "zero-bubble-h1"},
+               "sail-sg zero-bubble-pipeline-parallelism (handcrafted ZB-H1)",
+               "1F1B with the backward split into I and W; rank r defers its first r W "
+               "into the drain, so the bubble shrinks to (p-1)(F+I-W) at 1F1B's memory",
+               StageMapping::Loop, 1, {1}, "v = 1; m >= p", detail::check_zb_h1,
+               detail::plan_zb_h1, LowerOptions{}});
+  t.push_back({"zb-h2",
+               {"ZB-H2", "ZBH2", "ZeroBubbleH2", "zero-bubble-h2"},
+               "sail-sg zero-bubble-pipeline-parallelism (handcrafted ZB-H2)",
+               "ZB-H1 with 2(p-r-1) warmup forwards (2p-1 in flight on rank 0) and the "
+               "last 2r W flushed at the end: a parallelogram with no bubble inside",
+               StageMapping::Loop, 1, {1}, "v = 1; m >= p", detail::check_zb_h2,
+               detail::plan_zb_h2, LowerOptions{}});
+  // vpp.cc: seed 002 (PaddlePaddle) virtual pipeline schedules.
+  t.push_back({"vpp",
+               {"VPP", "interleave", "PipelineParallelWithInterleave", "paddle-vpp"},
+               "seed 002 (Paddle PipelineParallelWithInterleave)",
+               "interleaved 1F1B over v chunks; the first m%p+p microbatches pass each chunk "
+               "in turn, then chunks rotate every p steps, so any m >= 2p works",
+               StageMapping::Loop, 2, {}, "v >= 2; p > 2; m >= 2p (any m % p)",
+               detail::check_vpp, detail::plan_vpp, LowerOptions{}});
+  t.push_back({"vpp-fthenb",
+               {"VPP-FthenB", "PipelineParallelWithInterleaveFthenB", "vpp-f-then-b",
+                "paddle-vpp-fthenb"},
+               "seed 002 (Paddle PipelineParallelWithInterleaveFthenB)",
+               "every forward chunk by chunk, then every backward in reverse chunk order",
+               StageMapping::Loop, 2, {}, "v >= 2; p > 2; m % p == 0", detail::check_vpp_fthenb,
+               detail::plan_vpp_fthenb, LowerOptions{}});
+  t.push_back({"vpp-balanced",
+               {"VPPFhenBInBalancedMemory", "VPPFthenBInBalancedMemory", "vpp-balanced-memory",
+                "paddle-vpp-balanced"},
+               "seed 002 (Paddle VPPFhenBInBalancedMemory)",
+               "F-then-B over the first v-1 chunks, 1F1B on the last chunk, backwards in "
+               "reverse chunk order (less live activation than vpp-fthenb)",
+               StageMapping::Loop, 2, {}, "v >= 2; p > 2; m % p == 0",
+               detail::check_vpp_balanced, detail::plan_vpp_balanced, LowerOptions{}});
+  return t;
+}
+
+std::string normalize(std::string s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '_') c = '-';
+    out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace
+
+const std::vector<ScheduleInfo>& schedules() {
+  static const std::vector<ScheduleInfo> table = make_table();
+  return table;
+}
+
+const ScheduleInfo& find_schedule(const std::string& name) {
+  const std::string key = normalize(name);
+  for (const auto& s : schedules()) {
+    if (normalize(s.name) == key) return s;
+    for (const auto& a : s.aliases)
+      if (normalize(a) == key) return s;
+  }
+  std::string best;
+  std::size_t best_d = 4;
+  std::string names;
+  for (const auto& s : schedules()) {
+    names += (names.empty() ? "" : ", ") + s.name;
+    std::size_t d = edit_distance(key, normalize(s.name));
+    for (const auto& a : s.aliases) d = std::min(d, edit_distance(key, normalize(a)));
+    if (d < best_d) best_d = d, best = s.name;
+  }
+  std::string msg = "unknown schedule '" + name + "'";
+  if (!best.empty()) msg += " (did you mean '" + best + "'?)";
+  throw InputError(msg + "; known schedules: " + names);
+}
+
+PlanMeta resolve(const Problem& problem) {
+  const ScheduleInfo& info = find_schedule(problem.schedule);
+  PlanMeta meta;
+  meta.schedule = info.name;
+  meta.pp_degree = problem.pp_degree;
+  meta.num_microbatches = problem.num_microbatches;
+  meta.stages_per_rank =
+      problem.stages_per_rank > 0 ? problem.stages_per_rank : info.default_stages_per_rank;
+  meta.mapping = info.mapping;
+  require(problem.pp_degree >= 1, info.name,
+          "pp_degree must be at least 1, got " + std::to_string(problem.pp_degree), "pass -p 1 or more");
+  require(problem.num_microbatches >= 1, info.name,
+          "needs at least 1 microbatch, got " + std::to_string(problem.num_microbatches),
+          "pass -m 1 or more");
+  require(problem.stages_per_rank >= 0, info.name,
+          "stages_per_rank must be positive, got " + std::to_string(problem.stages_per_rank),
+          "pass -v 1 or more");
+  const auto& allowed = info.allowed_stages_per_rank;
+  if (!allowed.empty() &&
+      std::find(allowed.begin(), allowed.end(), meta.stages_per_rank) == allowed.end()) {
+    std::string list;
+    for (int v : allowed) list += (list.empty() ? "" : " or ") + std::to_string(v);
+    require(false, info.name,
+            "supports stages_per_rank " + list + ", got " + std::to_string(meta.stages_per_rank),
+            "pass -v " + std::to_string(allowed.front()));
+  }
+  constexpr long long kMaxComputeActions = 64LL * 1000 * 1000;
+  long long compute = 3LL * meta.pp_degree * meta.stages_per_rank * meta.num_microbatches;
+  require(compute <= kMaxComputeActions, info.name,
+          "shape too large (" + std::to_string(compute) + " compute actions, limit " +
+              std::to_string(kMaxComputeActions) + ")",
+          "use fewer microbatches or stages");
+  info.check_shape(meta);
+  return meta;
+}
+
+Plan plan_compute_rank(const Problem& problem, int rank) {
+  PlanMeta meta = resolve(problem);
+  if (rank < 0 || rank >= meta.pp_degree)
+    throw InputError("rank " + std::to_string(rank) + " is out of range for pp_degree " +
+                     std::to_string(meta.pp_degree) + " (valid: 0.." +
+                     std::to_string(meta.pp_degree - 1) + ")");
+  const ScheduleInfo& info = find_schedule(meta.schedule);
+  Plan p;
+  p.meta = meta;
+  p.rank_ids = {rank};
+  p.ranks.push_back(info.plan_rank(meta, rank));
+  return p;
+}
+
+Plan plan_compute(const Problem& problem) {
+  PlanMeta meta = resolve(problem);
+  const ScheduleInfo& info = find_schedule(meta.schedule);
+  Plan p;
+  p.meta = meta;
+  for (int r = 0; r < meta.pp_degree; ++r) {
+    p.rank_ids.push_back(r);
+    p.ranks.push_back(info.plan_rank(meta, r));
+  }
+  return p;
+}
+
+Plan plan(const Problem& problem) {
+  Plan compute = plan_compute(problem);
+  return lower(compute, find_schedule(compute.meta.schedule).lowering);
+}
+
+Plan plan_rank(const Problem& problem, int rank) {
+  // Lowering orders each pair's transfers by a whole-pipeline timing, so one
+  // rank's program needs every rank's compute order: plan all, keep one.
+  Plan whole = plan(problem);
+  if (rank < 0 || rank >= whole.meta.pp_degree)
+    throw InputError("rank " + std::to_string(rank) + " is out of range for pp_degree " +
+                     std::to_string(whole.meta.pp_degree) + " (valid: 0.." +
+                     std::to_string(whole.meta.pp_degree - 1) + ")");
+  Plan one;
+  one.meta = whole.meta;
+  one.rank_ids = {rank};
+  one.ranks.push_back(std::move(whole.ranks[static_cast<std::size_t>(rank)]));
+  return one;
+}
+
+}  // namespace pipeplan

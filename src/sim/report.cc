@@ -1,0 +1,146 @@
+// Simulation summaries: a text table for people, JSON for tools.
+#include <algorithm>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "pipeplan/simulate.h"
+#include "sim/numbers.h"
+
+namespace pipeplan {
+namespace {
+
+using detail::format_number;
+using detail::tidy;
+
+std::string model_name(const SimOptions& options, const SimResult& result) {
+  if (result.compute_only) return "compute-only (values move when produced)";
+  return std::string(to_string(options.transport));
+}
+
+std::string cost_line(const CostModel& c) {
+  std::string s = "F=" + format_number(c.f) + " B=" + format_number(c.b) + " I=" +
+                  format_number(c.i) + " W=" + format_number(c.w) + " OVERLAP_F_B=" +
+                  (c.overlap ? format_number(*c.overlap) : std::string("F+B"));
+  s += "; transfer " + format_number(c.transfer_time()) + " (latency " +
+       format_number(c.comm_latency);
+  if (c.comm_bandwidth > 0 && c.transfer_bytes > 0)
+    s += " + " + format_number(c.transfer_bytes) + " bytes / " + format_number(c.comm_bandwidth);
+  return s + ")";
+}
+
+std::string diagnostic_line(const Diagnostic& d) {
+  std::string s = d.code;
+  if (d.rank >= 0) s += " rank " + std::to_string(d.rank);
+  if (d.index >= 0) s += " index " + std::to_string(d.index);
+  if (!d.action.empty()) s += " (" + d.action + ")";
+  return s + ": " + d.message;
+}
+
+}  // namespace
+
+void write_sim_text(const Plan& plan, const SimOptions& options, const SimResult& result,
+                    std::ostream& out) {
+  const PlanMeta& m = plan.meta;
+  out << "schedule " << m.schedule << ": pp " << m.pp_degree << ", microbatches "
+      << m.num_microbatches << ", stages per rank " << m.stages_per_rank << "\n";
+  out << "model: " << model_name(options, result) << "\n";
+  out << "costs: " << cost_line(options.costs) << "\n";
+  if (!options.costs.stage_scales.empty()) {
+    out << "stage multipliers:";
+    for (const auto& [stage, s] : options.costs.stage_scales)
+      out << " " << stage << "(F" << format_number(s.f) << " B" << format_number(s.b) << " I"
+          << format_number(s.i) << " W" << format_number(s.w) << ")";
+    out << "\n";
+  }
+  if (!result.ok()) {
+    out << "simulation failed: " << result.problems.size() << " problem"
+        << (result.problems.size() == 1 ? "" : "s") << "\n";
+    for (const auto& d : result.problems) out << "  " << diagnostic_line(d) << "\n";
+    return;
+  }
+  std::ostringstream pct;
+  pct << std::fixed << std::setprecision(2) << tidy(result.bubble_fraction) * 100.0;
+  out << "makespan: " << format_number(result.makespan) << "\n";
+  out << "bubble: " << pct.str() << "% (1 - busy / (ranks x makespan))\n";
+  // Right-aligned columns sized to their widest cell.
+  std::vector<std::vector<std::string>> rows = {
+      {"rank", "busy", "idle", "first", "last", "peak act", "peak (rank units)"}};
+  for (const RankStats& r : result.ranks)
+    rows.push_back({std::to_string(r.rank), format_number(r.busy), format_number(r.idle),
+                    format_number(r.first_start), format_number(r.last_end),
+                    std::to_string(r.peak_activations), format_number(r.peak_rank_activations, 3)});
+  std::vector<std::size_t> width(rows[0].size(), 0);
+  for (const auto& row : rows)
+    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      if (c) line += "  ";
+      line += std::string(width[c] - row[c].size(), ' ') + row[c];
+    }
+    out << line << "\n";
+  }
+}
+
+void write_sim_json(const Plan& plan, const SimOptions& options, const SimResult& result,
+                    std::ostream& out) {
+  using Json = nlohmann::ordered_json;
+  const PlanMeta& m = plan.meta;
+  const CostModel& c = options.costs;
+  Json doc;
+  doc["format"] = "pipeplan.simulation";
+  doc["version"] = 1;
+  doc["schedule"] = m.schedule;
+  doc["pp_degree"] = m.pp_degree;
+  doc["num_microbatches"] = m.num_microbatches;
+  doc["stages_per_rank"] = m.stages_per_rank;
+  doc["model"] = result.compute_only ? "compute-only" : std::string(to_string(options.transport));
+  Json costs;
+  costs["F"] = c.f;
+  costs["B"] = c.b;
+  costs["I"] = c.i;
+  costs["W"] = c.w;
+  costs["OVERLAP_F_B"] = c.overlap ? Json(*c.overlap) : Json(nullptr);
+  costs["comm_latency"] = c.comm_latency;
+  costs["comm_bandwidth"] = c.comm_bandwidth;
+  costs["transfer_bytes"] = c.transfer_bytes;
+  costs["transfer_time"] = tidy(c.transfer_time());
+  Json scales = Json::array();
+  for (const auto& [stage, s] : c.stage_scales)
+    scales.push_back({{"stage", stage}, {"F", s.f}, {"B", s.b}, {"I", s.i}, {"W", s.w}});
+  costs["stage_multipliers"] = scales;
+  doc["costs"] = costs;
+  doc["ok"] = result.ok();
+  if (!result.ok()) {
+    Json problems = Json::array();
+    for (const auto& d : result.problems)
+      problems.push_back({{"code", d.code},
+                          {"rank", d.rank},
+                          {"index", d.index},
+                          {"action", d.action},
+                          {"message", d.message}});
+    doc["problems"] = problems;
+  } else {
+    doc["makespan"] = tidy(result.makespan);
+    doc["bubble_fraction"] = tidy(result.bubble_fraction);
+    double busy = 0;
+    Json ranks = Json::array();
+    for (const RankStats& r : result.ranks) {
+      busy += r.busy;
+      ranks.push_back({{"rank", r.rank},
+                       {"busy", tidy(r.busy)},
+                       {"idle", tidy(r.idle)},
+                       {"first_start", tidy(r.first_start)},
+                       {"last_end", tidy(r.last_end)},
+                       {"peak_activations", r.peak_activations},
+                       {"peak_rank_activations", tidy(r.peak_rank_activations)}});
+    }
+    doc["busy"] = tidy(busy);
+    doc["transfers"] = result.transfers.size();
+    doc["ranks"] = ranks;
+  }
+  out << doc.dump(2) << "\n";
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,112 @@
+// The CLI, run as a user would: exit codes, messages, formats.
+#include <catch2/catch.hpp>
+
+#include "test_util.h"
+
+using pipeplan::test::run_cli;
+using pipeplan::test::temp_file;
+
+TEST_CASE("cli: no arguments plans, verifies and shows 1f1b pp=4 m=8", "[cli]") {
+  auto r = run_cli({});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("rank 0") != std::string::npos);
+  CHECK(r.out.find("rank 3") != std::string::npos);
+}
+
+TEST_CASE("cli: plan writes text, csv and json", "[cli]") {
+  auto t = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-f", "text"});
+  REQUIRE(t.exit_code == 0);
+  CHECK(t.out ==
+        "rank 0: 0F0 0SEND_F0 0F1 0RECV_B0 0SEND_F1 0B0 0RECV_B1 0B1\n"
+        "rank 1: 1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B1\n");
+  auto c = run_cli({"plan", "-s", "gpipe", "-p", "2", "-m", "2", "-f", "csv", "--compute-only"});
+  REQUIRE(c.exit_code == 0);
+  CHECK(c.out == "0F0,0F1,0B1,0B0\n1F0,1F1,1B1,1B0\n");
+  auto j = run_cli({"plan", "-s", "gpipe", "-p", "2", "-m", "2"});
+  REQUIRE(j.exit_code == 0);
+  CHECK(j.out.find("\"format\": \"pipeplan.plan\"") != std::string::npos);
+}
+
+TEST_CASE("cli: plan --rank emits one rank", "[cli]") {
+  auto r = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-r", "1", "-f", "text"});
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out == "rank 1: 1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B1\n");
+  auto bad = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-r", "2"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--rank 2 is out of range for pp_degree 2 (valid: 0..1)") != std::string::npos);
+}
+
+TEST_CASE("cli: plan output round-trips through verify (json and csv, file and stdin)", "[cli]") {
+  for (const char* fmt : {"json", "csv"}) {
+    auto p = run_cli({"plan", "-s", "1f1b", "-p", "4", "-m", "8", "-f", fmt});
+    REQUIRE(p.exit_code == 0);
+    std::string path = temp_file(std::string("plan.") + fmt, p.out);
+    auto v = run_cli({"verify", path, "--model", "all"});
+    INFO(v.out << v.err);
+    CHECK(v.exit_code == 0);
+    CHECK(v.out.find("is deadlock-free under rendezvous transport") != std::string::npos);
+    CHECK(v.out.find("is deadlock-free under serial transport") != std::string::npos);
+    auto s = run_cli({"verify", "-"}, p.out);
+    CHECK(s.exit_code == 0);
+  }
+}
+
+TEST_CASE("cli: verify exits 1 with named diagnostics on a hanging plan", "[cli]") {
+  // Sends right after forwards: pair 0-1 position 1 has two sends.
+  std::string csv =
+      "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
+      "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n";
+  std::string path = temp_file("hang.csv", csv);
+  auto r = run_cli({"verify", path});
+  CHECK(r.exit_code == 1);
+  CHECK(r.out.find("pair 0-1 position 1: rank 0 posts 0SEND_F1 while rank 1 posts 1SEND_B0 (both send; "
+                   "NCCL pair stream hangs)") != std::string::npos);
+  auto e = run_cli({"verify", path, "--model", "eager"});
+  CHECK(e.exit_code == 0);
+  auto j = run_cli({"verify", path, "-f", "json"});
+  CHECK(j.exit_code == 1);
+  CHECK(j.out.find("\"code\": \"fifo-both-send\"") != std::string::npos);
+}
+
+TEST_CASE("cli: bad input exits 2 with a clear message", "[cli]") {
+  auto unknown = run_cli({"plan", "-s", "1f1c", "-p", "2", "-m", "2"});
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.err.find("unknown schedule '1f1c' (did you mean '1f1b'?)") != std::string::npos);
+  auto shape = run_cli({"plan", "-s", "1f1b", "-p", "4", "-m", "2"});
+  CHECK(shape.exit_code == 2);
+  CHECK(shape.err.find("1f1b: needs at least pp_degree=4 microbatches, got 2") != std::string::npos);
+  auto cmd = run_cli({"plam"});
+  CHECK(cmd.exit_code == 2);
+  CHECK(cmd.err.find("unknown command 'plam' (did you mean 'plan'?)") != std::string::npos);
+  auto missing = run_cli({"verify", "/nonexistent/plan.json"});
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.err.find("cannot open '/nonexistent/plan.json'") != std::string::npos);
+  auto bad_action = run_cli({"verify", temp_file("bad.csv", "0F0,0BW0\n")});
+  CHECK(bad_action.exit_code == 2);
+  CHECK(bad_action.err.find("0BW0") != std::string::npos);
+  auto bad_json = run_cli({"verify", "-"}, "{\"format\": \"pipeplan.plan\", ");
+  CHECK(bad_json.exit_code == 2);
+  auto usage = run_cli({"plan", "-p", "2"});
+  CHECK(usage.exit_code == 2);
+}
+
+TEST_CASE("cli: list shows every schedule with constraints; version and help", "[cli]") {
+  auto l = run_cli({"list"});
+  REQUIRE(l.exit_code == 0);
+  CHECK(l.out.find("1f1b\n  aliases:     1F1B, Schedule1F1B") != std::string::npos);
+  CHECK(l.out.find("constraints: v = 1; m >= p") != std::string::npos);
+  auto v = run_cli({"--version"});
+  CHECK(v.exit_code == 0);
+  CHECK(v.out.find("pipeplan 0.1.0") != std::string::npos);
+  auto h = run_cli({"--help"});
+  CHECK(h.exit_code == 0);
+  CHECK(h.out.find("verify") != std::string::npos);
+}
+
+TEST_CASE("cli: show prints a timeline of a plan file", "[cli]") {
+  auto p = run_cli({"plan", "-s", "gpipe", "-p", "2", "-m", "2", "-f", "csv"});
+  REQUIRE(p.exit_code == 0);
+  auto s = run_cli({"show", temp_file("show.csv", p.out)});
+  CHECK(s.exit_code == 0);
+  CHECK(s.out.find("rank 1") != std::string::npos);
+}

@@ -1,0 +1,186 @@
+// lower(): seed orders for gpipe/1f1b, FIFO complementarity, placement rules.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+
+#include "pipeplan/error.h"
+#include "pipeplan/lower.h"
+#include "pipeplan/planner.h"
+#include "pipeplan/verify.h"
+#include "test_util.h"
+
+using namespace pipeplan;
+using pipeplan::test::actions;
+
+namespace {
+
+// The seed driver's action order for one stage (= rank), written from the
+// seed's rules (Schedule1F1B.forward / ScheduleGPipe.forward), independently
+// of lower(): recv before use, parity-staggered forward sends, the deferred
+// activation shipped after the next gradient arrives.
+struct SeedEmitter {
+  int p, m, r;
+  std::vector<Action> out;
+  bool first() const { return r == 0; }
+  bool last() const { return r == p - 1; }
+  void recv_f(int mb) { if (!first()) out.push_back(make(ActionType::RecvF, r, mb)); }
+  void send_f(int mb) { if (!last()) out.push_back(make(ActionType::SendF, r, mb)); }
+  void recv_b(int mb) { if (!last()) out.push_back(make(ActionType::RecvB, r, mb)); }
+  void send_b(int mb) { if (!first()) out.push_back(make(ActionType::SendB, r, mb)); }
+  void f(int mb) { out.push_back(make(ActionType::F, r, mb)); }
+  void b(int mb) { out.push_back(make(ActionType::B, r, mb)); }
+};
+
+std::vector<Action> seed_gpipe(int p, int m, int r) {
+  SeedEmitter e{p, m, r, {}};
+  for (int mb = 0; mb < m; ++mb) { e.recv_f(mb); e.f(mb); e.send_f(mb); }
+  for (int mb = m - 1; mb >= 0; --mb) { e.recv_b(mb); e.b(mb); e.send_b(mb); }
+  return e.out;
+}
+
+std::vector<Action> seed_1f1b(int p, int m, int r) {
+  SeedEmitter e{p, m, r, {}};
+  const bool even = r % 2 == 0;
+  const int warmup = std::min(m, p - r);
+  int fi = 0, bi = 0, pending = -1;
+  for (int k = 0; k < warmup; ++k) {
+    e.recv_f(fi);
+    if (!even && k > 0) { e.send_f(pending); pending = -1; }
+    e.f(fi++);
+    if (even && k != warmup - 1) e.send_f(fi - 1);
+    else pending = fi - 1;
+  }
+  auto backward = [&] {
+    e.recv_b(bi);
+    if (pending >= 0) { e.send_f(pending); pending = -1; }
+    e.b(bi);
+    e.send_b(bi++);
+  };
+  for (int k = 0; k < m - warmup; ++k) {
+    backward();
+    e.recv_f(fi);
+    e.f(fi++);
+    pending = fi - 1;
+  }
+  for (int k = 0; k < warmup; ++k) backward();
+  return e.out;
+}
+
+Problem problem(const std::string& s, int p, int m, int v = 0) { return Problem{s, p, m, v}; }
+
+}  // namespace
+
+TEST_CASE("lower: gpipe reproduces the seed driver order for pp 1..8, m 1..16", "[lower]") {
+  for (int p = 1; p <= 8; ++p)
+    for (int m = 1; m <= 16; ++m) {
+      Plan plan = pipeplan::plan(problem("gpipe", p, m));
+      for (int r = 0; r < p; ++r) {
+        INFO("gpipe p=" << p << " m=" << m << " rank " << r);
+        REQUIRE(to_string(plan.ranks[static_cast<std::size_t>(r)]) == to_string(seed_gpipe(p, m, r)));
+      }
+    }
+}
+
+TEST_CASE("lower: 1f1b reproduces the seed's parity-staggered order for pp 1..8, m 1..16", "[lower]") {
+  for (int p = 1; p <= 8; ++p)
+    for (int m = p; m <= 16; ++m) {
+      Plan plan = pipeplan::plan(problem("1f1b", p, m));
+      for (int r = 0; r < p; ++r) {
+        INFO("1f1b p=" << p << " m=" << m << " rank " << r);
+        REQUIRE(to_string(plan.ranks[static_cast<std::size_t>(r)]) == to_string(seed_1f1b(p, m, r)));
+      }
+    }
+}
+
+TEST_CASE("lower: 1f1b pp=4 m=8 rank orders spelled out", "[lower]") {
+  Plan plan = pipeplan::plan(problem("1f1b", 4, 8));
+  CHECK(to_string(plan.ranks[0]) ==
+        "0F0 0SEND_F0 0F1 0SEND_F1 0F2 0SEND_F2 0F3 0RECV_B0 0SEND_F3 0B0 0F4 0RECV_B1 0SEND_F4 0B1 "
+        "0F5 0RECV_B2 0SEND_F5 0B2 0F6 0RECV_B3 0SEND_F6 0B3 0F7 0RECV_B4 0SEND_F7 0B4 0RECV_B5 0B5 "
+        "0RECV_B6 0B6 0RECV_B7 0B7");
+  CHECK(to_string(plan.ranks[1]) ==
+        "1RECV_F0 1F0 1RECV_F1 1SEND_F0 1F1 1RECV_F2 1SEND_F1 1F2 1RECV_B0 1SEND_F2 1B0 1SEND_B0 "
+        "1RECV_F3 1F3 1RECV_B1 1SEND_F3 1B1 1SEND_B1 1RECV_F4 1F4 1RECV_B2 1SEND_F4 1B2 1SEND_B2 "
+        "1RECV_F5 1F5 1RECV_B3 1SEND_F5 1B3 1SEND_B3 1RECV_F6 1F6 1RECV_B4 1SEND_F6 1B4 1SEND_B4 "
+        "1RECV_F7 1F7 1RECV_B5 1SEND_F7 1B5 1SEND_B5 1RECV_B6 1B6 1SEND_B6 1RECV_B7 1B7 1SEND_B7");
+}
+
+TEST_CASE("lower: keeps every pair FIFO complementary", "[lower]") {
+  for (const char* s : {"gpipe", "1f1b"})
+    for (int p = 2; p <= 6; ++p)
+      for (int m = p; m <= 12; m += 3) {
+        Plan plan = pipeplan::plan(problem(s, p, m));
+        // Per ordered pair, the sequence of ops each end posts to the other.
+        std::map<std::pair<int, int>, std::vector<Action>> ends;
+        for (int r = 0; r < p; ++r)
+          for (const Action& a : plan.ranks[static_cast<std::size_t>(r)]) {
+            if (!is_comm(a.type)) continue;
+            int peer = (a.type == ActionType::SendF || a.type == ActionType::RecvB) ? r + 1 : r - 1;
+            ends[{r, peer}].push_back(a);
+          }
+        for (int r = 0; r + 1 < p; ++r) {
+          const auto& x = ends[{r, r + 1}];
+          const auto& y = ends[{r + 1, r}];
+          INFO(s << " p=" << p << " m=" << m << " pair " << r << "-" << r + 1);
+          REQUIRE(x.size() == y.size());
+          for (std::size_t k = 0; k < x.size(); ++k) {
+            // SEND_F(r,mb) pairs with RECV_F(r+1,mb); RECV_B(r,mb) with SEND_B(r+1,mb).
+            if (x[k].type == ActionType::SendF)
+              REQUIRE(y[k] == make(ActionType::RecvF, r + 1, x[k].microbatch));
+            else
+              REQUIRE((x[k].type == ActionType::RecvB && y[k] == make(ActionType::SendB, r + 1, x[k].microbatch)));
+          }
+        }
+      }
+}
+
+TEST_CASE("lower: receives sit right before their consumer", "[lower]") {
+  Plan plan = pipeplan::plan(problem("1f1b", 5, 11));
+  for (const auto& list : plan.ranks)
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (!is_recv(list[i].type)) continue;
+      // Skip any other comm ops between the receive and the next compute.
+      std::size_t j = i + 1;
+      while (j < list.size() && is_comm(list[j].type)) ++j;
+      REQUIRE(j < list.size());
+      ActionType want = list[i].type == ActionType::RecvF ? ActionType::F : ActionType::B;
+      INFO(to_string(list[i]) << " followed by " << to_string(list[j]));
+      CHECK(list[j] == make(want, list[i].stage, list[i].microbatch));
+    }
+}
+
+TEST_CASE("lower: output verifies under every transport model for gpipe and 1f1b", "[lower]") {
+  for (const char* s : {"gpipe", "1f1b"})
+    for (int p = 1; p <= 8; ++p)
+      for (int m = 1; m <= 16; ++m) {
+        if (std::string(s) == "1f1b" && m < p) continue;
+        Plan plan = pipeplan::plan(problem(s, p, m));
+        for (Transport t : {Transport::Rendezvous, Transport::Eager, Transport::Serial}) {
+          VerifyResult r = verify(plan, {t});
+          INFO(s << " p=" << p << " m=" << m << " " << to_string(t) << "\n"
+                 << format_diagnostics(r.diagnostics));
+          REQUIRE(r.ok());
+        }
+      }
+}
+
+TEST_CASE("lower: earliest placement ships forward outputs right after the forward", "[lower]") {
+  Plan compute = plan_compute(problem("1f1b", 2, 2));
+  Plan lowered = lower(compute, LowerOptions{});
+  CHECK(to_string(lowered.ranks[1]) == "1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B1");
+  CHECK(to_string(lowered.ranks[0]) == "0F0 0SEND_F0 0F1 0RECV_B0 0SEND_F1 0B0 0RECV_B1 0B1");
+}
+
+TEST_CASE("lower: refuses plans that are partial, already lowered, or cannot complete", "[lower]") {
+  Plan whole = plan_compute(problem("gpipe", 2, 2));
+  Plan partial = plan_compute_rank(problem("gpipe", 2, 2), 1);
+  CHECK_THROWS_WITH(lower(partial), Catch::Contains("must hold every rank 0..1"));
+  CHECK_THROWS_WITH(lower(lower(whole)), Catch::Contains("already has SEND/RECV"));
+  // Rank 0 runs B0 before F1, but rank 1 runs F1 before B0 (needs F1 from
+  // rank 0 first): a cyclic wait in the compute order itself.
+  Plan cyclic = whole;
+  cyclic.ranks[0] = actions("0F0 0B0 0F1 0B1");
+  cyclic.ranks[1] = actions("1F0 1F1 1B0 1B1");
+  CHECK_THROWS_WITH(lower(cyclic), Catch::Contains("rank 0 waits at 0B0 (index 1)"));
+}

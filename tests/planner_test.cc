@@ -1,0 +1,75 @@
+// The schedule table, name lookup, shape checks and per-rank planning.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "pipeplan/error.h"
+#include "pipeplan/planner.h"
+
+using namespace pipeplan;
+
+TEST_CASE("planner: schedule names are unique across names and aliases", "[planner]") {
+  std::set<std::string> seen;
+  for (const auto& s : schedules()) {
+    INFO(s.name);
+    CHECK(seen.insert(s.name).second);
+    for (const auto& a : s.aliases) {
+      INFO(a);
+      CHECK(&find_schedule(a) == &s);
+    }
+    CHECK(!s.origin.empty());
+    CHECK(!s.constraints.empty());
+    CHECK(s.plan_rank);
+    CHECK(s.check_shape);
+  }
+  CHECK(find_schedule("gpipe").name == "gpipe");
+  CHECK(find_schedule("Schedule1F1B").name == "1f1b");
+  CHECK(find_schedule("1F1B").name == "1f1b");
+}
+
+TEST_CASE("planner: an unknown schedule suggests the closest name", "[planner]") {
+  CHECK_THROWS_AS(find_schedule("nope-nope-nope"), InputError);
+  CHECK_THROWS_WITH(find_schedule("1f1c"), Catch::StartsWith("unknown schedule '1f1c' (did you mean '1f1b'?)"));
+  CHECK_THROWS_WITH(find_schedule("gpip"), Catch::Contains("did you mean 'gpipe'?"));
+}
+
+TEST_CASE("planner: 1f1b with fewer microbatches than stages is refused with a fix", "[planner]") {
+  CHECK_THROWS_AS(plan(Problem{"1f1b", 4, 3, 0}), ShapeError);
+  CHECK_THROWS_WITH(plan(Problem{"1f1b", 4, 3, 0}),
+                    "1f1b: needs at least pp_degree=4 microbatches, got 3 (the warmup cannot fill the "
+                    "pipeline); use -m 4 or more, fewer stages (-p 3), or the gpipe schedule");
+  CHECK_NOTHROW(plan(Problem{"gpipe", 4, 3, 0}));
+}
+
+TEST_CASE("planner: impossible shapes name the problem", "[planner]") {
+  CHECK_THROWS_WITH(plan(Problem{"gpipe", 0, 3, 0}), Catch::Contains("pp_degree must be at least 1, got 0"));
+  CHECK_THROWS_WITH(plan(Problem{"gpipe", 2, 0, 0}), Catch::Contains("needs at least 1 microbatch, got 0"));
+  CHECK_THROWS_WITH(plan(Problem{"gpipe", 2, 2, 2}),
+                    "gpipe: supports stages_per_rank 1, got 2; pass -v 1");
+  CHECK_THROWS_WITH(plan(Problem{"gpipe", 2, 2, -1}), Catch::Contains("stages_per_rank must be positive"));
+  CHECK_THROWS_WITH(plan(Problem{"gpipe", 100000, 100000, 0}), Catch::Contains("shape too large"));
+}
+
+TEST_CASE("planner: compute orders of gpipe and 1f1b", "[planner]") {
+  Plan g = plan_compute(Problem{"gpipe", 2, 3, 0});
+  CHECK(to_string(g.ranks[1]) == "1F0 1F1 1F2 1B2 1B1 1B0");
+  Plan o = plan_compute(Problem{"1f1b", 4, 6, 0});
+  CHECK(to_string(o.ranks[0]) == "0F0 0F1 0F2 0F3 0B0 0F4 0B1 0F5 0B2 0B3 0B4 0B5");
+  CHECK(to_string(o.ranks[2]) == "2F0 2F1 2B0 2F2 2B1 2F3 2B2 2F4 2B3 2F5 2B4 2B5");
+  CHECK(to_string(o.ranks[3]) == "3F0 3B0 3F1 3B1 3F2 3B2 3F3 3B3 3F4 3B4 3F5 3B5");
+}
+
+TEST_CASE("planner: one rank's plan equals that rank of the whole plan", "[planner]") {
+  for (const auto& s : {"gpipe", "1f1b"}) {
+    Problem pr{s, 4, 8, 0};
+    Plan whole = plan(pr);
+    Plan whole_c = plan_compute(pr);
+    for (int r = 0; r < 4; ++r) {
+      Plan one = plan_rank(pr, r);
+      REQUIRE(one.rank_ids == std::vector<int>{r});
+      CHECK(one.ranks[0] == whole.ranks[static_cast<std::size_t>(r)]);
+      CHECK(plan_compute_rank(pr, r).ranks[0] == whole_c.ranks[static_cast<std::size_t>(r)]);
+    }
+    CHECK_THROWS_WITH(plan_rank(pr, 4), "rank 4 is out of range for pp_degree 4 (valid: 0..3)");
+  }
+}

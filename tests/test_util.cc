@@ -1,0 +1,88 @@
+#include "test_util.h"
+
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace pipeplan::test {
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string temp_dir() {
+  static std::string dir = [] {
+    char tmpl[] = "/tmp/pipeplan-test-XXXXXX";
+    const char* d = mkdtemp(tmpl);
+    return std::string(d ? d : "/tmp");
+  }();
+  return dir;
+}
+
+}  // namespace
+
+std::string temp_file(const std::string& name, const std::string& text) {
+  std::string path = temp_dir() + "/" + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin_text) {
+  static int counter = 0;
+  const std::string base = temp_dir() + "/cli" + std::to_string(counter++);
+  const std::string in_path = temp_file("cli_in" + std::to_string(counter), stdin_text);
+  const std::string out_path = base + ".out", err_path = base + ".err";
+  pid_t pid = fork();
+  if (pid == 0) {
+    int in = open(in_path.c_str(), O_RDONLY);
+    int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(in, 0);
+    dup2(out, 1);
+    dup2(err, 2);
+    std::vector<char*> argv;
+    std::string bin = PIPEPLAN_BINARY;
+    argv.push_back(bin.data());
+    std::vector<std::string> copy = args;
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(bin.c_str(), argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CliResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out_path);
+  r.err = slurp(err_path);
+  return r;
+}
+
+std::vector<Action> actions(const std::string& text) {
+  std::istringstream ss(text);
+  std::vector<Action> out;
+  std::string tok;
+  while (ss >> tok) {
+    auto a = parse_action(tok);
+    INFO("token: " << tok);
+    REQUIRE(a.has_value());
+    out.push_back(*a);
+  }
+  return out;
+}
+
+std::string read_source_file(const std::string& relative) {
+  return slurp(std::string(PIPEPLAN_SOURCE_DIR) + "/" + relative);
+}
+
+}  // namespace pipeplan::test

@@ -1,0 +1,29 @@
+// Test helpers shared by every test binary.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "pipeplan/ir.h"
+
+namespace pipeplan::test {
+
+/// Result of running the pipeplan CLI binary.
+struct CliResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+/// Runs the pipeplan binary with `args` (no shell), feeding `stdin_text`.
+CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin_text = "");
+
+/// Parses "0F0 0SEND_F0 ..." into actions (REQUIREs every token to parse).
+std::vector<Action> actions(const std::string& text);
+
+/// Reads a file relative to the source tree.
+std::string read_source_file(const std::string& relative);
+
+/// Writes `text` into a fresh temporary file and returns its path.
+std::string temp_file(const std::string& name, const std::string& text);
+
+}  // namespace pipeplan::test
