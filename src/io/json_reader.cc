@@ -54,6 +54,8 @@ class JsonReader {
     expect(v, json::value_t::number_integer, path, "an integer");
     if (v.is_number_unsigned()) {
       auto u = v.get<unsigned long long>();
+      if (min > 0 && u < static_cast<unsigned long long>(min))
+        error(path, std::to_string(u) + " is below the minimum " + std::to_string(min));
       if (u > static_cast<unsigned long long>(max))
         error(path, std::to_string(u) + " is larger than the supported " + std::to_string(max));
       return static_cast<int>(u);
