@@ -15,6 +15,9 @@ enum class SendPlacement : std::uint8_t {
 struct LowerOptions {
   SendPlacement send_placement = SendPlacement::Earliest;
   double cost_f = 1.0, cost_b = 2.0, cost_i = 1.0, cost_w = 1.0;
+  /// Keep one transfer order per rank across all its peers (not just per
+  /// pair), which also makes the plan progress under the serial model.
+  bool serial_safe = false;
 };
 
 /// Precondition: `plan` is whole and compute-only, and its compute order is
@@ -23,7 +26,8 @@ struct LowerOptions {
 /// Postcondition: every cross-rank boundary has one SEND and one RECV; each
 /// RECV sits right before its consumer; each rank pair posts its transfers in
 /// one common order (ordered by the consumer's start time in a unit-cost run),
-/// so the plan is deadlock-free under the rendezvous and eager models. Compute
+/// so the plan is deadlock-free under the rendezvous and eager models (and
+/// serial with `serial_safe`, which orders all of a rank's transfers). Compute
 /// order is unchanged. gpipe/1f1b reproduce the seed driver's order.
 Plan lower(const Plan& plan, const LowerOptions& options = {});
 

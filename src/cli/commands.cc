@@ -9,6 +9,7 @@ const std::vector<Command>& commands() {
       {"show", "Show a plan file as an ASCII timeline", setup_show},
       {"list", "List the schedules with their constraints", setup_list},
       // --- further subcommands: one row each ---
+      {"train", "Train a demo MLP pipelined by a plan (LibTorch executor)", setup_train},
   };
   return table;
 }

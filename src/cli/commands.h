@@ -27,5 +27,6 @@ std::function<int()> setup_verify(CLI::App& app);
 std::function<int()> setup_show(CLI::App& app);
 std::function<int()> setup_list(CLI::App& app);
 // --- further subcommands are declared below, one line each ---
+std::function<int()> setup_train(CLI::App& app);
 
 }  // namespace pipeplan::cli

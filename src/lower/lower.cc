@@ -169,7 +169,11 @@ Plan lower(const Plan& plan, const LowerOptions& options) {
   std::vector<std::vector<Placed*>> history(static_cast<std::size_t>(n_ranks) * n_ranks);
   for (std::size_t k : order) {
     const Transfer& t = transfers[k];
-    auto end_key = [&](int rank, int peer) { return static_cast<std::size_t>(rank) * n_ranks + peer; };
+    // Per pair end, or per rank when every peer shares one stream (serial).
+    auto end_key = [&](int rank, int peer) {
+      return options.serial_safe ? static_cast<std::size_t>(rank) * n_ranks
+                                 : static_cast<std::size_t>(rank) * n_ranks + peer;
+    };
     // Sender's end.
     {
       auto& hist = history[end_key(t.src, t.dst)];

@@ -22,6 +22,14 @@ using detail::require;
 
 void no_extra_check(const PlanMeta&) {}
 
+// Schedules without a seed order to reproduce keep one transfer order per
+// rank, which makes them deadlock-free under the serial model as well.
+LowerOptions serial_safe() {
+  LowerOptions o;
+  o.serial_safe = true;
+  return o;
+}
+
 LowerOptions staggered() {
   LowerOptions o;
   o.send_placement = SendPlacement::ParityStaggered;
@@ -51,14 +59,14 @@ std::vector<ScheduleInfo> make_table() {
                "cycling local stages every mpr = m / max(1, m // p) microbatches, then drain",
                StageMapping::Loop, 2, {},
                "any v >= 1; m divisible by max(1, m // p) (e.g. m % p == 0, or m <= p)",
-               detail::check_interleaved, detail::plan_interleaved_1f1b, LowerOptions{}});
+               detail::check_interleaved, detail::plan_interleaved_1f1b, serial_safe()});
   t.push_back({"looped-bfs",
                {"LoopedBFS", "ScheduleLoopedBFS", "breadth-first", "bfs"},
                "torch LoopedBFS (2.11), Lamy-Poirier breadth-first pipeline parallelism",
                "every microbatch through each local stage in turn, then backwards over the "
                "stages and microbatches in reverse",
                StageMapping::Loop, 2, {}, "any v >= 1; any m", no_extra_check,
-               detail::plan_looped_bfs, LowerOptions{}});
+               detail::plan_looped_bfs, serial_safe()});
   t.push_back({"interleaved-zb",
                {"InterleavedZeroBubble", "ScheduleInterleavedZeroBubble",
                 "interleaved-zero-bubble"},
@@ -67,7 +75,7 @@ std::vector<ScheduleInfo> make_table() {
                "pending W after each backward once rank r did r steady steps; W flushed at the end",
                StageMapping::Loop, 2, {},
                "any v >= 1; m divisible by max(1, m // p) (e.g. m % p == 0, or m <= p)",
-               detail::check_interleaved, detail::plan_interleaved_zb, LowerOptions{}});
+               detail::check_interleaved, detail::plan_interleaved_zb, serial_safe()});
   // zero_bubble_torch.cc: torch's V-mapped schedules.
   t.push_back({"zbv",
                {"ZBVZeroBubble", "ScheduleZBVZeroBubble", "zb-v", "zero-bubble-v"},
@@ -75,14 +83,14 @@ std::vector<ScheduleInfo> make_table() {
                "V-shaped zero bubble: chunk 0 down, chunk 1 back up; F/I/W steady state planned "
                "for max(2p-1, m) microbatches, the extra ones dropped",
                StageMapping::V, 2, {2}, "v = 2; any m", detail::check_zbv, detail::plan_zbv,
-               LowerOptions{}});
+               serial_safe()});
   t.push_back({"dualpipev",
                {"DualPipeV", "ScheduleDualPipeV", "dualpipe-v", "dual-pipe-v"},
                "torch DualPipeV (2.11), DeepSeek DualPipeV",
                "DeepSeek's eight phases on a V: overlapped F+B pairs (OVERLAP_F_B) in the main "
                "phase, zero-bubble I/W split in the ramp and the drain",
                StageMapping::V, 2, {2}, "v = 2; m >= 2p", detail::check_dualpipev,
-               detail::plan_dualpipev, LowerOptions{}});
+               detail::plan_dualpipev, serial_safe()});
   // zero_bubble_sail.cc: sail-sg handcrafted zero-bubble schedules.
   t.push_back({"zb-h1",
                {"ZB-H1", "ZBH1", "ZeroBubbleH1", "zero-bubble-h1"},
@@ -90,14 +98,14 @@ std::vector<ScheduleInfo> make_table() {
                "1F1B with the backward split into I and W; rank r defers its first r W "
                "into the drain, so the bubble shrinks to (p-1)(F+I-W) at 1F1B's memory",
                StageMapping::Loop, 1, {1}, "v = 1; m >= p", detail::check_zb_h1,
-               detail::plan_zb_h1, LowerOptions{}});
+               detail::plan_zb_h1, serial_safe()});
   t.push_back({"zb-h2",
                {"ZB-H2", "ZBH2", "ZeroBubbleH2", "zero-bubble-h2"},
                "sail-sg zero-bubble-pipeline-parallelism (handcrafted ZB-H2)",
                "ZB-H1 with 2(p-r-1) warmup forwards (2p-1 in flight on rank 0) and the "
                "last 2r W flushed at the end: a parallelogram with no bubble inside",
                StageMapping::Loop, 1, {1}, "v = 1; m >= p", detail::check_zb_h2,
-               detail::plan_zb_h2, LowerOptions{}});
+               detail::plan_zb_h2, serial_safe()});
   // vpp.cc: seed 002 (PaddlePaddle) virtual pipeline schedules.
   t.push_back({"vpp",
                {"VPP", "interleave", "PipelineParallelWithInterleave", "paddle-vpp"},
@@ -105,14 +113,14 @@ std::vector<ScheduleInfo> make_table() {
                "interleaved 1F1B over v chunks; the first m%p+p microbatches pass each chunk "
                "in turn, then chunks rotate every p steps, so any m >= 2p works",
                StageMapping::Loop, 2, {}, "v >= 2; p > 2; m >= 2p (any m % p)",
-               detail::check_vpp, detail::plan_vpp, LowerOptions{}});
+               detail::check_vpp, detail::plan_vpp, serial_safe()});
   t.push_back({"vpp-fthenb",
                {"VPP-FthenB", "PipelineParallelWithInterleaveFthenB", "vpp-f-then-b",
                 "paddle-vpp-fthenb"},
                "seed 002 (Paddle PipelineParallelWithInterleaveFthenB)",
                "every forward chunk by chunk, then every backward in reverse chunk order",
                StageMapping::Loop, 2, {}, "v >= 2; p > 2; m % p == 0", detail::check_vpp_fthenb,
-               detail::plan_vpp_fthenb, LowerOptions{}});
+               detail::plan_vpp_fthenb, serial_safe()});
   t.push_back({"vpp-balanced",
                {"VPPFhenBInBalancedMemory", "VPPFthenBInBalancedMemory", "vpp-balanced-memory",
                 "paddle-vpp-balanced"},
@@ -120,7 +128,7 @@ std::vector<ScheduleInfo> make_table() {
                "F-then-B over the first v-1 chunks, 1F1B on the last chunk, backwards in "
                "reverse chunk order (less live activation than vpp-fthenb)",
                StageMapping::Loop, 2, {}, "v >= 2; p > 2; m % p == 0",
-               detail::check_vpp_balanced, detail::plan_vpp_balanced, LowerOptions{}});
+               detail::check_vpp_balanced, detail::plan_vpp_balanced, serial_safe()});
   return t;
 }
 

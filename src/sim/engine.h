@@ -24,6 +24,7 @@ class Engine {
   };
   struct RankState {
     std::size_t next = 0;  // index of the action to run next
+    double host = 0.0;     // when the host reaches `next` (it blocks only on receives)
     double cursor = 0.0;   // when the compute stream is free
     double busy = 0.0, first_start = 0.0, last_end = 0.0;
     std::size_t computes = 0;
@@ -37,7 +38,8 @@ class Engine {
     std::size_t key;
     bool send;
     int pair, pos;  // pair id and position among this rank's ops to the peer
-    double post;
+    double post;   // when the host posted it
+    double ready;  // when its data may start moving (a send waits for its producer)
     double done = kUnknown;
   };
   // Rank pair (lo < hi): ops each side posted toward the other, in order.
@@ -70,14 +72,16 @@ class Engine {
   void wake(int rank);
   void drain();
   void advance(int rank);
-  double forward_input(int stage, int mb, int rank, Loc* from);
-  double grad_input(int stage, int mb, int rank, Loc* from);
-  double ready_time(const Action& a, int rank, Loc implicit[2]);
+  // Inputs: the time a value is there, kUnknown when not yet; `from` notes a
+  // compute-only cross-rank producer, `received` whether a RECV delivers it.
+  double forward_input(int stage, int mb, int rank, Loc* from, bool* received);
+  double grad_input(int stage, int mb, int rank, Loc* from, bool* received);
+  bool ready_time(const Action& a, int rank, Loc implicit[2], double* data, double* received);
   void complete_compute(int rank, const Action& a, double end);
   void add_implicit_transfer(Loc producer, Loc consumer);
 
   // transport.cc
-  void post(int rank, int index, const Action& a);
+  void post(int rank, int index, const Action& a, double ready);
   int pair_of(int a, int b);
   bool complementary(const Op& x, const Op& y) const;
   void settle(int send_op, int recv_op, double start);

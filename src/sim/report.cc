@@ -30,7 +30,7 @@ std::string cost_line(const CostModel& c) {
 }
 
 std::string diagnostic_line(const Diagnostic& d) {
-  std::string s = d.code;
+  std::string s = "error[" + d.code + "]";
   if (d.rank >= 0) s += " rank " + std::to_string(d.rank);
   if (d.index >= 0) s += " index " + std::to_string(d.index);
   if (!d.action.empty()) s += " (" + d.action + ")";

@@ -170,53 +170,68 @@ void Engine::drain() {
   }
 }
 
-// The time a compute input becomes available on `rank`, or kUnknown.
-double Engine::forward_input(int stage, int mb, int rank, Loc* from) {
+double Engine::forward_input(int stage, int mb, int rank, Loc* from, bool* received) {
   if (stage == 0) return 0.0;
   if (meta_.rank_of(stage - 1) == rank) return f_end_[key(stage - 1, mb)];
-  if (!compute_only_) return recv_done_[0][key(stage, mb)];
+  if (!compute_only_) {
+    *received = true;
+    return recv_done_[0][key(stage, mb)];
+  }
   double t = f_end_[key(stage - 1, mb)];
   if (t == kUnknown) return kUnknown;
   *from = f_at_[key(stage - 1, mb)];
   return t + transfer_time_;
 }
 
-double Engine::grad_input(int stage, int mb, int rank, Loc* from) {
+double Engine::grad_input(int stage, int mb, int rank, Loc* from, bool* received) {
   if (stage == num_stages_ - 1) return 0.0;
   if (meta_.rank_of(stage + 1) == rank) return bi_end_[key(stage + 1, mb)];
-  if (!compute_only_) return recv_done_[1][key(stage, mb)];
+  if (!compute_only_) {
+    *received = true;
+    return recv_done_[1][key(stage, mb)];
+  }
   double t = bi_end_[key(stage + 1, mb)];
   if (t == kUnknown) return kUnknown;
   *from = bi_at_[key(stage + 1, mb)];
   return t + transfer_time_;
 }
 
-// Earliest start allowed by the data `a` consumes; kUnknown when some input
-// is not there yet. Compute-only cross-rank inputs are noted in `implicit`.
-double Engine::ready_time(const Action& a, int rank, Loc implicit[2]) {
-  double ready = 0.0;
-  auto need = [&](double t) {
-    if (t == kUnknown || ready == kUnknown) ready = kUnknown;
-    else ready = std::max(ready, t);
+// Whether every value `a` consumes is there; `data` is when the last one is,
+// `received` when the last one a RECV delivers is (the host waits for those).
+// Compute-only cross-rank inputs are noted in `implicit`.
+bool Engine::ready_time(const Action& a, int rank, Loc implicit[2], double* data,
+                        double* received) {
+  bool known = true;
+  *data = *received = 0.0;
+  auto need = [&](double t, bool via_recv) {
+    if (t == kUnknown) known = false;
+    *data = std::max(*data, t);
+    if (via_recv) *received = std::max(*received, t);
   };
+  bool r0 = false, r1 = false;
   switch (a.type) {
-    case ActionType::F: need(forward_input(a.stage, a.microbatch, rank, &implicit[0])); break;
+    case ActionType::F:
+      need(forward_input(a.stage, a.microbatch, rank, &implicit[0], &r0), r0);
+      break;
     case ActionType::B:
     case ActionType::I:
-      need(f_end_[key(a.stage, a.microbatch)]);
-      need(grad_input(a.stage, a.microbatch, rank, &implicit[1]));
+      need(f_end_[key(a.stage, a.microbatch)], false);
+      need(grad_input(a.stage, a.microbatch, rank, &implicit[1], &r1), r1);
       break;
-    case ActionType::W: need(bi_end_[key(a.stage, a.microbatch)]); break;
+    case ActionType::W: need(bi_end_[key(a.stage, a.microbatch)], false); break;
     case ActionType::OverlapFB:
-      need(forward_input(a.stage, a.microbatch, rank, &implicit[0]));
-      need(f_end_[key(a.sub_stage, a.sub_microbatch)]);
-      need(grad_input(a.sub_stage, a.sub_microbatch, rank, &implicit[1]));
+      need(forward_input(a.stage, a.microbatch, rank, &implicit[0], &r0), r0);
+      need(f_end_[key(a.sub_stage, a.sub_microbatch)], false);
+      need(grad_input(a.sub_stage, a.sub_microbatch, rank, &implicit[1], &r1), r1);
       break;
     default: break;
   }
-  return ready;
+  return known;
 }
 
+// Runs rank r's list from where it stopped until an input is missing. The
+// host posts SEND/RECV and launches computes without waiting for the compute
+// stream; it blocks only for a RECV whose value the next compute needs.
 void Engine::advance(int r) {
   RankState& st = ranks_[static_cast<std::size_t>(r)];
   const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
@@ -225,21 +240,24 @@ void Engine::advance(int r) {
     const Action& a = list[st.next];
     const int index = static_cast<int>(st.next);
     if (is_passthrough(a.type)) {
-      times[st.next] = {st.cursor, st.cursor};
+      times[st.next] = {st.host, st.host};
     } else if (is_comm(a.type)) {
+      double ready = st.host;
       if (is_send(a.type)) {
         // A send ships a value this rank produced earlier in its list.
         const double produced = a.type == ActionType::SendF ? f_end_[key(a.stage, a.microbatch)]
                                                             : bi_end_[key(a.stage, a.microbatch)];
         if (produced == kUnknown) return;  // stuck: reported by finish()
+        ready = std::max(ready, produced);
       }
-      times[st.next] = {st.cursor, kUnknown};
-      post(r, index, a);
+      times[st.next] = {st.host, kUnknown};
+      post(r, index, a, ready);
     } else {
       Loc implicit[2];
-      const double ready = ready_time(a, r, implicit);
-      if (ready == kUnknown) return;  // woken again when the input arrives
-      const double start = std::max(st.cursor, ready);
+      double data = 0.0, received = 0.0;
+      if (!ready_time(a, r, implicit, &data, &received)) return;  // woken when it arrives
+      st.host = std::max(st.host, received);
+      const double start = std::max({st.cursor, st.host, data});
       const double end = start + costs_.duration(a);
       times[st.next] = {start, end};
       if (st.computes == 0) st.first_start = start;
@@ -247,8 +265,7 @@ void Engine::advance(int r) {
       st.busy += end - start;
       st.cursor = st.last_end = end;
       for (int k = 0; k < 2; ++k)
-        if (implicit[k].rank >= 0)
-          add_implicit_transfer(implicit[k], Loc{r, index});
+        if (implicit[k].rank >= 0) add_implicit_transfer(implicit[k], Loc{r, index});
       complete_compute(r, a, end);
     }
     ++st.next;

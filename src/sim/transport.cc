@@ -42,14 +42,14 @@ int Engine::pair_of(int a, int b) {
   return id;
 }
 
-void Engine::post(int rank, int index, const Action& a) {
+void Engine::post(int rank, int index, const Action& a, double ready) {
   const int dir = (a.type == ActionType::SendF || a.type == ActionType::RecvF) ? 0 : 1;
   const bool send = is_send(a.type);
   const int peer_stage =
       (a.type == ActionType::SendF || a.type == ActionType::RecvB) ? a.stage + 1 : a.stage - 1;
   const int recv_stage = send ? peer_stage : a.stage;
   Op op{rank, index, meta_.rank_of(peer_stage), dir, key(recv_stage, a.microbatch), send, -1, -1,
-        ranks_[static_cast<std::size_t>(rank)].cursor};
+        ranks_[static_cast<std::size_t>(rank)].host, ready};
   const int id = static_cast<int>(ops_.size());
   (send ? send_op_ : recv_op_)[dir][op.key] = id;
   if (transport_ == Transport::Eager) {
@@ -57,7 +57,7 @@ void Engine::post(int rank, int index, const Action& a) {
     const int other = (send ? recv_op_ : send_op_)[dir][op.key];
     if (other >= 0) {
       const int s = send ? id : other;
-      settle(s, send ? other : id, ops_[static_cast<std::size_t>(s)].post);
+      settle(s, send ? other : id, ops_[static_cast<std::size_t>(s)].ready);
     }
     return;
   }
@@ -126,7 +126,7 @@ void Engine::try_pair(int pair) {
     const Op& x = ops_[static_cast<std::size_t>(xi)];
     const Op& y = ops_[static_cast<std::size_t>(yi)];
     if (!complementary(x, y)) return mismatch(p, x, y);
-    const double start = std::max({x.post, y.post, p.last_end});
+    const double start = std::max({x.ready, y.ready, p.last_end});
     settle(x.send ? xi : yi, x.send ? yi : xi, start);
     p.last_end = start + transfer_time_;
     ++p.head;
@@ -146,7 +146,7 @@ void Engine::try_serial(int rank) {
     Stream& other = streams_[static_cast<std::size_t>(y.rank)];
     if (other.head >= other.ops.size() || other.ops[other.head] != yi) return;
     if (!complementary(x, y)) return mismatch(p, x, y);
-    const double start = std::max({x.post, y.post, mine.last_end, other.last_end});
+    const double start = std::max({x.ready, y.ready, mine.last_end, other.last_end});
     settle(x.send ? xi : yi, x.send ? yi : xi, start);
     mine.last_end = other.last_end = start + transfer_time_;
     ++mine.head;
@@ -245,7 +245,8 @@ void Engine::report_stuck_rank(int r) {
     case ActionType::OverlapFB:
     {
       Loc unused;
-      why = forward_input(a.stage, a.microbatch, r, &unused) == kUnknown
+      bool via = false;
+      why = forward_input(a.stage, a.microbatch, r, &unused, &via) == kUnknown
                 ? fwd(a.stage, a.microbatch)
                 : grad(a.sub_stage, a.sub_microbatch);
       break;
@@ -253,8 +254,7 @@ void Engine::report_stuck_rank(int r) {
     default: why = "cannot run"; break;
   }
   result_.problems.push_back({"sim-deadlock", r, static_cast<int>(st.next), to_string(a),
-                              "rank " + rank_s + " is stuck at index " + std::to_string(st.next) +
-                                  " (" + to_string(a) + "): " + why});
+                              "stuck: " + why});
 }
 
 void Engine::finish() {

@@ -1,0 +1,48 @@
+// Benchmark plumbing: a monotonic timer, peak-RSS probes, an in-memory
+// output sink and the machine description printed with every run.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <streambuf>
+#include <string>
+
+namespace pipeplan::bench {
+
+/// Seconds since an arbitrary epoch (steady clock).
+inline double now_s() {
+  using clock = std::chrono::steady_clock;
+  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+/// Minimum wall time of `repeat` runs of `fn`, in seconds (noise only adds).
+double min_time_s(int repeat, const std::function<void()>& fn);
+
+/// Peak resident set size of this process so far, in bytes (getrusage).
+std::size_t peak_rss_bytes();
+
+/// Runs `fn` once in a forked child and returns how far the child's peak RSS
+/// rose above the RSS it started with (the parent's pages are shared, so
+/// this is what `fn` itself allocated and touched at its peak), in bytes.
+/// Returns 0 when fork is unavailable.
+std::size_t peak_growth_bytes(const std::function<void()>& fn);
+
+/// A streambuf that appends to a string: emission measured without a file
+/// system, and the string keeps its capacity across repeats.
+class StringSink : public std::streambuf {
+ public:
+  std::string& text() { return text_; }
+
+ protected:
+  int_type overflow(int_type c) override;
+  std::streamsize xsputn(const char* s, std::streamsize n) override;
+
+ private:
+  std::string text_;
+};
+
+/// "nproc 2, AMD EPYC ..., g++ 12.2 -O2 (Release)": the machine line.
+std::string machine_description();
+
+}  // namespace pipeplan::bench

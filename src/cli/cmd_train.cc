@@ -1,0 +1,226 @@
+// pipeplan train: the demo MLP trained with SGD on synthetic data, pipelined
+// by the executor across local ranks (or one rank of an external launcher),
+// or unpipelined with --reference.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "pipeplan/error.h"
+#include "pipeplan/planner.h"
+
+#ifdef PIPEPLAN_HAVE_EXEC
+#include <ATen/Parallel.h>
+
+#include "pipeplan/exec/comm.h"
+#include "pipeplan/exec/demo.h"
+#include "pipeplan/exec/executor.h"
+#include "pipeplan/exec/launch.h"
+#endif
+
+namespace pipeplan::cli {
+
+namespace {
+
+struct TrainArgs {
+  Problem problem;
+  std::string plan_file;
+  int nproc = 0;
+  int steps = 5;
+  std::uint64_t seed = 0;
+  std::string backend = "gloo";
+  bool reference = false;
+  long long batch = 0;  // 0: 4 samples per microbatch
+  double lr = 0.1;
+  double timeout_s = 60.0;
+  CLI::Option* schedule_opt = nullptr;
+  CLI::Option* nproc_opt = nullptr;
+};
+
+#ifdef PIPEPLAN_HAVE_EXEC
+
+// `%#.12g` keeps trailing zeros: always 12 significant digits.
+void print_step(int k, double loss) {
+  std::printf("step %d loss %#.12g\n", k, loss);
+  std::fflush(stdout);
+}
+
+Plan load_train_plan(const TrainArgs& a) {
+  if (!a.plan_file.empty()) {
+    if (a.schedule_opt->count() > 0) throw InputError("give either --plan or -s, not both");
+    return load_plan(a.plan_file);
+  }
+  return plan(a.problem);
+}
+
+exec::DemoConfig demo_config(const TrainArgs& a, const Plan& p, at::Device device) {
+  exec::DemoConfig c;
+  c.num_stages = p.meta.num_stages();
+  c.seed = a.seed;
+  c.device = device;
+  return c;
+}
+
+std::int64_t batch_size(const TrainArgs& a, const Plan& p) {
+  if (a.batch < 0) throw InputError("--batch must be positive");
+  return a.batch > 0 ? a.batch : 4LL * p.meta.num_microbatches;
+}
+
+int run_reference(const TrainArgs& a, const Plan& p, exec::Backend backend) {
+  at::Device device = backend == exec::Backend::Nccl ? at::Device(at::kCUDA, 0) : at::kCPU;
+  exec::DemoConfig c = demo_config(a, p, device);
+  auto params = exec::demo_parameters(c);
+  std::vector<exec::StageModule> stages;
+  std::vector<at::Tensor> all;
+  for (int s = 0; s < c.num_stages; ++s) {
+    stages.push_back(exec::demo_stage(c, s, params[s]));
+    for (const at::Tensor& t : params[s]) all.push_back(t);
+  }
+  const std::int64_t batch = batch_size(a, p);
+  for (int k = 1; k <= a.steps; ++k) {
+    exec::DemoBatch b = exec::demo_batch(c, batch, k);
+    double loss = exec::run_unpipelined(stages, exec::demo_loss(c), exec::demo_input_stages(c),
+                                        b.inputs, b.targets);
+    print_step(k, loss);
+    exec::sgd_step(all, a.lr);
+  }
+  return kExitOk;
+}
+
+// After a communication failure peers may still hold our sockets; leave
+// without running destructors that could wait on them.
+[[noreturn]] void leave(int code) {
+  std::fflush(stdout);
+  std::cerr.flush();
+  std::_Exit(code);
+}
+
+int run_rank(const TrainArgs& a, const Plan& p, exec::Backend backend) {
+  exec::DistEnv env = exec::DistEnv::from_environment();
+  if (a.nproc_opt->count() > 0 && a.nproc != env.world_size)
+    throw InputError("--nproc " + std::to_string(a.nproc) + " disagrees with WORLD_SIZE=" +
+                     std::to_string(env.world_size));
+  // Ranks share the machine's cores; one intra-op thread each avoids
+  // oversubscription.
+  at::set_num_threads(1);
+  const auto timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
+  const std::string rank_prefix = "rank " + std::to_string(env.rank) + ": ";
+  auto fail = [&rank_prefix](const std::exception& e, int code) {
+    std::string msg = e.what();
+    std::cerr << "pipeplan: error: " << (msg.rfind(rank_prefix, 0) == 0 ? "" : rank_prefix) << msg
+              << "\n";
+    leave(code);
+  };
+  try {
+    exec::ExecOptions opts;
+    opts.timeout = timeout;
+    opts.input_stages = {0, p.meta.num_stages() - 1};
+    exec::Executor ex(p, env.rank, env.world_size, opts);  // refuses before communicating
+    at::Device device = backend == exec::Backend::Nccl
+                            ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank))
+                            : at::Device(at::kCPU);
+    exec::DemoConfig c = demo_config(a, p, device);
+    auto params = exec::demo_parameters(c);
+    std::vector<at::Tensor> mine;
+    for (int s : ex.local_stages()) {
+      ex.set_stage(s, exec::demo_stage(c, s, params[s]));
+      for (const at::Tensor& t : params[s]) mine.push_back(t);
+    }
+    ex.set_loss(exec::demo_loss(c));
+    const std::int64_t batch = batch_size(a, p);
+    ex.connect(exec::Communicator::connect(env, backend, timeout));
+    for (int k = 1; k <= a.steps; ++k) {
+      exec::DemoBatch b = exec::demo_batch(c, batch, k);
+      std::optional<double> loss = ex.step(b.inputs, b.targets);
+      if (loss) print_step(k, *loss);
+      exec::sgd_step(mine, a.lr);
+    }
+    return kExitOk;
+  } catch (const exec::PlanRejected& e) {
+    fail(e, kExitInvalid);
+  } catch (const exec::CommError& e) {
+    fail(e, kExitInvalid);
+  } catch (const InputError& e) {
+    fail(e, kExitUsage);
+  } catch (const std::exception& e) {
+    fail(e, kExitInternal);
+  }
+  return kExitInternal;
+}
+
+int run_train(const TrainArgs& a) {
+  auto backend = exec::parse_backend(a.backend);
+  if (!exec::backend_available(*backend))
+    throw InputError("backend '" + a.backend + "' is not available in this LibTorch build" +
+                     (*backend == exec::Backend::Nccl ? " (NCCL needs a CUDA LibTorch)" : ""));
+  if (a.steps < 0) throw InputError("--steps must not be negative");
+  if (!(a.timeout_s > 0)) throw InputError("--timeout must be positive");
+  Plan p = load_train_plan(a);
+  if (a.reference) return run_reference(a, p, *backend);
+  if (exec::DistEnv::present()) return run_rank(a, p, *backend);
+
+  const int nproc = a.nproc_opt->count() > 0 ? a.nproc : p.meta.pp_degree;
+  if (nproc < 1) throw InputError("--nproc must be at least 1");
+  try {
+    // Same checks every rank repeats, done once here so a bad plan or world
+    // size fails before any process starts.
+    exec::prepare_plan(p, 0, nproc, Transport::Rendezvous);
+  } catch (const exec::PlanRejected& e) {
+    std::cerr << "pipeplan: error: " << e.what() << "\n";
+    return kExitInvalid;
+  }
+  exec::LaunchOptions lo;
+  lo.nproc = nproc;
+  lo.grace = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000) + 10000);
+  exec::LaunchResult r = exec::launch_local(exec::own_command_line(), lo);
+  if (r.first_failed >= 0) {
+    std::cerr << "pipeplan: error: rank " << r.first_failed << " of " << nproc
+              << " failed with exit status " << r.exit_codes[r.first_failed];
+    if (!r.killed.empty()) std::cerr << "; " << r.killed.size() << " rank(s) killed after the grace period";
+    std::cerr << "\n";
+  }
+  return r.exit_code();
+}
+
+#endif  // PIPEPLAN_HAVE_EXEC
+
+}  // namespace
+
+std::function<int()> setup_train(CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  a->problem.pp_degree = 2;
+  a->problem.num_microbatches = 4;
+  app.add_option("--plan", a->plan_file, "Plan file (JSON or CSV) instead of -s/-p/-m/-v");
+  add_problem_options(app, a->problem, false);
+  a->schedule_opt = app.get_option("--schedule");
+  a->nproc_opt = app.add_option("--nproc", a->nproc,
+                                "Start this many local ranks (default: the plan's pp degree); "
+                                "ignored when RANK/WORLD_SIZE are set");
+  app.add_option("--steps", a->steps, "Training steps")->capture_default_str();
+  app.add_option("--seed", a->seed, "Seed of the weights and the synthetic data")
+      ->capture_default_str();
+  app.add_option("--backend", a->backend, "c10d backend")
+      ->check(CLI::IsMember({"gloo", "nccl"}))
+      ->capture_default_str();
+  app.add_flag("--reference", a->reference, "Train the same model unpipelined in this process");
+  app.add_option("--batch", a->batch, "Samples per step (default: 4 per microbatch)");
+  app.add_option("--lr", a->lr, "SGD learning rate")->capture_default_str();
+  app.add_option("--timeout", a->timeout_s, "Seconds any wait for a peer may take")
+      ->capture_default_str();
+  app.footer("Prints 'step <k> loss <value>' once per step (k from 1) from the rank holding the "
+             "last stage.\nExit codes: 0 ok, 1 plan rejected or a peer failed, 2 usage or input "
+             "error.");
+  return [a]() -> int {
+#ifdef PIPEPLAN_HAVE_EXEC
+    return run_train(*a);
+#else
+    std::cerr << "pipeplan: error: pipeplan was built without LibTorch; 'train' needs the "
+                 "executor (install LibTorch, e.g. libtorch-dev, and rebuild)\n";
+    return kExitUsage;
+#endif
+  };
+}
+
+}  // namespace pipeplan::cli

@@ -1,0 +1,116 @@
+#include "cli/sim_options.h"
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include "cli/common.h"
+#include "pipeplan/error.h"
+#include "pipeplan/lower.h"
+#include "pipeplan/planner.h"
+#include "pipeplan/verify.h"
+
+namespace pipeplan::cli {
+namespace {
+
+double parse_non_negative(const std::string& s, const std::string& what) {
+  double v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(v) || v < 0)
+    throw InputError(what + " '" + s + "' is not a non-negative number");
+  return v;
+}
+
+}  // namespace
+
+void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs) {
+  app.add_option("--cost", args.cost,
+                 "Action costs, e.g. F=1,B=2,I=1,W=1[,OVERLAP_F_B=2.5] (default F=1,B=2,I=1,W=1; "
+                 "B defaults to I+W, I=W=B/2 when only B is given)");
+  if (stage_costs)
+    app.add_option("--stage-costs", args.stage_costs,
+                   "Per-stage cost multipliers: CSV rows 'stage,F,B,I,W' or 'stage,SCALE', or JSON "
+                   "{\"stages\":[{\"stage\":0,\"scale\":1.5}]}");
+  app.add_option("--comm", args.comm,
+                 "Transfer cost LATENCY[,BANDWIDTH]: latency + bytes/bandwidth per transfer "
+                 "(default 0)");
+  app.add_option("--bytes", args.bytes, "Size of every transfer, for --comm's BANDWIDTH")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--model", args.model, "Transport model for SEND/RECV")
+      ->check(CLI::IsMember({"rendezvous", "eager", "serial"}));
+}
+
+SimOptions make_sim_options(const CostArgs& args) {
+  SimOptions o;
+  o.costs = parse_cost_spec(args.cost);
+  if (!args.stage_costs.empty())
+    o.costs.stage_scales = parse_stage_costs(read_input(args.stage_costs), args.stage_costs);
+  if (!args.comm.empty()) {
+    const auto comma = args.comm.find(',');
+    o.costs.comm_latency = parse_non_negative(args.comm.substr(0, comma), "--comm latency");
+    if (comma != std::string::npos)
+      o.costs.comm_bandwidth = parse_non_negative(args.comm.substr(comma + 1), "--comm bandwidth");
+  }
+  o.costs.transfer_bytes = args.bytes;
+  if (o.costs.transfer_bytes > 0 && o.costs.comm_bandwidth == 0)
+    spdlog::warn("--bytes has no effect without a bandwidth (--comm LATENCY,BANDWIDTH)");
+  o.transport = *parse_transport(args.model);
+  return o;
+}
+
+void add_plan_source(CLI::App& app, PlanSource& src) {
+  src.app = &app;
+  app.add_option("file", src.file, "Plan file (JSON or CSV), or - for stdin; or use -s/-p/-m");
+  add_problem_options(app, src.problem, false);
+  app.add_flag("--lower", src.lower,
+               "Lower a compute-only FILE before simulating (default: values move as soon as "
+               "they are produced)");
+  app.add_flag("--compute-only", src.compute_only,
+               "Simulate the compute order only: values move as soon as they are produced");
+}
+
+Plan load_plan_source(const PlanSource& src, std::vector<Diagnostic>& defects) {
+  const bool named = src.app->count("--schedule") > 0;
+  const bool shaped = src.app->count("--pp") > 0 || src.app->count("--microbatches") > 0 ||
+                      src.app->count("--stages-per-rank") > 0;
+  if (!src.file.empty() && (named || shaped))
+    throw InputError("give either a plan FILE or -s NAME -p P -m M, not both");
+  if (src.file.empty()) {
+    if (!named) throw InputError("give a plan FILE, or -s NAME -p P -m M [-v V]");
+    if (src.app->count("--pp") == 0 || src.app->count("--microbatches") == 0)
+      throw InputError("-s needs -p P and -m M");
+    if (src.lower) throw InputError("--lower applies to a plan FILE; -s plans are lowered already");
+    return src.compute_only ? plan_compute(src.problem) : plan(src.problem);
+  }
+  Plan p = load_plan(src.file);
+  if (!p.is_whole())
+    throw InputError(src.file + ": holds " + std::to_string(p.ranks.size()) + " of " +
+                     std::to_string(p.meta.pp_degree) + " ranks; simulating needs every rank");
+  defects = check_structure(p);
+  if (!defects.empty()) return p;
+  if (src.compute_only) {
+    for (auto& list : p.ranks)
+      list.erase(std::remove_if(list.begin(), list.end(),
+                                [](const Action& a) { return is_comm(a.type); }),
+                 list.end());
+  } else if (src.lower && p.is_compute_only()) {
+    LowerOptions lowering;
+    for (const auto& s : schedules())
+      if (s.name == p.meta.schedule) lowering = s.lowering;
+    p = lower(p, lowering);
+    spdlog::debug("lowered the compute-only plan: {} actions", p.num_actions());
+  }
+  return p;
+}
+
+int report_invalid(const std::string& what, const std::vector<Diagnostic>& problems) {
+  std::string text = format_diagnostics(problems);
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  spdlog::error("{}:\n{}", what, text);
+  return kExitInvalid;
+}
+
+}  // namespace pipeplan::cli

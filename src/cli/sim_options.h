@@ -1,0 +1,50 @@
+// Options shared by simulate, render and compare: where the plan comes from
+// and the cost model.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "pipeplan/ir.h"
+#include "pipeplan/problem.h"
+#include "pipeplan/simulate.h"
+#include "pipeplan/verify.h"
+
+namespace CLI {
+class App;
+}
+
+namespace pipeplan::cli {
+
+/// --cost, --stage-costs, --comm, --bytes, --model as given.
+struct CostArgs {
+  std::string cost;
+  std::string stage_costs;
+  std::string comm;
+  double bytes = 0;
+  std::string model = "rendezvous";
+};
+
+/// Adds the cost-model options (`stage_costs`: whether --stage-costs exists).
+void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs = true);
+/// Parses the cost options (reading --stage-costs FILE); throws InputError.
+SimOptions make_sim_options(const CostArgs& args);
+
+/// A plan FILE, or -s NAME -p P -m M [-v V].
+struct PlanSource {
+  std::string file;
+  Problem problem;
+  bool lower = false;         ///< lower a compute-only FILE first
+  bool compute_only = false;  ///< drop SEND/RECV (-s: plan without lowering)
+  CLI::App* app = nullptr;
+};
+
+/// Adds the positional FILE, -s/-p/-m/-v, --lower and --compute-only.
+void add_plan_source(CLI::App& app, PlanSource& src);
+/// Loads or plans the plan. A FILE's structural defects (check_structure)
+/// land in `defects`, and the plan is returned as read.
+Plan load_plan_source(const PlanSource& src, std::vector<Diagnostic>& defects);
+/// Prints defects or simulation problems to stderr; returns kExitInvalid.
+int report_invalid(const std::string& what, const std::vector<Diagnostic>& problems);
+
+}  // namespace pipeplan::cli

@@ -1,0 +1,96 @@
+// Chrome trace (Trace Event Format) of a simulated plan, for Perfetto and
+// chrome://tracing. Written by hand, one event per line, so a million-action
+// plan streams out without building a JSON tree in memory.
+#include <string>
+
+#include "emit/render_util.h"
+#include "pipeplan/render.h"
+#include "sim/numbers.h"
+
+namespace pipeplan {
+namespace {
+
+using detail::format_number;
+
+// One cost unit is shown as one millisecond; trace timestamps are in us.
+constexpr double kMicrosPerUnit = 1000.0;
+
+std::string ts(double t) { return format_number(t * kMicrosPerUnit, 3); }
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+void write_chrome_trace(const Plan& plan, const SimResult& result, std::ostream& out) {
+  detail::require_rendered(plan, result);
+  const PlanMeta& m = plan.meta;
+  out << "{\"traceEvents\":[\n";
+  out << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":"
+      << json_string("pipeplan " + m.schedule + " (pp " + std::to_string(m.pp_degree) +
+                     ", microbatches " + std::to_string(m.num_microbatches) +
+                     ", stages per rank " + std::to_string(m.stages_per_rank) + ")")
+      << "}}";
+  for (int r = 0; r < m.pp_degree; ++r) {
+    out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" << r
+        << ",\"args\":{\"name\":\"rank " << r << "\"}}";
+    out << ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":" << r
+        << ",\"args\":{\"sort_index\":" << r << "}}";
+  }
+  for (int r = 0; r < m.pp_degree; ++r) {
+    const auto& list = plan.ranks[static_cast<std::size_t>(r)];
+    const auto& times = result.times[static_cast<std::size_t>(r)];
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const Action& a = list[i];
+      if (!is_compute(a.type)) continue;
+      out << ",\n{\"name\":\"" << to_string(a) << "\",\"cat\":\"" << to_string(a.type)
+          << "\",\"ph\":\"X\",\"pid\":0,\"tid\":" << r << ",\"ts\":" << ts(times[i].start)
+          << ",\"dur\":" << ts(times[i].end - times[i].start) << ",\"args\":{\"stage\":" << a.stage
+          << ",\"microbatch\":" << a.microbatch;
+      if (a.type == ActionType::OverlapFB)
+        out << ",\"backward_stage\":" << a.sub_stage << ",\"backward_microbatch\":"
+            << a.sub_microbatch;
+      out << ",\"index\":" << i << "}}";
+    }
+  }
+  // Flows bind to the slice enclosing their timestamp, so each end sits in
+  // the middle of the producing and of the consuming compute.
+  std::size_t id = 0;
+  for (const Transfer& tr : result.transfers) {
+    if (tr.producer < 0 || tr.consumer < 0) continue;
+    const ActionTime& p = result.times[static_cast<std::size_t>(tr.src_rank)]
+                                      [static_cast<std::size_t>(tr.producer)];
+    const ActionTime& c = result.times[static_cast<std::size_t>(tr.dst_rank)]
+                                      [static_cast<std::size_t>(tr.consumer)];
+    const std::string name = to_string(plan.ranks[static_cast<std::size_t>(tr.src_rank)]
+                                                 [static_cast<std::size_t>(tr.src_index)]);
+    ++id;
+    out << ",\n{\"name\":\"" << name << "\",\"cat\":\"p2p\",\"ph\":\"s\",\"id\":" << id
+        << ",\"pid\":0,\"tid\":" << tr.src_rank << ",\"ts\":" << ts((p.start + p.end) / 2)
+        << ",\"args\":{\"transfer_start\":" << ts(tr.start) << ",\"transfer_end\":" << ts(tr.end)
+        << "}}";
+    out << ",\n{\"name\":\"" << name << "\",\"cat\":\"p2p\",\"ph\":\"f\",\"bp\":\"e\",\"id\":" << id
+        << ",\"pid\":0,\"tid\":" << tr.dst_rank << ",\"ts\":" << ts((c.start + c.end) / 2) << "}";
+  }
+  out << "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"format\":\"pipeplan.chrome-trace\","
+         "\"version\":1,\"schedule\":"
+      << json_string(m.schedule) << ",\"time_unit\":\"1 cost unit = 1 ms\",\"makespan\":"
+      << format_number(result.makespan) << ",\"bubble_fraction\":"
+      << format_number(result.bubble_fraction) << "}}\n";
+}
+
+}  // namespace pipeplan

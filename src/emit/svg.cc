@@ -1,0 +1,248 @@
+// SVG timeline of a simulated plan: one row per rank, time to scale.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "emit/render_util.h"
+#include "pipeplan/error.h"
+#include "pipeplan/render.h"
+#include "sim/numbers.h"
+
+namespace pipeplan {
+namespace {
+
+using detail::format_number;
+
+constexpr double kLeft = 64, kRight = 16, kRowHeight = 22, kRowGap = 6;
+constexpr double kTargetWidth = 960;
+
+std::string num(double x) { return format_number(x, 2); }
+
+// Text that must not break the markup (schedule names come from files).
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+struct Rgb {
+  int r, g, b;
+};
+
+Rgb base_colour(ActionType t) {
+  switch (t) {
+    case ActionType::F: return {78, 121, 167};   // blue
+    case ActionType::B: return {89, 161, 79};    // green
+    case ActionType::I: return {242, 142, 43};   // orange
+    case ActionType::W: return {176, 122, 161};  // purple
+    default: return {150, 150, 150};
+  }
+}
+
+// Later local stages of a rank are drawn lighter (mixed toward white).
+Rgb shade(Rgb c, int chunk, int chunks) {
+  if (chunks <= 1 || chunk <= 0) return c;
+  const double k = 0.55 * chunk / (chunks - 1);
+  auto mix = [&](int v) { return static_cast<int>(std::lround(v + (255 - v) * k)); };
+  return {mix(c.r), mix(c.g), mix(c.b)};
+}
+
+std::string hex(Rgb c) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "#%02x%02x%02x", c.r, c.g, c.b);
+  return buf;
+}
+
+std::string text_colour(Rgb c) {
+  const double lum = (0.299 * c.r + 0.587 * c.g + 0.114 * c.b) / 255.0;
+  return lum > 0.62 ? "#222" : "#fff";
+}
+
+// A "nice" tick step (1, 2 or 5 x 10^k) giving at most ~12 ticks.
+double tick_step(double span) {
+  if (span <= 0) return 1;
+  const double raw = span / 12;
+  double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * p >= raw) return m * p;
+  return 10 * p;
+}
+
+class SvgWriter {
+ public:
+  SvgWriter(const Plan& plan, const SimResult& result, const SvgOptions& options,
+            std::ostream& out)
+      : plan_(plan), result_(result), options_(options), out_(out) {
+    const double span = std::max(result.makespan, 1e-9);
+    ppu_ = options.px_per_unit > 0 ? options.px_per_unit
+                                   : std::clamp(kTargetWidth / span, 0.01, 48.0);
+    top_ = options.title ? 34 : 10;
+    rows_bottom_ = top_ + plan.meta.pp_degree * (kRowHeight + kRowGap) - kRowGap;
+    // Wide enough for the legend even when the timeline is short.
+    width_ = std::max(kLeft + result.makespan * ppu_ + kRight, kLeft + 620);
+    height_ = rows_bottom_ + 26 + 28;
+  }
+
+  void write() {
+    out_ << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << num(width_) << "\" height=\""
+         << num(height_) << "\" viewBox=\"0 0 " << num(width_) << " " << num(height_)
+         << "\" font-family=\"Helvetica, Arial, sans-serif\">\n";
+    out_ << "<rect width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n";
+    if (options_.arrows)
+      out_ << "<defs><marker id=\"arrow\" viewBox=\"0 0 6 6\" refX=\"6\" refY=\"3\" "
+              "markerWidth=\"6\" markerHeight=\"6\" orient=\"auto\"><path d=\"M0,0 L6,3 L0,6 z\" "
+              "fill=\"#444\"/></marker></defs>\n";
+    if (options_.title) write_title();
+    for (int r = 0; r < plan_.meta.pp_degree; ++r) write_row(r);
+    if (options_.arrows) write_arrows();
+    write_axis();
+    write_legend();
+    out_ << "</svg>\n";
+  }
+
+ private:
+  double x(double t) const { return kLeft + t * ppu_; }
+  double row_y(int r) const { return top_ + r * (kRowHeight + kRowGap); }
+
+  void write_title() {
+    const PlanMeta& m = plan_.meta;
+    out_ << "<text x=\"" << num(kLeft) << "\" y=\"20\" font-size=\"13\" fill=\"#222\">"
+         << xml_escape(m.schedule) << ": pp " << m.pp_degree << ", microbatches "
+         << m.num_microbatches << ", stages per rank " << m.stages_per_rank << "; makespan "
+         << format_number(result_.makespan, 3) << ", bubble "
+         << detail::percent(result_.bubble_fraction) << "</text>\n";
+  }
+
+  void block(double x0, double y0, double w, double h, Rgb c, const std::string& label,
+             const std::string& tip, double font) {
+    out_ << "<rect x=\"" << num(x0) << "\" y=\"" << num(y0) << "\" width=\"" << num(w)
+         << "\" height=\"" << num(h) << "\" fill=\"" << hex(c)
+         << "\" stroke=\"#fff\" stroke-width=\"0.5\"><title>" << tip << "</title></rect>\n";
+    // Roughly 0.6em per character; skip labels that would not fit.
+    if (w >= 0.62 * font * static_cast<double>(label.size()) + 2)
+      out_ << "<text x=\"" << num(x0 + w / 2) << "\" y=\"" << num(y0 + h / 2 + font * 0.35)
+           << "\" font-size=\"" << num(font) << "\" text-anchor=\"middle\" fill=\""
+           << text_colour(c) << "\">" << label << "</text>\n";
+  }
+
+  void write_row(int r) {
+    const double y = row_y(r);
+    out_ << "<text x=\"" << num(kLeft - 8) << "\" y=\"" << num(y + kRowHeight / 2 + 4)
+         << "\" font-size=\"11\" text-anchor=\"end\" fill=\"#222\">rank " << r << "</text>\n";
+    out_ << "<rect x=\"" << num(kLeft) << "\" y=\"" << num(y) << "\" width=\""
+         << num(result_.makespan * ppu_) << "\" height=\"" << num(kRowHeight)
+         << "\" fill=\"#f2f2f2\"/>\n";
+    const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
+    const auto& times = result_.times[static_cast<std::size_t>(r)];
+    const int v = plan_.meta.stages_per_rank;
+    const std::vector<int> stages = plan_.meta.stages_of(r);
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const Action& a = list[i];
+      if (!is_compute(a.type)) continue;
+      const ActionTime& t = times[i];
+      const double x0 = x(t.start), w = (t.end - t.start) * ppu_;
+      const std::string tip =
+          to_string(a) + " " + format_number(t.start, 3) + ".." + format_number(t.end, 3);
+      if (a.type == ActionType::OverlapFB) {
+        const int cf = detail::local_chunk(stages, a.stage);
+        const int cb = detail::local_chunk(stages, a.sub_stage);
+        block(x0, y, w, kRowHeight / 2, shade(base_colour(ActionType::F), cf, v),
+              std::to_string(a.microbatch), tip, 8);
+        block(x0, y + kRowHeight / 2, w, kRowHeight / 2, shade(base_colour(ActionType::B), cb, v),
+              std::to_string(a.sub_microbatch), tip, 8);
+      } else {
+        const int c = detail::local_chunk(stages, a.stage);
+        block(x0, y, w, kRowHeight, shade(base_colour(a.type), c, v),
+              std::to_string(a.microbatch), tip, 10);
+      }
+    }
+  }
+
+  void write_arrows() {
+    for (const Transfer& tr : result_.transfers) {
+      const bool down = tr.dst_rank > tr.src_rank;
+      const double y1 = row_y(tr.src_rank) + (down ? kRowHeight : 0);
+      const double y2 = row_y(tr.dst_rank) + (down ? 0 : kRowHeight);
+      out_ << "<line x1=\"" << num(x(tr.start)) << "\" y1=\"" << num(y1) << "\" x2=\""
+           << num(x(tr.end)) << "\" y2=\"" << num(y2)
+           << "\" stroke=\"#444\" stroke-width=\"0.8\" stroke-opacity=\"0.7\" "
+              "marker-end=\"url(#arrow)\"/>\n";
+    }
+  }
+
+  void write_axis() {
+    const double y = rows_bottom_ + 4;
+    out_ << "<line x1=\"" << num(kLeft) << "\" y1=\"" << num(y) << "\" x2=\""
+         << num(x(result_.makespan)) << "\" y2=\"" << num(y) << "\" stroke=\"#888\"/>\n";
+    const double step = tick_step(result_.makespan);
+    const long n = static_cast<long>(std::floor(result_.makespan / step + 1e-9));
+    for (long k = 0; k <= n; ++k) {
+      const double t = static_cast<double>(k) * step;
+      out_ << "<line x1=\"" << num(x(t)) << "\" y1=\"" << num(y) << "\" x2=\"" << num(x(t))
+           << "\" y2=\"" << num(y + 4) << "\" stroke=\"#888\"/><text x=\"" << num(x(t))
+           << "\" y=\"" << num(y + 15) << "\" font-size=\"9\" text-anchor=\"middle\" fill=\"#555\">"
+           << format_number(t, 3) << "</text>\n";
+    }
+  }
+
+  void write_legend() {
+    bool present[5] = {false, false, false, false, false};
+    for (const auto& list : plan_.ranks)
+      for (const Action& a : list) {
+        if (a.type == ActionType::F) present[0] = true;
+        if (a.type == ActionType::B) present[1] = true;
+        if (a.type == ActionType::I) present[2] = true;
+        if (a.type == ActionType::W) present[3] = true;
+        if (a.type == ActionType::OverlapFB) present[4] = true;
+      }
+    const char* names[5] = {"F forward", "B backward", "I input grad", "W weight grad",
+                            "F+B overlapped"};
+    const ActionType types[4] = {ActionType::F, ActionType::B, ActionType::I, ActionType::W};
+    double lx = kLeft;
+    const double ly = rows_bottom_ + 30;
+    for (int k = 0; k < 5; ++k) {
+      if (!present[k]) continue;
+      if (k < 4) {
+        out_ << "<rect x=\"" << num(lx) << "\" y=\"" << num(ly) << "\" width=\"12\" height=\"12\" fill=\""
+             << hex(base_colour(types[k])) << "\"/>\n";
+      } else {
+        out_ << "<rect x=\"" << num(lx) << "\" y=\"" << num(ly) << "\" width=\"12\" height=\"6\" fill=\""
+             << hex(base_colour(ActionType::F)) << "\"/><rect x=\"" << num(lx) << "\" y=\""
+             << num(ly + 6) << "\" width=\"12\" height=\"6\" fill=\"" << hex(base_colour(ActionType::B))
+             << "\"/>\n";
+      }
+      out_ << "<text x=\"" << num(lx + 16) << "\" y=\"" << num(ly + 10)
+           << "\" font-size=\"11\" fill=\"#222\">" << names[k] << "</text>\n";
+      lx += 26 + 6.2 * static_cast<double>(std::string(names[k]).size());
+    }
+    std::string note = "numbers: microbatch";
+    if (plan_.meta.stages_per_rank > 1) note += "; lighter: later local stage";
+    out_ << "<text x=\"" << num(lx) << "\" y=\"" << num(ly + 10) << "\" font-size=\"11\" fill=\"#555\">"
+         << note << "</text>\n";
+  }
+
+  const Plan& plan_;
+  const SimResult& result_;
+  const SvgOptions& options_;
+  std::ostream& out_;
+  double ppu_, top_, rows_bottom_, width_, height_;
+};
+
+}  // namespace
+
+void write_svg(const Plan& plan, const SimResult& result, const SvgOptions& options,
+               std::ostream& out) {
+  detail::require_rendered(plan, result);
+  SvgWriter(plan, result, options, out).write();
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,56 @@
+// Every schedule in the table x pp 1..8 x m 1..32 x v 1..4: planned, lowered
+// and verified under every transport model, or refused with a ShapeError.
+#include <catch2/catch.hpp>
+
+#include "pipeplan/error.h"
+#include "pipeplan/planner.h"
+#include "pipeplan/verify.h"
+
+using namespace pipeplan;
+
+TEST_CASE("sweep: every schedule over the grid is deadlock-free or refused", "[sweep]") {
+  for (const auto& info : schedules()) {
+    int accepted = 0, refused = 0;
+    for (int p = 1; p <= 8; ++p)
+      for (int m = 1; m <= 32; ++m)
+        for (int v = 1; v <= 4; ++v) {
+          Problem pr{info.name, p, m, v};
+          Plan lowered;
+          try {
+            lowered = plan(pr);
+          } catch (const ShapeError& e) {
+            ++refused;
+            // A refusal names the schedule, the constraint and a fix.
+            INFO(e.what());
+            CHECK(std::string(e.what()).rfind(info.name + ": ", 0) == 0);
+            CHECK(std::string(e.what()).find("; ") != std::string::npos);
+            continue;
+          }
+          ++accepted;
+          INFO(info.name << " p=" << p << " m=" << m << " v=" << v);
+          REQUIRE(lowered.meta.stages_per_rank == v);
+          REQUIRE(check_structure(plan_compute(pr)).empty());
+          for (Transport t : {Transport::Rendezvous, Transport::Eager, Transport::Serial}) {
+            VerifyResult r = verify(lowered, {t});
+            INFO(to_string(t) << "\n" << format_diagnostics(r.diagnostics));
+            REQUIRE(r.ok());
+          }
+        }
+    INFO(info.name);
+    CHECK(accepted > 0);
+    CHECK(accepted + refused == 8 * 32 * 4);
+  }
+}
+
+TEST_CASE("sweep: v defaults to the schedule's own and a fixed v is enforced", "[sweep]") {
+  for (const auto& info : schedules()) {
+    PlanMeta meta;
+    try {
+      meta = resolve(Problem{info.name, 4, 16, 0});
+    } catch (const ShapeError&) {
+      continue;
+    }
+    CHECK(meta.stages_per_rank == info.default_stages_per_rank);
+    CHECK(meta.mapping == info.mapping);
+  }
+}
