@@ -1,7 +1,7 @@
 // torch-compatible schedules: Interleaved1F1B, LoopedBFS,
 // InterleavedZeroBubble, ZBVZeroBubble, DualPipeV. Goldens come from
 // tests/golden/torch/gen_torch_orders.py, an independent transcription of
-// torch 2.11's algorithms (see docs/schedules_torch.md).
+// torch 2.11's algorithms (see docs/schedules.md).
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -113,7 +113,7 @@ TEST_CASE("schedules_torch: compute orders equal the torch 2.11 goldens", "[sche
 }
 
 TEST_CASE("schedules_torch: hand-checked p=2 m=4 v=2 orders", "[schedules][torch]") {
-  // Worked out by hand in docs/schedules_torch.md from torch's formulas.
+  // Worked out by hand in docs/schedules.md from torch's formulas.
   Plan p = plan_compute(problem("Interleaved1F1B", 2, 4, 2));
   CHECK(to_string(p.ranks[0]) == "0F0 0F1 2F0 2F1 0F2 2B0 0F3 2B1 2F2 0B0 2F3 0B1 2B2 2B3 0B2 0B3");
   CHECK(to_string(p.ranks[1]) == "1F0 1F1 3F0 3B0 3F1 3B1 1F2 1B0 1F3 1B1 3F2 3B2 3F3 3B3 1B2 1B3");

@@ -111,4 +111,27 @@ void write_sim_text(const Plan& plan, const SimOptions& options, const SimResult
 void write_sim_json(const Plan& plan, const SimOptions& options, const SimResult& result,
                     std::ostream& out);
 
+/// One schedule's row in a side-by-side comparison (`pipeplan compare`).
+struct ComparisonRow {
+  std::string schedule;
+  int stages_per_rank = 0;
+  std::string skipped;               ///< why the shape was rejected ("" when it ran)
+  std::vector<Diagnostic> problems;  ///< why the simulation failed, if it did
+  double makespan = 0.0, bubble_fraction = 0.0;
+  std::vector<RankStats> ranks;
+  /// Largest peak over ranks, in whole-rank activation units.
+  double peak_rank_activations() const;
+};
+
+/// Orders rows that ran by makespan (ties keep their order), then failed
+/// simulations, then skipped schedules.
+void sort_comparison(std::vector<ComparisonRow>& rows);
+/// The comparison as a table; `costs` is what each schedule's rank share
+/// costs (see docs/simulator.md on how v divides it).
+void write_compare_text(int pp_degree, int num_microbatches, const SimOptions& options,
+                        const std::vector<ComparisonRow>& rows, std::ostream& out);
+/// {"format":"pipeplan.compare","version":1,"results":[..],"skipped":[..]}.
+void write_compare_json(int pp_degree, int num_microbatches, const SimOptions& options,
+                        const std::vector<ComparisonRow>& rows, std::ostream& out);
+
 }  // namespace pipeplan

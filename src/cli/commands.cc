@@ -10,6 +10,11 @@ const std::vector<Command>& commands() {
       {"list", "List the schedules with their constraints", setup_list},
       // --- further subcommands: one row each ---
       {"train", "Train a demo MLP pipelined by a plan (LibTorch executor)", setup_train},
+      {"simulate", "Simulate a plan under a cost model: makespan, bubble, peak memory", setup_simulate},
+      {"render", "Draw a simulated plan: SVG, Chrome trace (Perfetto) or text timeline", setup_render},
+      {"compare", "Simulate several schedules on one shape, side by side", setup_compare},
+      {"lower", "Insert SEND/RECV into a compute-only plan file (torch CSV or JSON)", setup_lower},
+      {"convert", "Convert a plan file between json, csv (torch) and text", setup_convert},
   };
   return table;
 }

@@ -28,5 +28,10 @@ std::function<int()> setup_show(CLI::App& app);
 std::function<int()> setup_list(CLI::App& app);
 // --- further subcommands are declared below, one line each ---
 std::function<int()> setup_train(CLI::App& app);
+std::function<int()> setup_simulate(CLI::App& app);
+std::function<int()> setup_render(CLI::App& app);
+std::function<int()> setup_compare(CLI::App& app);
+std::function<int()> setup_lower(CLI::App& app);
+std::function<int()> setup_convert(CLI::App& app);
 
 }  // namespace pipeplan::cli

@@ -56,9 +56,41 @@ void Output::close() {
   if (!s) throw InputError("cannot write '" + (path_.empty() ? std::string("stdout") : path_) + "'");
 }
 
-Plan load_plan(const std::string& path) {
+Plan load_plan(const std::string& path, const CsvReadOptions& csv, PlanFormat* format) {
   std::string text = read_input(path);
-  return parse_plan(text, path == "-" ? "<stdin>" : path);
+  const std::string source = path == "-" ? "<stdin>" : path;
+  Plan plan = parse_plan(text, source, csv);
+  const PlanFormat detected = detect_format(text);
+  if (format) *format = detected;
+  if (detected == PlanFormat::Json) {
+    // JSON states its metadata; CSV options given with it must agree.
+    const PlanMeta& m = plan.meta;
+    auto clash = [&](const std::string& option, const std::string& given, const std::string& file) {
+      throw InputError(option + " " + given + " contradicts " + source + ", which says " + file);
+    };
+    if (csv.mapping && *csv.mapping != m.mapping)
+      clash("--mapping", std::string(to_string(*csv.mapping)), "stage_to_rank " + std::string(to_string(m.mapping)));
+    if (csv.num_microbatches && *csv.num_microbatches != m.num_microbatches)
+      clash("--microbatches", std::to_string(*csv.num_microbatches),
+            "num_microbatches " + std::to_string(m.num_microbatches));
+    if (csv.schedule != CsvReadOptions{}.schedule && csv.schedule != m.schedule)
+      clash("--schedule", csv.schedule, "schedule " + m.schedule);
+  }
+  return plan;
+}
+
+void add_csv_options(CLI::App& app, CsvReadOptions& csv, bool with_schedule) {
+  app.add_option_function<std::string>(
+         "--mapping", [&csv](const std::string& s) { csv.mapping = parse_stage_mapping(s); },
+         "Stage placement of a CSV file (default: inferred from who runs which stage)")
+      ->check(CLI::IsMember({"loop", "v"}));
+  app.add_option_function<int>(
+         "-m,--microbatches", [&csv](int m) { csv.num_microbatches = m; },
+         "Microbatch count of a CSV file (default: largest microbatch + 1)")
+      ->check(CLI::Range(1, 1 << 20));
+  if (with_schedule)
+    app.add_option("-s,--schedule", csv.schedule,
+                   "Schedule name recorded for a CSV file (a known name also selects its lowering)");
 }
 
 }  // namespace pipeplan::cli

@@ -5,6 +5,7 @@
 #include <ostream>
 #include <string>
 
+#include "pipeplan/io.h"
 #include "pipeplan/ir.h"
 #include "pipeplan/problem.h"
 
@@ -40,7 +41,14 @@ class Output {
   std::unique_ptr<std::ostream> file_;
 };
 
-/// Reads a plan file (JSON or CSV, detected from content) or "-".
-Plan load_plan(const std::string& path);
+/// Reads a plan file (JSON or CSV, detected from content) or "-". `csv`
+/// supplies what a CSV lacks; for JSON its set fields must agree with the file.
+/// `format`, when given, receives the detected format.
+Plan load_plan(const std::string& path, const CsvReadOptions& csv = {},
+               PlanFormat* format = nullptr);
+
+/// --mapping loop|v, -m/--microbatches and, when `with_schedule`,
+/// -s/--schedule: the metadata of CSV input (torch files carry none).
+void add_csv_options(CLI::App& app, CsvReadOptions& csv, bool with_schedule = true);
 
 }  // namespace pipeplan::cli

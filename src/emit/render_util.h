@@ -1,7 +1,6 @@
 // Internal: helpers shared by the SVG, Chrome-trace and text renderers.
 #pragma once
 
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -17,13 +16,6 @@ inline int local_chunk(const std::vector<int>& stages, int stage) {
   for (std::size_t c = 0; c < stages.size(); ++c)
     if (stages[c] == stage) return static_cast<int>(c);
   return 0;
-}
-
-/// "27.27%".
-inline std::string percent(double fraction) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f%%", tidy(fraction) * 100.0);
-  return buf;
 }
 
 /// Renderers draw a finished simulation of this very plan.

@@ -107,19 +107,79 @@ int make_tag(int step, Dir dir, int stage, int microbatch, int index, int num_st
   return static_cast<int>(t);
 }
 
-at::Tensor empty_for(const ValueSpec& spec, at::Device device) {
-  if (spec.scalar) return at::empty({}, at::TensorOptions().dtype(at::kLong).device(device));
-  return at::empty(spec.shape, at::TensorOptions().dtype(spec.dtype).device(device));
+namespace {
+
+constexpr std::int64_t kAlign = 16;  // any dtype's element size divides it
+
+std::int64_t bytes_of(const ValueSpec& v) {
+  if (v.scalar) return 8;
+  std::int64_t n = static_cast<std::int64_t>(c10::elementSize(v.dtype));
+  for (std::int64_t d : v.shape) n *= d;
+  return n;
 }
 
-at::Tensor to_wire(const Value& v, at::Device device) {
-  if (const auto* t = std::get_if<at::Tensor>(&v)) return t->detach().contiguous();
-  return at::full({}, std::get<std::int64_t>(v), at::TensorOptions().dtype(at::kLong).device(device));
+bool lone_tensor(const BoundarySpec& spec) { return spec.size() == 1 && !spec[0].scalar; }
+
+// Byte offset of every value, and the total, in a packed message.
+std::vector<std::int64_t> layout(const BoundarySpec& spec, std::int64_t& total) {
+  std::vector<std::int64_t> offsets;
+  total = 0;
+  for (const ValueSpec& v : spec) {
+    offsets.push_back(total);
+    total += (bytes_of(v) + kAlign - 1) / kAlign * kAlign;
+  }
+  return offsets;
 }
 
-Value from_wire(const at::Tensor& t, const ValueSpec& spec) {
-  if (spec.scalar) return t.item<std::int64_t>();
-  return t;
+// The bytes of one packed value, viewed as its dtype and shape.
+at::Tensor view_of(const at::Tensor& message, std::int64_t offset, const ValueSpec& v) {
+  at::Tensor bytes = message.narrow(0, offset, bytes_of(v));
+  if (v.scalar) return bytes.view(at::kLong).reshape({});
+  return bytes.view(v.dtype).reshape(v.shape);
+}
+
+}  // namespace
+
+at::Tensor pack(const Values& values, const BoundarySpec& spec, at::Device device) {
+  for (const Value& v : values)
+    if (const auto* t = std::get_if<at::Tensor>(&v); t != nullptr && t->device() != device)
+      throw InputError("a boundary tensor is on " + t->device().str() +
+                       " but the process group moves tensors on " + device.str());
+  if (lone_tensor(spec)) return std::get<at::Tensor>(values[0]).detach().contiguous();
+  std::int64_t total = 0;
+  std::vector<std::int64_t> offsets = layout(spec, total);
+  at::Tensor message = at::empty({total}, at::TensorOptions().dtype(at::kByte).device(device));
+  for (std::size_t i = 0; i < spec.size(); ++i) {
+    at::Tensor dst = view_of(message, offsets[i], spec[i]);
+    if (const auto* t = std::get_if<at::Tensor>(&values[i]))
+      dst.copy_(t->detach());
+    else
+      dst.fill_(std::get<std::int64_t>(values[i]));
+  }
+  return message;
+}
+
+at::Tensor empty_message(const BoundarySpec& spec, at::Device device) {
+  if (lone_tensor(spec))
+    return at::empty(spec[0].shape, at::TensorOptions().dtype(spec[0].dtype).device(device));
+  std::int64_t total = 0;
+  layout(spec, total);
+  return at::empty({total}, at::TensorOptions().dtype(at::kByte).device(device));
+}
+
+Values unpack(const at::Tensor& message, const BoundarySpec& spec) {
+  if (lone_tensor(spec)) return {message};
+  std::int64_t total = 0;
+  std::vector<std::int64_t> offsets = layout(spec, total);
+  Values values;
+  for (std::size_t i = 0; i < spec.size(); ++i) {
+    at::Tensor v = view_of(message, offsets[i], spec[i]);
+    if (spec[i].scalar)
+      values.emplace_back(v.item<std::int64_t>());
+    else
+      values.emplace_back(v);
+  }
+  return values;
 }
 
 bool is_differentiable(const Value& v) {
@@ -127,10 +187,11 @@ bool is_differentiable(const Value& v) {
   return t != nullptr && t->defined() && t->is_floating_point();
 }
 
-int num_differentiable(const BoundarySpec& spec) {
-  int n = 0;
-  for (const ValueSpec& s : spec) n += !s.scalar && at::isFloatingType(s.dtype);
-  return n;
+BoundarySpec gradient_spec(const BoundarySpec& spec) {
+  BoundarySpec out;
+  for (const ValueSpec& s : spec)
+    if (!s.scalar && at::isFloatingType(s.dtype)) out.push_back(s);
+  return out;
 }
 
 Value slice(const Value& v, int m, std::int64_t rows) {

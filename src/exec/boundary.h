@@ -26,26 +26,28 @@ at::Tensor encode_spec(const BoundarySpec& spec, at::Device device);
 /// Inverse of encode_spec; throws CommError on a malformed message.
 BoundarySpec decode_spec(const at::Tensor& meta);
 
-/// Number of tags needed per (dir, stage, microbatch): values plus the meta.
-inline constexpr int kTagsPerBoundary = kMaxValues + 1;
-/// Tag of value `index` of a message from `stage` about `microbatch`. The
-/// step parity keeps consecutive steps apart. Precondition: tag_space_ok().
+/// Tags per (dir, stage, microbatch): the payload (0) and, for shapes, the meta (1).
+inline constexpr int kTagsPerBoundary = 2;
+/// Tag of message `index` from `stage` about `microbatch`. The step parity
+/// keeps consecutive steps apart. Precondition: tag_space_ok().
 int make_tag(int step, Dir dir, int stage, int microbatch, int index, int num_stages,
              int num_microbatches);
 /// Whether every tag of this plan shape fits in a non-negative int.
 bool tag_space_ok(int num_stages, int num_microbatches);
 
-/// Buffer for one value of `spec` on `device` (int scalars: 0-d int64).
-at::Tensor empty_for(const ValueSpec& spec, at::Device device);
-/// A value as the tensor that travels: contiguous, detached; ints as 0-d int64.
-at::Tensor to_wire(const Value& v, at::Device device);
-/// A received buffer as the value the stage sees.
-Value from_wire(const at::Tensor& t, const ValueSpec& spec);
+/// One message per boundary: a lone tensor travels as itself (no copy);
+/// anything else is packed into one byte buffer, each value at an aligned
+/// offset (ints as int64). Throws InputError for a tensor off `device`.
+at::Tensor pack(const Values& values, const BoundarySpec& spec, at::Device device);
+/// A buffer to receive pack(values, spec) into.
+at::Tensor empty_message(const BoundarySpec& spec, at::Device device);
+/// The values of a received message (views into it; ints as int64_t).
+Values unpack(const at::Tensor& message, const BoundarySpec& spec);
+/// The differentiable entries of a spec: what the gradient message carries.
+BoundarySpec gradient_spec(const BoundarySpec& spec);
 
 /// Whether a value is differentiable across the boundary (floating tensor).
 bool is_differentiable(const Value& v);
-/// Number of differentiable values in a spec (gradient messages carry these).
-int num_differentiable(const BoundarySpec& spec);
 
 /// Microbatch `m` of size `rows` of a user value: tensors narrowed along
 /// dim 0, scalars unchanged.

@@ -45,8 +45,8 @@ struct Slot {
 };
 
 struct PostedRecv {
-  std::vector<std::unique_ptr<PendingOp>> ops;
-  std::vector<at::Tensor> buffers;
+  std::unique_ptr<PendingOp> op;  // null for a boundary without values
+  at::Tensor message;
   BoundarySpec spec;
   std::string what;
 };
@@ -260,20 +260,12 @@ struct Executor::Impl {
                              std::to_string(peer);
     at::Tensor meta = at::empty({detail::kMetaLength},
                                 at::TensorOptions().dtype(at::kLong).device(comm->device()));
-    comm->irecv(meta, peer, tag(Dir::Shape, from_stage, 0, 0))->wait(timeout(), what);
+    comm->irecv(meta, peer, tag(Dir::Shape, from_stage, 0, 1))->wait(timeout(), what);
     BoundarySpec spec = detail::decode_spec(meta);
-    std::vector<at::Tensor> bufs;
-    std::vector<std::unique_ptr<PendingOp>> ops;
-    for (std::size_t i = 0; i < spec.size(); ++i) {
-      bufs.push_back(detail::empty_for(spec[i], comm->device()));
-      ops.push_back(comm->irecv(bufs.back(), peer,
-                                tag(Dir::Shape, from_stage, 0, static_cast<int>(i) + 1)));
-    }
-    Values values;
-    for (std::size_t i = 0; i < spec.size(); ++i) {
-      ops[i]->wait(timeout(), what);
-      values.push_back(detail::from_wire(bufs[i], spec[i]));
-    }
+    at::Tensor message = detail::empty_message(spec, comm->device());
+    if (!spec.empty())
+      comm->irecv(message, peer, tag(Dir::Shape, from_stage, 0, 0))->wait(timeout(), what);
+    Values values = detail::unpack(message, spec);
     specs[from_stage] = std::move(spec);
     return values;
   }
@@ -284,10 +276,9 @@ struct Executor::Impl {
                              "'s outputs to rank " + std::to_string(peer);
     std::vector<std::unique_ptr<PendingOp>> ops;
     ops.push_back(comm->isend(detail::encode_spec(*specs[stage], comm->device()), peer,
-                              tag(Dir::Shape, stage, 0, 0)));
-    for (std::size_t i = 0; i < out.size(); ++i)
-      ops.push_back(comm->isend(wire(stage, out[i]), peer,
-                                tag(Dir::Shape, stage, 0, static_cast<int>(i) + 1)));
+                              tag(Dir::Shape, stage, 0, 1)));
+    if (!specs[stage]->empty())
+      ops.push_back(comm->isend(pack(stage, out, *specs[stage]), peer, tag(Dir::Shape, stage, 0, 0)));
     for (auto& op : ops) op->wait(timeout(), what);
   }
 
@@ -296,9 +287,9 @@ struct Executor::Impl {
   void discover_shapes() {
     std::map<int, Values> out_of;
     for (int s : local) {
-      if (s == last()) continue;
       Values in;
       if (s > 0) in = on_me(s - 1) ? out_of.at(s - 1) : probe_receive(s - 1);
+      if (s == last()) break;  // its outputs cross no boundary
       for (const Value& v : owned[local_index[s]][0]) in.push_back(v);
       Values out;
       {
@@ -312,32 +303,29 @@ struct Executor::Impl {
     shapes_known = true;
   }
 
-  at::Tensor wire(int stage, const Value& v) const {
-    at::Tensor t = detail::to_wire(v, comm->device());
-    if (t.device() != comm->device())
-      throw InputError(me() + "stage " + std::to_string(stage) + " returned a tensor on " +
-                       t.device().str() + " but the " + std::string(to_string(comm->backend())) +
-                       " group moves tensors on " + comm->device().str());
-    return t;
+  at::Tensor pack(int stage, const Values& values, const BoundarySpec& spec) const {
+    try {
+      return detail::pack(values, spec, comm->device());
+    } catch (const InputError& e) {
+      throw InputError(me() + "stage " + std::to_string(stage) + ": " + e.what());
+    }
   }
 
-  // --- communication actions ---
+  // --- communication actions: one message per boundary and microbatch ---
 
   void post_recv(Dir dir, int stage, int mb) {
     const bool fwd = dir == Dir::Forward;
     const int from = fwd ? stage - 1 : stage + 1;
     const int peer = plan.meta.rank_of(from);
-    const BoundarySpec& out_spec = fwd ? *specs[from] : *specs[stage];
+    const std::optional<BoundarySpec>& known = specs[fwd ? from : stage];
+    if (!known)
+      throw InternalError(me() + "no boundary shapes known for stage " + std::to_string(stage));
     PostedRecv r;
+    r.spec = fwd ? *known : detail::gradient_spec(*known);
     r.what = me() + name(fwd ? ActionType::RecvF : ActionType::RecvB, stage, mb) +
              " from rank " + std::to_string(peer);
-    for (const ValueSpec& vs : out_spec) {
-      if (!fwd && (vs.scalar || !at::isFloatingType(vs.dtype))) continue;
-      r.spec.push_back(vs);
-      r.buffers.push_back(detail::empty_for(vs, comm->device()));
-      r.ops.push_back(comm->irecv(r.buffers.back(), peer,
-                                  tag(dir, from, mb, static_cast<int>(r.ops.size()))));
-    }
+    r.message = detail::empty_message(r.spec, comm->device());
+    if (!r.spec.empty()) r.op = comm->irecv(r.message, peer, tag(dir, from, mb, 0));
     recvs[{static_cast<int>(dir), stage, mb}] = std::move(r);
   }
 
@@ -348,12 +336,8 @@ struct Executor::Impl {
                           " microbatch " + std::to_string(mb) + " before its consumer");
     PostedRecv r = std::move(it->second);
     recvs.erase(it);
-    Values values;
-    for (std::size_t i = 0; i < r.ops.size(); ++i) {
-      r.ops[i]->wait(timeout(), r.what);
-      values.push_back(detail::from_wire(r.buffers[i], r.spec[i]));
-    }
-    return values;
+    if (r.op) r.op->wait(timeout(), r.what);
+    return detail::unpack(r.message, r.spec);
   }
 
   void send_forward(int stage, int mb) {
@@ -365,25 +349,23 @@ struct Executor::Impl {
                        to_string(now) + "] but its boundary was set up as [" +
                        to_string(*specs[stage]) +
                        "]; set ExecOptions::reexchange_shapes for shapes that change");
+    if (now.empty()) return;
     const int peer = plan.meta.rank_of(stage + 1);
-    auto& list = fwd_sends[{stage, mb}];
-    for (std::size_t i = 0; i < sl.outputs.size(); ++i) {
-      list.push_back({comm->isend(wire(stage, sl.outputs[i]), peer,
-                                  tag(Dir::Forward, stage, mb, static_cast<int>(i))),
-                      me() + name(ActionType::SendF, stage, mb) + " to rank " +
-                          std::to_string(peer)});
-    }
+    fwd_sends[{stage, mb}].push_back(
+        {comm->isend(pack(stage, sl.outputs, now), peer, tag(Dir::Forward, stage, mb, 0)),
+         me() + name(ActionType::SendF, stage, mb) + " to rank " + std::to_string(peer)});
   }
 
   void send_backward(int stage, int mb) {
     Slot& sl = slot(stage, mb);
     if (!sl.in_grads_ready) throw InternalError(me() + "SEND_B before its B/I");
     const int peer = plan.meta.rank_of(stage - 1);
-    for (std::size_t i = 0; i < sl.in_grads.size(); ++i)
-      other_sends.push_back({comm->isend(sl.in_grads[i].contiguous(), peer,
-                                         tag(Dir::Backward, stage, mb, static_cast<int>(i))),
-                             me() + name(ActionType::SendB, stage, mb) + " to rank " +
-                                 std::to_string(peer)});
+    Values grads(sl.in_grads.begin(), sl.in_grads.end());
+    BoundarySpec spec = detail::spec_of(grads, stage);
+    if (!spec.empty())
+      other_sends.push_back(
+          {comm->isend(pack(stage, grads, spec), peer, tag(Dir::Backward, stage, mb, 0)),
+           me() + name(ActionType::SendB, stage, mb) + " to rank " + std::to_string(peer)});
     sl.in_grads.clear();
     sl.in_grads_ready = false;
   }

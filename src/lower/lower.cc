@@ -8,49 +8,229 @@
 // same pair after that point on this rank. Because sigma follows consumer
 // times, every transfer is posted on both ends by its consumer's start time,
 // which makes the plan progress under rendezvous (and hence eager) transport.
+// With serial_safe the same rules run over one history per rank (all its
+// peers together), which keeps each rank's transfers in sigma order as well.
+//
+// Cost: linear. A rank's start times never decrease, so each direction's
+// transfers, collected in consumer order, are already in sigma order up to
+// ties (an OVERLAP_F_B consuming two values at once); sigma of a pair is a
+// merge of its sorted sequences, and each rank's program a merge of those.
+// A transfer costs 8 bytes while lowering; no per-op allocation.
 #include "pipeplan/lower.h"
 
 #include <algorithm>
+#include <map>
 #include <tuple>
+#include <utility>
 
-#include "lower/timing.h"
+#include "lower/transfers.h"
 #include "pipeplan/error.h"
 
 namespace pipeplan {
 namespace {
 
+using detail::TransferKey;
+using detail::Transfers;
+
 // Order inside one slot (the gap before a compute action): sends of the
 // previous action, then receives of the next, then parity-deferred sends.
-constexpr int kSubSend = 0, kSubRecv = 1, kSubDeferred = 2;
+constexpr std::uint32_t kSubSend = 0, kSubRecv = 1, kSubDeferred = 2;
 
-struct Transfer {
-  bool grad = false;  // SEND_B/RECV_B (else SEND_F/RECV_F)
-  int send_stage = 0, mb = 0;
-  int src = 0, dst = 0;        // ranks
-  int producer = 0;            // index on src
-  int consumer = 0;            // index on dst
-  double tc = 0.0;             // consumer start time
-  // sigma key: consumer time, gradients first on ties, then payload.
-  auto key() const { return std::make_tuple(tc, grad ? 0 : 1, send_stage, mb); }
+// A position on a rank: before compute `slot`, then `sub`; ties between
+// transfers break by their sigma key.
+struct Pos {
+  std::uint32_t slot = 0, sub = 0;
+  bool operator<(const Pos& o) const { return slot != o.slot ? slot < o.slot : sub < o.sub; }
+};
+Pos unpack(std::uint32_t p) { return {p >> 2, p & 3u}; }
+std::uint32_t pack(Pos p) { return p.slot << 2 | p.sub; }
+
+// One sorted run of transfers: the sends of a direction or its receives.
+struct Seq {
+  int dir = 0;
+  std::size_t next = 0, end = 0;
+  bool send = false;
 };
 
-// One op placed on a rank: before compute `slot`, ordered by (sub, key).
-struct Placed {
-  int slot = 0, sub = 0;
-  std::size_t transfer = 0;
-  Action action;
+// Appends direction d's sends (or receives) as one sequence when non-empty.
+void add_seq(std::vector<Seq>& seqs, const Transfers& tr, int d, bool send) {
+  auto [b, e] = tr.range(d);
+  if (b < e) seqs.push_back({d, b, e, send});
+}
+
+// The state of one history while it is walked: the last op posted and the
+// trailing run of parity-deferred sends at that op's slot (the sends a later
+// receive at the same slot pulls in front of itself).
+struct History {
+  bool any = false;
+  Pos back;
+  std::vector<std::size_t> deferred;  // transfer ids of the trailing run
 };
 
-struct RankProducers {
-  // index of F and of B/I per (stage, mb) on its rank; -1 when absent.
-  int stages = 0, mbs = 0;
-  std::vector<int> f_idx, bi_idx;
-  RankProducers(int s, int m)
-      : stages(s), mbs(m), f_idx(static_cast<std::size_t>(s) * m, -1),
-        bi_idx(static_cast<std::size_t>(s) * m, -1) {}
-  std::size_t at(int s, int mb) const { return static_cast<std::size_t>(s) * mbs + mb; }
-  bool in_range(int s, int mb) const { return s >= 0 && s < stages && mb >= 0 && mb < mbs; }
+// Walks the ops of one history (a rank's ops towards one peer, or towards
+// every peer with serial_safe) in sigma order and fixes the final position
+// of every send in it. Positions along a history never decrease. An op only
+// reads and moves ops of its own history, so histories are walked one by
+// one, each as a merge of its already sorted sequences.
+// A receive that cannot sit before its consumer (only malformed input, e.g.
+// a duplicated action, gets there); the first one in sigma order is reported.
+struct Conflict {
+  bool found = false;
+  TransferKey key;
 };
+
+void walk_history(Transfers& tr, const std::vector<Seq>& seqs_in, const LowerOptions& options,
+                  History& h, Conflict& conflict) {
+  std::vector<Seq> seqs = seqs_in;
+  struct Head {
+    TransferKey key;
+    int seq;
+    bool operator>(const Head& o) const { return o.key < key; }
+  };
+  std::vector<Head> heap;
+  for (int q = 0; q < static_cast<int>(seqs.size()); ++q)
+    heap.push_back({tr.key(seqs[static_cast<std::size_t>(q)].dir, seqs[static_cast<std::size_t>(q)].next), q});
+  std::make_heap(heap.begin(), heap.end(), std::greater<Head>());
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), std::greater<Head>());
+    const Head top = heap.back();
+    heap.pop_back();
+    Seq& q = seqs[static_cast<std::size_t>(top.seq)];
+    const TransferKey& k = top.key;
+    const std::size_t t = q.next;
+    if (q.send) {
+      // Right after the producer, or at the history's last op if later.
+      Pos s{static_cast<std::uint32_t>(tr.producer(k) + 1), kSubSend};
+      if (options.send_placement == SendPlacement::ParityStaggered && !k.grad && k.src % 2 == 1 &&
+          s.slot < tr.rank_length(k.src))
+        s.sub = kSubDeferred;
+      if (h.any && s < h.back) s = h.back;
+      if (s.sub == kSubDeferred) {
+        if (!(h.any && h.back.slot == s.slot && h.back.sub == kSubDeferred)) h.deferred.clear();
+        h.deferred.push_back(t);
+      } else {
+        h.deferred.clear();
+      }
+      h.back = s;
+      tr.set_send_pos(t, pack(s));
+    } else {
+      // Right before the consumer; deferred sends of the same slot move in
+      // front of it, anything else posted later is a conflict.
+      const Pos rv{static_cast<std::uint32_t>(k.consumer), kSubRecv};
+      if (h.any && rv < h.back) {
+        if (h.back.slot != rv.slot) {
+          if (!conflict.found || k < conflict.key) conflict = {true, k};
+          return;  // later ops of this history cannot be reported first
+        }
+        for (std::size_t d : h.deferred) tr.set_send_pos(d, pack({rv.slot, kSubRecv}));
+      }
+      h.deferred.clear();
+      h.back = rv;
+    }
+    h.any = true;
+    if (++q.next < q.end) {
+      heap.push_back({tr.key(q.dir, q.next), top.seq});
+      std::push_heap(heap.begin(), heap.end(), std::greater<Head>());
+    }
+  }
+}
+
+// Every history of the plan: per (rank, peer) end, or per rank.
+void walk(Transfers& tr, int n_ranks, const LowerOptions& options) {
+  std::vector<Seq> seqs;
+  History h;
+  Conflict conflict;
+  auto run = [&] {
+    if (seqs.empty()) return;
+    h = History{};
+    walk_history(tr, seqs, options, h, conflict);
+    seqs.clear();
+  };
+  auto report = [&] {
+    if (conflict.found)
+      throw InternalError("lower: transfer order conflicts with receive " +
+                          to_string(Transfers::recv_action(conflict.key)) + " on rank " +
+                          std::to_string(conflict.key.dst));
+  };
+  if (options.serial_safe) {
+    for (int r = 0; r < n_ranks; ++r) {
+      for (int d : tr.sends_of(r)) add_seq(seqs, tr, d, true);
+      for (int d : tr.recvs_of(r)) add_seq(seqs, tr, d, false);
+      run();
+    }
+    report();
+    return;
+  }
+  for (int r = 0; r < n_ranks; ++r) {
+    // End (r, peer): r's sends to peer and its receives from peer.
+    for (int d : tr.sends_of(r)) {
+      add_seq(seqs, tr, d, true);
+      add_seq(seqs, tr, tr.reverse(d), false);
+      run();
+    }
+    for (int d : tr.recvs_of(r))
+      if (tr.reverse(d) < 0) {
+        add_seq(seqs, tr, d, false);
+        run();
+      }
+  }
+  report();
+}
+
+// The head of a sequence, keyed by its full position (slot, sub, sigma key).
+struct PosHead {
+  Pos pos;
+  TransferKey key;
+  int seq = 0;
+  bool operator>(const PosHead& o) const {
+    if (pos.slot != o.pos.slot) return pos.slot > o.pos.slot;
+    if (pos.sub != o.pos.sub) return pos.sub > o.pos.sub;
+    return o.key < key;
+  }
+};
+
+// Rank r's program: its compute actions with every op it posts merged in by
+// position. Each sequence is sorted by position already, so a k-way merge
+// reproduces a full sort of the rank's ops.
+std::vector<Action> emit_rank(const Transfers& tr, int r, const std::vector<Action>& list) {
+  std::vector<Seq> seqs;
+  std::size_t n_ops = 0;
+  for (int d : tr.sends_of(r)) add_seq(seqs, tr, d, true);
+  for (int d : tr.recvs_of(r)) add_seq(seqs, tr, d, false);
+  for (const Seq& q : seqs) n_ops += q.end - q.next;
+  auto head_of = [&](int s) {
+    const Seq& q = seqs[static_cast<std::size_t>(s)];
+    PosHead h;
+    h.key = tr.key(q.dir, q.next);
+    h.pos = q.send ? unpack(tr.send_pos(q.next))
+                   : Pos{static_cast<std::uint32_t>(h.key.consumer), kSubRecv};
+    h.seq = s;
+    return h;
+  };
+  std::vector<PosHead> heap;
+  for (int s = 0; s < static_cast<int>(seqs.size()); ++s) heap.push_back(head_of(s));
+  std::make_heap(heap.begin(), heap.end(), std::greater<PosHead>());
+
+  std::vector<Action> out;
+  out.reserve(list.size() + n_ops);
+  std::size_t i = 0;  // next compute action
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), std::greater<PosHead>());
+    const PosHead h = heap.back();
+    heap.pop_back();
+    if (h.pos.slot > list.size())
+      throw InternalError("lower: op placed past the end of rank " + std::to_string(r));
+    while (i < h.pos.slot) out.push_back(list[i++]);
+    Seq& q = seqs[static_cast<std::size_t>(h.seq)];
+    out.push_back(q.send ? tr.send_action(h.key) : tr.recv_action(h.key));
+    if (++q.next < q.end) {
+      heap.push_back(head_of(h.seq));
+      std::push_heap(heap.begin(), heap.end(), std::greater<PosHead>());
+    }
+  }
+  while (i < list.size()) out.push_back(list[i++]);
+  return out;
+}
 
 }  // namespace
 
@@ -60,168 +240,22 @@ Plan lower(const Plan& plan, const LowerOptions& options) {
                      std::to_string(plan.meta.pp_degree - 1));
   if (!plan.is_compute_only())
     throw InputError("lower: the plan already has SEND/RECV actions");
-  const PlanMeta& meta = plan.meta;
-  const int n_ranks = meta.pp_degree;
-  const int n_stages = meta.num_stages();
 
   detail::ComputeCosts costs{options.cost_f, options.cost_b, options.cost_i, options.cost_w};
-  detail::Timing timing = detail::time_compute(plan, costs);
+  detail::Timing timing = detail::time_compute(plan, costs, /*with_end=*/false);
   if (!timing.complete)
     throw InputError("lower: the compute order cannot complete (cyclic wait across ranks): " +
                      timing.stuck);
 
-  RankProducers prod(n_stages, meta.num_microbatches);
-  for (int r = 0; r < n_ranks; ++r) {
-    const auto& list = plan.ranks[static_cast<std::size_t>(r)];
-    for (int i = 0; i < static_cast<int>(list.size()); ++i) {
-      const Action& a = list[static_cast<std::size_t>(i)];
-      auto set = [&](std::vector<int>& v, int s, int mb) {
-        if (prod.in_range(s, mb)) v[prod.at(s, mb)] = i;
-      };
-      if (a.type == ActionType::F) set(prod.f_idx, a.stage, a.microbatch);
-      if (a.type == ActionType::B || a.type == ActionType::I)
-        set(prod.bi_idx, a.stage, a.microbatch);
-      if (a.type == ActionType::OverlapFB) {
-        set(prod.f_idx, a.stage, a.microbatch);
-        set(prod.bi_idx, a.sub_stage, a.sub_microbatch);
-      }
-    }
-  }
+  Transfers tr(plan, timing);
+  walk(tr, static_cast<int>(plan.ranks.size()), options);
 
-  // Collect transfers from each consumer, in consumer order per rank.
-  std::vector<Transfer> transfers;
-  auto add = [&](bool grad, int from_stage, int mb, int dst, int consumer) {
-    int src = meta.rank_of(from_stage);
-    if (src == dst || !prod.in_range(from_stage, mb)) return;
-    int p = grad ? prod.bi_idx[prod.at(from_stage, mb)] : prod.f_idx[prod.at(from_stage, mb)];
-    if (p < 0) return;  // structure checks report the missing producer
-    Transfer t;
-    t.grad = grad;
-    t.send_stage = from_stage;
-    t.mb = mb;
-    t.src = src;
-    t.dst = dst;
-    t.producer = p;
-    t.consumer = consumer;
-    t.tc = timing.start[static_cast<std::size_t>(dst)][static_cast<std::size_t>(consumer)];
-    transfers.push_back(t);
-  };
-  for (int r = 0; r < n_ranks; ++r) {
-    const auto& list = plan.ranks[static_cast<std::size_t>(r)];
-    for (int i = 0; i < static_cast<int>(list.size()); ++i) {
-      const Action& a = list[static_cast<std::size_t>(i)];
-      auto fwd = [&](int s, int mb) {
-        if (s > 0) add(false, s - 1, mb, r, i);
-      };
-      auto bwd = [&](int s, int mb) {
-        if (s + 1 < n_stages) add(true, s + 1, mb, r, i);
-      };
-      if (a.type == ActionType::F) fwd(a.stage, a.microbatch);
-      if (a.type == ActionType::B || a.type == ActionType::I) bwd(a.stage, a.microbatch);
-      if (a.type == ActionType::OverlapFB) {
-        fwd(a.stage, a.microbatch);
-        bwd(a.sub_stage, a.sub_microbatch);
-      }
-    }
-  }
-
-  // sigma: all transfers sorted by key, then walked pair by pair.
-  std::vector<std::size_t> order(transfers.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return transfers[a].key() < transfers[b].key();
-  });
-
-  // Initial positions: send and receive ops of each transfer.
-  std::vector<Placed> send_op(transfers.size()), recv_op(transfers.size());
-  for (std::size_t k = 0; k < transfers.size(); ++k) {
-    const Transfer& t = transfers[k];
-    const auto src_len = static_cast<int>(plan.ranks[static_cast<std::size_t>(t.src)].size());
-    Placed s;
-    s.slot = t.producer + 1;
-    s.sub = kSubSend;
-    if (options.send_placement == SendPlacement::ParityStaggered && !t.grad && t.src % 2 == 1 &&
-        s.slot < src_len)
-      s.sub = kSubDeferred;
-    s.transfer = k;
-    s.action = t.grad ? make(ActionType::SendB, t.send_stage, t.mb)
-                      : make(ActionType::SendF, t.send_stage, t.mb);
-    send_op[k] = s;
-    Placed rv;
-    rv.slot = t.consumer;
-    rv.sub = kSubRecv;
-    rv.transfer = k;
-    rv.action = t.grad ? make(ActionType::RecvB, t.send_stage - 1, t.mb)
-                       : make(ActionType::RecvF, t.send_stage + 1, t.mb);
-    recv_op[k] = rv;
-  }
-
-  // Walk sigma per (rank, peer) end: positions must not decrease. A send may
-  // move later; a receive stays before its consumer, pulling same-slot
-  // deferred sends in front of it instead.
-  auto pos_less = [&](const Placed& a, const Placed& b) {
-    if (a.slot != b.slot) return a.slot < b.slot;
-    if (a.sub != b.sub) return a.sub < b.sub;
-    return transfers[a.transfer].key() < transfers[b.transfer].key();
-  };
-  // last op posted on each end, keyed by rank * n_ranks + peer
-  std::vector<Placed*> last(static_cast<std::size_t>(n_ranks) * n_ranks, nullptr);
-  std::vector<std::vector<Placed*>> history(static_cast<std::size_t>(n_ranks) * n_ranks);
-  for (std::size_t k : order) {
-    const Transfer& t = transfers[k];
-    // Per pair end, or per rank when every peer shares one stream (serial).
-    auto end_key = [&](int rank, int peer) {
-      return options.serial_safe ? static_cast<std::size_t>(rank) * n_ranks
-                                 : static_cast<std::size_t>(rank) * n_ranks + peer;
-    };
-    // Sender's end.
-    {
-      auto& hist = history[end_key(t.src, t.dst)];
-      Placed& s = send_op[k];
-      if (!hist.empty() && pos_less(s, *hist.back())) {
-        s.slot = hist.back()->slot;
-        s.sub = hist.back()->sub;
-      }
-      hist.push_back(&s);
-    }
-    // Receiver's end.
-    {
-      auto& hist = history[end_key(t.dst, t.src)];
-      Placed& rv = recv_op[k];
-      for (auto it = hist.rbegin(); it != hist.rend() && pos_less(rv, **it); ++it) {
-        Placed& prev = **it;
-        if (is_recv(prev.action.type) || prev.slot != rv.slot)
-          throw InternalError("lower: transfer order conflicts with receive " +
-                              to_string(rv.action) + " on rank " + std::to_string(t.dst));
-        prev.sub = kSubRecv;  // a deferred send moves in front of this receive
-      }
-      hist.push_back(&rv);
-    }
-  }
-
-  // Emit every rank: per slot, ops by (sub, key), then the compute action.
-  std::vector<std::vector<Placed*>> per_rank(static_cast<std::size_t>(n_ranks));
-  for (std::size_t k = 0; k < transfers.size(); ++k) {
-    per_rank[static_cast<std::size_t>(transfers[k].src)].push_back(&send_op[k]);
-    per_rank[static_cast<std::size_t>(transfers[k].dst)].push_back(&recv_op[k]);
-  }
   Plan out;
-  out.meta = meta;
+  out.meta = plan.meta;
   out.rank_ids = plan.rank_ids;
-  out.ranks.resize(static_cast<std::size_t>(n_ranks));
-  for (int r = 0; r < n_ranks; ++r) {
-    auto& ops = per_rank[static_cast<std::size_t>(r)];
-    std::sort(ops.begin(), ops.end(), [&](const Placed* a, const Placed* b) { return pos_less(*a, *b); });
-    const auto& list = plan.ranks[static_cast<std::size_t>(r)];
-    auto& dst = out.ranks[static_cast<std::size_t>(r)];
-    dst.reserve(list.size() + ops.size());
-    std::size_t j = 0;
-    for (int i = 0; i <= static_cast<int>(list.size()); ++i) {
-      while (j < ops.size() && ops[j]->slot == i) dst.push_back(ops[j++]->action);
-      if (i < static_cast<int>(list.size())) dst.push_back(list[static_cast<std::size_t>(i)]);
-    }
-    if (j != ops.size()) throw InternalError("lower: op placed past the end of rank " + std::to_string(r));
-  }
+  out.ranks.resize(plan.ranks.size());
+  for (std::size_t r = 0; r < plan.ranks.size(); ++r)
+    out.ranks[r] = emit_rank(tr, static_cast<int>(r), plan.ranks[r]);
   return out;
 }
 

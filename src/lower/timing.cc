@@ -85,16 +85,16 @@ std::string describe_wait(const DoneTable& d, const Action& a) {
 
 }  // namespace
 
-Timing time_compute(const Plan& plan, const ComputeCosts& costs) {
+Timing time_compute(const Plan& plan, const ComputeCosts& costs, bool with_end) {
   const PlanMeta& meta = plan.meta;
   const int n_ranks = static_cast<int>(plan.ranks.size());
   DoneTable done(meta.num_stages(), meta.num_microbatches);
   Timing t;
   t.start.resize(plan.ranks.size());
-  t.end.resize(plan.ranks.size());
+  if (with_end) t.end.resize(plan.ranks.size());
   for (std::size_t r = 0; r < plan.ranks.size(); ++r) {
     t.start[r].assign(plan.ranks[r].size(), 0.0);
-    t.end[r].assign(plan.ranks[r].size(), 0.0);
+    if (with_end) t.end[r].assign(plan.ranks[r].size(), 0.0);
   }
   std::vector<std::size_t> pc(plan.ranks.size(), 0);
   std::vector<double> free_at(plan.ranks.size(), 0.0);
@@ -124,7 +124,7 @@ Timing time_compute(const Plan& plan, const ComputeCosts& costs) {
       double s = std::max(free_at[ru], ready);
       double e = s + costs.of(a);
       t.start[ru][pc[ru]] = s;
-      t.end[ru][pc[ru]] = e;
+      if (with_end) t.end[ru][pc[ru]] = e;
       free_at[ru] = e;
       auto finish_f = [&](int st, int mb) {
         if (done.in_range(st, mb)) done.f_end[done.at(st, mb)] = e;

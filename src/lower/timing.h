@@ -18,14 +18,15 @@ struct ComputeCosts {
 /// Start/end of every compute action (comm and pass-through actions get the
 /// time their rank reaches them and zero duration).
 struct Timing {
-  std::vector<std::vector<double>> start, end;  ///< [rank][index]
+  std::vector<std::vector<double>> start, end;  ///< [rank][index]; end may be empty
   bool complete = true;                         ///< false: some rank got stuck
   std::string stuck;  ///< when !complete: "rank R waits at A for P; ..."
 };
 
 /// Runs every rank of a whole plan in order. Linear in the number of actions.
 /// Cross-rank data dependencies are the F/B/I chains of semantics.md; RECVs
-/// are ignored (the run is an eager, zero-latency ideal).
-Timing time_compute(const Plan& plan, const ComputeCosts& costs);
+/// are ignored (the run is an eager, zero-latency ideal). `with_end` false
+/// leaves `end` empty (lower() needs start times only).
+Timing time_compute(const Plan& plan, const ComputeCosts& costs, bool with_end = true);
 
 }  // namespace pipeplan::detail

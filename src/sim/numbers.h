@@ -3,6 +3,7 @@
 #pragma once
 
 #include <charconv>
+#include <cstdio>
 #include <cmath>
 #include <string>
 
@@ -23,6 +24,13 @@ inline std::string format_number(double x, int decimals = 6) {
   char buf[64];
   auto res = std::to_chars(buf, buf + sizeof buf, r);
   return std::string(buf, res.ptr);
+}
+
+/// "27.27%".
+inline std::string percent(double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f%%", tidy(fraction) * 100.0);
+  return buf;
 }
 
 }  // namespace pipeplan::detail

@@ -33,6 +33,11 @@ bool Engine::validate() {
     recv_op_[d].assign(keys, -1);
   }
   compute_only_ = plan_.is_compute_only();
+  std::size_t comms = 0;
+  for (const auto& list : plan_.ranks)
+    for (const Action& a : list) comms += is_comm(a.type);
+  ops_.reserve(comms);
+  result_.transfers.reserve(comms / 2);
   const int n_ranks = static_cast<int>(plan_.ranks.size());
   for (int r = 0; r < n_ranks; ++r) {
     const auto& list = plan_.ranks[static_cast<std::size_t>(r)];

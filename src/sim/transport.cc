@@ -174,8 +174,9 @@ std::string Engine::why_not_received(int dir, std::size_t k, int rank) {
   const auto& theirs = p.from[rank == p.lo ? 1 : 0];
   const std::string pos = "pair " + std::to_string(p.lo) + "-" + std::to_string(p.hi) +
                           " position " + std::to_string(r.pos);
-  if (p.broken) return to_string(recv) + " is queued on " + std::to_string(p.lo) + "-" +
-                       std::to_string(p.hi) + " behind a mismatched position (see sim-mismatch)";
+  if (p.broken)
+    return to_string(recv) + " is on pair " + std::to_string(p.lo) + "-" + std::to_string(p.hi) +
+           ", which is blocked at a mismatched position (see sim-mismatch)";
   if (static_cast<std::size_t>(r.pos) >= theirs.size())
     return to_string(recv) + " is " + pos + ", but rank " + std::to_string(peer) +
            " posted only " + std::to_string(theirs.size()) + " operation(s) toward rank " +

@@ -1,7 +1,17 @@
 // verify(): structural checks, the static pair-FIFO check, and a progress
 // simulation under one transport model. Linear in the number of actions.
+//
+// The simulation keeps counters, not per-operation records: every end
+// (rank, peer) posts its operations in program order and, under the FIFO
+// models, completes them in that order too, so "posted" and "done" of an
+// end are two counters, and the operation at end position k pairs with
+// position k of the reverse end. Memory: 4 bytes per SEND/RECV (each end's
+// action indices) plus 8 per (stage, microbatch), beside the shared index.
+// Reports (failure only) rebuild per-operation detail from those counters.
 #include <algorithm>
 #include <deque>
+#include <limits>
+#include <map>
 #include <string>
 
 #include "pipeplan/verify.h"
@@ -30,21 +40,20 @@ Payload payload_of(const Action& a) {
   }
 }
 
-struct Op {
-  int rank = 0, index = 0, peer = 0;
-  bool send = false;
-  Payload payload;
-  int partner = -1;   // op at the same pair position on the peer (FIFO models)
-  int stream = 0;     // in-order stream the op sits in
-  int pair_pos = 0;   // position among this rank's ops towards `peer`
-  bool posted = false, done = false;
+// A SEND/RECV named by its place in the plan (failure reports only).
+struct OpRef {
+  int rank = -1, index = -1;
+  bool valid() const { return rank >= 0; }
+  bool operator==(const OpRef& o) const { return rank == o.rank && index == o.index; }
+  bool operator!=(const OpRef& o) const { return !(*this == o); }
 };
+
+constexpr int kNoLimit = std::numeric_limits<int>::max();
 
 class Simulator {
  public:
-  Simulator(const Plan& plan, Transport model)
-      : plan_(plan), meta_(plan.meta), model_(model), n_(plan.meta.pp_degree),
-        index_(plan.meta.num_stages(), plan.meta.num_microbatches) {}
+  Simulator(const Plan& plan, Transport model, const detail::PlanIndex& index)
+      : plan_(plan), model_(model), n_(plan.meta.pp_degree), index_(index) {}
 
   void run(std::vector<Diagnostic>& out) {
     build();
@@ -54,130 +63,129 @@ class Simulator {
   }
 
  private:
-  std::size_t end_id(int rank, int peer) const { return static_cast<std::size_t>(rank) * n_ + peer; }
+  // One end: the operations `rank` posts towards `peer`, in program order.
+  struct End {
+    int rank = 0, peer = 0, rev = -1;
+    std::size_t begin = 0, end = 0;  // range in idx_
+    int posted = 0, done = 0;
+    int limit = kNoLimit;  // first non-complementary position of the pair
+    int count() const { return static_cast<int>(end - begin); }
+  };
+
+  // ---- layout ----------------------------------------------------------
+
+  int end_id(int rank, int peer) {
+    auto [it, inserted] = end_ids_.emplace(std::make_pair(rank, peer), static_cast<int>(ends_.size()));
+    if (inserted) ends_.push_back(End{rank, peer});
+    return it->second;
+  }
+
+  // End of a SEND/RECV from its type and stage (the plan passed the
+  // structure checks, so the peer stage exists on another rank).
+  int end_of(const Action& a) const {
+    const auto s = static_cast<std::size_t>(a.stage);
+    return (a.type == ActionType::SendF || a.type == ActionType::RecvB) ? down_[s] : up_[s];
+  }
 
   void build() {
-    op_of_.resize(plan_.ranks.size());
-    std::vector<std::vector<int>> ends(static_cast<std::size_t>(n_) * n_);
-    for (int r = 0; r < n_; ++r) {
-      const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
-      op_of_[static_cast<std::size_t>(r)].assign(list.size(), -1);
-      for (int i = 0; i < static_cast<int>(list.size()); ++i) {
-        const Action& a = list[static_cast<std::size_t>(i)];
-        if (a.type == ActionType::OverlapFB) {
-          index_.at(a.stage, a.microbatch, detail::kF) = {r, i};
-          index_.at(a.sub_stage, a.sub_microbatch, detail::kB) = {r, i};
-          continue;
-        }
-        if (is_passthrough(a.type)) continue;
-        index_.at(a.stage, a.microbatch, detail::slot_of(a.type)) = {r, i};
+    const int S = index_.stages;
+    up_.assign(static_cast<std::size_t>(S), -1);
+    down_.assign(static_cast<std::size_t>(S), -1);
+    for (int s = 0; s < S; ++s) {
+      const int r = index_.rank_of[static_cast<std::size_t>(s)];
+      if (s > 0 && index_.crosses(s - 1))
+        up_[static_cast<std::size_t>(s)] = end_id(r, index_.rank_of[static_cast<std::size_t>(s) - 1]);
+      if (s + 1 < S && index_.crosses(s))
+        down_[static_cast<std::size_t>(s)] = end_id(r, index_.rank_of[static_cast<std::size_t>(s) + 1]);
+    }
+    for (End& e : ends_) {
+      auto it = end_ids_.find({e.peer, e.rank});
+      e.rev = it == end_ids_.end() ? -1 : it->second;
+    }
+    ends_of_.assign(static_cast<std::size_t>(n_), {});
+    for (std::size_t e = 0; e < ends_.size(); ++e)
+      ends_of_[static_cast<std::size_t>(ends_[e].rank)].push_back(static_cast<int>(e));
+
+    // Two passes so each end's action indices form one exact range.
+    std::vector<std::size_t> count(ends_.size(), 0);
+    for (const auto& list : plan_.ranks)
+      for (const Action& a : list)
+        if (is_comm(a.type)) ++count[static_cast<std::size_t>(end_of(a))];
+    std::size_t total = 0;
+    for (std::size_t e = 0; e < ends_.size(); ++e) {
+      ends_[e].begin = ends_[e].end = total;
+      total += count[e];
+    }
+    idx_.resize(total);
+    const std::size_t keys = static_cast<std::size_t>(S) * index_.mbs;
+    recv_pos_[0].assign(model_ == Transport::Eager ? 0 : keys, -1);
+    recv_pos_[1].assign(model_ == Transport::Eager ? 0 : keys, -1);
+    for (const auto& list : plan_.ranks)
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        const Action& a = list[i];
         if (!is_comm(a.type)) continue;
-        Op op;
-        op.rank = r;
-        op.index = i;
-        op.send = is_send(a.type);
-        op.payload = payload_of(a);
-        int peer_stage = (a.type == ActionType::SendF || a.type == ActionType::RecvB) ? a.stage + 1
-                                                                                      : a.stage - 1;
-        op.peer = meta_.rank_of(peer_stage);
-        auto& e = ends[end_id(r, op.peer)];
-        op.pair_pos = static_cast<int>(e.size());
-        e.push_back(static_cast<int>(ops_.size()));
-        op_of_[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] = static_cast<int>(ops_.size());
-        ops_.push_back(op);
+        End& e = ends_[static_cast<std::size_t>(end_of(a))];
+        const int pos = static_cast<int>(e.end - e.begin);
+        idx_[e.end++] = static_cast<std::int32_t>(i);
+        if (model_ != Transport::Eager && is_recv(a.type))
+          recv_pos_[a.type == ActionType::RecvB ? 1 : 0][key(a.stage, a.microbatch)] = pos;
       }
-    }
-    ends_ = ends;
-    for (int a = 0; a < n_; ++a)
-      for (int b = 0; b < n_; ++b) {
-        const auto& ea = ends[end_id(a, b)];
-        const auto& eb = ends[end_id(b, a)];
-        for (std::size_t k = 0; k < ea.size() && k < eb.size(); ++k)
-          ops_[static_cast<std::size_t>(ea[k])].partner = eb[k];
-      }
-    // Streams: one per (rank, peer) end for rendezvous, one per rank for serial.
-    if (model_ == Transport::Serial) {
-      streams_.resize(static_cast<std::size_t>(n_));
-      for (std::size_t k = 0; k < ops_.size(); ++k) {
-        ops_[k].stream = ops_[k].rank;
-        streams_[static_cast<std::size_t>(ops_[k].rank)].push_back(static_cast<int>(k));
-      }
-    } else {
-      streams_.resize(ends.size());
-      for (std::size_t e = 0; e < ends.size(); ++e)
-        for (int id : ends[e]) {
-          ops_[static_cast<std::size_t>(id)].stream = static_cast<int>(e);
-          streams_[e].push_back(id);
-        }
-    }
-    head_.assign(streams_.size(), 0);
-    // Eager matching by payload.
-    if (model_ == Transport::Eager) {
-      match_.assign(ops_.size(), -1);
-      const int S = meta_.num_stages(), M = meta_.num_microbatches;
-      std::vector<int> sender(static_cast<std::size_t>(2) * S * M, -1);
-      auto key = [&](const Payload& p) {
-        return (static_cast<std::size_t>(p.grad) * S + p.send_stage) * M + p.mb;
-      };
-      for (std::size_t k = 0; k < ops_.size(); ++k)
-        if (ops_[k].send) sender[key(ops_[k].payload)] = static_cast<int>(k);
-      for (std::size_t k = 0; k < ops_.size(); ++k)
-        if (!ops_[k].send) {
-          int s = sender[key(ops_[k].payload)];
-          match_[k] = s;
-          if (s >= 0) match_[static_cast<std::size_t>(s)] = static_cast<int>(k);
-        }
-    }
   }
 
-  std::string act(int op) const {
-    const Op& o = ops_[static_cast<std::size_t>(op)];
-    return to_string(plan_.ranks[static_cast<std::size_t>(o.rank)][static_cast<std::size_t>(o.index)]);
+  std::size_t key(int s, int mb) const { return static_cast<std::size_t>(s) * index_.mbs + mb; }
+  const Action& action(int rank, int index) const {
+    return plan_.ranks[static_cast<std::size_t>(rank)][static_cast<std::size_t>(index)];
   }
-  std::string pair_name(const Op& o) const {
-    return n2s(std::min(o.rank, o.peer)) + "-" + n2s(std::max(o.rank, o.peer));
+  const Action& action(OpRef o) const { return action(o.rank, o.index); }
+  std::string act(OpRef o) const { return to_string(action(o)); }
+  OpRef op_at(int e, int pos) const {
+    const End& x = ends_[static_cast<std::size_t>(e)];
+    return {x.rank, idx_[x.begin + static_cast<std::size_t>(pos)]};
   }
 
-  // First non-complementary position of each pair (and payload corruption).
+  // ---- static FIFO check ----------------------------------------------
+
+  // First non-complementary position of each pair (and payload corruption),
+  // pairs in rank order.
   void fifo_check(std::vector<Diagnostic>& out) {
-    for (int a = 0; a < n_; ++a)
-      for (int b = a + 1; b < n_; ++b) {
-        const auto& ea = ends_[end_id(a, b)];
-        const auto& eb = ends_[end_id(b, a)];
-        bool hang_reported = false, corrupt_reported = false;
-        for (std::size_t k = 0; k < ea.size() && k < eb.size(); ++k) {
-          const Op& x = ops_[static_cast<std::size_t>(ea[k])];
-          const Op& y = ops_[static_cast<std::size_t>(eb[k])];
-          std::string head = "pair " + n2s(a) + "-" + n2s(b) + " position " + n2s(static_cast<long long>(k)) + ": ";
-          if (x.send == y.send && !hang_reported) {
-            hang_reported = true;
-            out.push_back({x.send ? "fifo-both-send" : "fifo-both-recv", a, x.index, act(ea[k]),
-                           head + "rank " + n2s(a) + " posts " + act(ea[k]) + " while rank " + n2s(b) +
-                               " posts " + act(eb[k]) +
-                               (x.send ? " (both send; NCCL pair stream hangs)"
-                                       : " (both receive; NCCL pair stream hangs)")});
-          } else if (x.send != y.send && !(x.payload == y.payload) && !corrupt_reported) {
-            corrupt_reported = true;
-            const Op& s = x.send ? x : y;
-            const Op& r = x.send ? y : x;
-            int sid = x.send ? ea[k] : eb[k], rid = x.send ? eb[k] : ea[k];
-            out.push_back({"fifo-corruption", r.rank, r.index, act(rid),
-                           head + "rank " + n2s(s.rank) + " sends " + act(sid) + " while rank " +
-                               n2s(r.rank) + " receives " + act(rid) +
-                               " (payload mismatch: the data would be silently corrupted)"});
-          }
+    for (const auto& [ranks, e] : end_ids_) {
+      const int a = ranks.first, b = ranks.second;
+      End& ea = ends_[static_cast<std::size_t>(e)];
+      if (a > b || ea.rev < 0) continue;
+      End& eb = ends_[static_cast<std::size_t>(ea.rev)];
+      bool hang_reported = false, corrupt_reported = false;
+      const int n = std::min(ea.count(), eb.count());
+      for (int k = 0; k < n && !(hang_reported && corrupt_reported); ++k) {
+        const OpRef xr = op_at(e, k), yr = op_at(ea.rev, k);
+        const Action& x = action(xr);
+        const Action& y = action(yr);
+        const bool xs = is_send(x.type), ys = is_send(y.type);
+        if (xs == ys) {
+          if (hang_reported) continue;
+          hang_reported = true;
+          ea.limit = eb.limit = k;
+          out.push_back({xs ? "fifo-both-send" : "fifo-both-recv", a, xr.index, act(xr),
+                         head(a, b, k) + "rank " + n2s(a) + " posts " + act(xr) + " while rank " +
+                             n2s(b) + " posts " + act(yr) +
+                             (xs ? " (both send; NCCL pair stream hangs)"
+                                 : " (both receive; NCCL pair stream hangs)")});
+        } else if (!corrupt_reported && !(payload_of(x) == payload_of(y))) {
+          corrupt_reported = true;
+          const OpRef s = xs ? xr : yr, r = xs ? yr : xr;
+          out.push_back({"fifo-corruption", r.rank, r.index, act(r),
+                         head(a, b, k) + "rank " + n2s(s.rank) + " sends " + act(s) + " while rank " +
+                             n2s(r.rank) + " receives " + act(r) +
+                             " (payload mismatch: the data would be silently corrupted)"});
         }
       }
+    }
   }
 
-  bool complementary(const Op& x, const Op& y) const { return x.send != y.send; }
-
-  void complete(int id) {
-    Op& o = ops_[static_cast<std::size_t>(id)];
-    o.done = true;
-    --pending_[static_cast<std::size_t>(o.rank)];
-    wake(o.rank);
+  static std::string head(int a, int b, int k) {
+    return "pair " + n2s(a) + "-" + n2s(b) + " position " + n2s(k) + ": ";
   }
+
+  // ---- progress -------------------------------------------------------
 
   void wake(int r) {
     if (!queued_[static_cast<std::size_t>(r)]) {
@@ -186,66 +194,72 @@ class Simulator {
     }
   }
 
-  // FIFO models: complete x and its partner when both head their streams.
-  void try_pair(int x) {
-    std::deque<int> todo{x};
-    while (!todo.empty()) {
-      int id = todo.front();
-      todo.pop_front();
-      Op& o = ops_[static_cast<std::size_t>(id)];
-      if (o.done || !o.posted || o.partner < 0) continue;
-      Op& p = ops_[static_cast<std::size_t>(o.partner)];
-      if (!p.posted || !complementary(o, p)) continue;
-      auto at_head = [&](const Op& q, int qid) {
-        const auto& s = streams_[static_cast<std::size_t>(q.stream)];
-        std::size_t h = head_[static_cast<std::size_t>(q.stream)];
-        return h < s.size() && s[h] == qid;
-      };
-      if (!at_head(o, id) || !at_head(p, o.partner)) continue;
-      int pid = o.partner;
-      complete(id);
-      complete(pid);
-      for (int sid : {o.stream, p.stream}) {
-        std::size_t& h = head_[static_cast<std::size_t>(sid)];
-        ++h;
-        const auto& s = streams_[static_cast<std::size_t>(sid)];
-        if (h < s.size()) todo.push_back(s[h]);
-      }
+  // Rendezvous: both ends complete position after position while both
+  // posted it and the pair is still complementary there.
+  void try_pair(End& e) {
+    if (e.rev < 0) return;
+    End& f = ends_[static_cast<std::size_t>(e.rev)];
+    const int upto = std::min({e.posted, f.posted, e.limit});
+    if (upto <= e.done) return;
+    e.done = f.done = upto;
+    wake(e.rank);
+    wake(f.rank);
+  }
+
+  // Next SEND/RECV of rank r at or after index i (its serial stream head).
+  int next_comm(int r, int i) const {
+    const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
+    while (i < static_cast<int>(list.size()) && !is_comm(list[static_cast<std::size_t>(i)].type)) ++i;
+    return i;
+  }
+
+  // Serial: the heads of two ranks' streams complete together when they sit
+  // at the same position of the pair, both posted and complementary.
+  void try_serial(int a) {
+    while (true) {
+      const int h = shead_[static_cast<std::size_t>(a)];
+      if (h >= static_cast<int>(pc_[static_cast<std::size_t>(a)])) return;  // not posted yet
+      End& e = ends_[static_cast<std::size_t>(end_of(action(a, h)))];
+      if (e.rev < 0 || e.done >= e.limit) return;
+      End& f = ends_[static_cast<std::size_t>(e.rev)];
+      if (e.done >= f.count()) return;
+      const OpRef p = op_at(e.rev, e.done);
+      const auto pb = static_cast<std::size_t>(p.rank);
+      if (shead_[pb] != p.index || p.index >= static_cast<int>(pc_[pb])) return;
+      ++e.done;
+      ++f.done;
+      shead_[static_cast<std::size_t>(a)] = next_comm(a, h + 1);
+      shead_[pb] = next_comm(p.rank, p.index + 1);
+      wake(a);
+      wake(p.rank);
     }
   }
 
-  void post(int id) {
-    Op& o = ops_[static_cast<std::size_t>(id)];
-    o.posted = true;
-    if (model_ == Transport::Eager) {
-      if (o.send) {
-        complete(id);
-        int r = match_[static_cast<std::size_t>(id)];
-        if (r >= 0 && ops_[static_cast<std::size_t>(r)].posted && !ops_[static_cast<std::size_t>(r)].done)
-          complete(r);
-      } else {
-        int s = match_[static_cast<std::size_t>(id)];
-        if (s >= 0 && ops_[static_cast<std::size_t>(s)].posted) complete(id);
-      }
-      return;
-    }
-    try_pair(id);
+  // Eager: a SEND completes when posted; a RECV once its SEND is posted.
+  bool eager_send_posted(ActionType send_t, int send_s, int mb) const {
+    const detail::Loc l = index_.at(send_s, mb, detail::slot_of(send_t));
+    return l.present() && l.index < static_cast<int>(pc_[static_cast<std::size_t>(l.rank)]);
   }
 
-  // The receive a compute action at (r, i) still waits for, or -1.
-  int blocking_recv(int r, const Action& a) const {
-    auto need = [&](int s, int mb, detail::Slot k) -> int {
-      const detail::Loc& l = index_.at(s, mb, k);
-      if (!l.present() || l.rank != r) return -1;
-      int id = op_of_[static_cast<std::size_t>(r)][static_cast<std::size_t>(l.index)];
-      return (id >= 0 && !ops_[static_cast<std::size_t>(id)].done) ? id : -1;
-    };
-    int w = -1;
+  // Whether the receive of direction `grad` into (s, mb) on its rank is done.
+  bool recv_done(bool grad, int s, int mb) const {
+    if (model_ == Transport::Eager)
+      return grad ? eager_send_posted(ActionType::SendB, s + 1, mb)
+                  : eager_send_posted(ActionType::SendF, s - 1, mb);
+    const int e = grad ? down_[static_cast<std::size_t>(s)] : up_[static_cast<std::size_t>(s)];
+    return ends_[static_cast<std::size_t>(e)].done > recv_pos_[grad ? 1 : 0][key(s, mb)];
+  }
+
+  // The receive a compute action still waits for, or an invalid ref.
+  OpRef blocking_recv(int r, const Action& a) const {
+    OpRef w;
     auto fwd = [&](int s, int mb) {
-      if (w < 0 && s > 0 && crosses_ranks(meta_, s - 1)) w = need(s, mb, detail::kRecvF);
+      if (w.valid() || s <= 0 || up_[static_cast<std::size_t>(s)] < 0) return;
+      if (!recv_done(false, s, mb)) w = {r, index_.raw(s, mb, detail::kRecvF)};
     };
     auto bwd = [&](int s, int mb) {
-      if (w < 0 && s + 1 < meta_.num_stages() && crosses_ranks(meta_, s)) w = need(s, mb, detail::kRecvB);
+      if (w.valid() || down_[static_cast<std::size_t>(s)] < 0) return;
+      if (!recv_done(true, s, mb)) w = {r, index_.raw(s, mb, detail::kRecvB)};
     };
     if (a.type == ActionType::F) fwd(a.stage, a.microbatch);
     if (a.type == ActionType::B || a.type == ActionType::I) bwd(a.stage, a.microbatch);
@@ -258,73 +272,134 @@ class Simulator {
 
   void simulate() {
     pc_.assign(static_cast<std::size_t>(n_), 0);
-    pending_.assign(static_cast<std::size_t>(n_), 0);
-    for (const Op& o : ops_) ++pending_[static_cast<std::size_t>(o.rank)];
+    shead_.assign(static_cast<std::size_t>(n_), 0);
+    if (model_ == Transport::Serial)
+      for (int r = 0; r < n_; ++r) shead_[static_cast<std::size_t>(r)] = next_comm(r, 0);
     queued_.assign(static_cast<std::size_t>(n_), 1);
     for (int r = 0; r < n_; ++r) work_.push_back(r);
     while (!work_.empty()) {
-      int r = work_.front();
+      const int r = work_.front();
       work_.pop_front();
       const auto ru = static_cast<std::size_t>(r);
       queued_[ru] = 0;
       const auto& list = plan_.ranks[ru];
-      while (pc_[ru] < list.size()) {
-        const Action& a = list[pc_[ru]];
+      std::size_t pc = pc_[ru];
+      while (pc < list.size()) {
+        const Action& a = list[pc];
         if (is_comm(a.type)) {
-          ++pc_[ru];  // advance first: post() may wake this rank again
-          post(op_of_[ru][pc_[ru] - 1]);
+          pc_[ru] = ++pc;  // posted
+          End& e = ends_[static_cast<std::size_t>(end_of(a))];
+          ++e.posted;
+          if (model_ == Transport::Rendezvous) try_pair(e);
+          else if (model_ == Transport::Serial) try_serial(r);
+          else if (is_send(a.type)) wake(e.peer);
           continue;
         }
-        if (is_compute(a.type) && blocking_recv(r, a) >= 0) break;
-        ++pc_[ru];
+        if (is_compute(a.type) && blocking_recv(r, a).valid()) break;
+        pc_[ru] = ++pc;
       }
+      if (model_ == Transport::Serial) try_serial(r);
     }
+  }
+
+  // ---- failure reports (rebuilt from the counters) ---------------------
+
+  int pair_pos(OpRef o) const {
+    const End& e = ends_[static_cast<std::size_t>(end_of(action(o)))];
+    auto first = idx_.begin() + static_cast<std::ptrdiff_t>(e.begin);
+    auto last = idx_.begin() + static_cast<std::ptrdiff_t>(e.end);
+    return static_cast<int>(std::lower_bound(first, last, o.index) - first);
+  }
+  bool posted(OpRef o) const { return o.index < static_cast<int>(pc_[static_cast<std::size_t>(o.rank)]); }
+  bool done(OpRef o) const {
+    if (!posted(o)) return false;
+    const Action& a = action(o);
+    if (model_ == Transport::Eager) {
+      if (is_send(a.type)) return true;
+      return a.type == ActionType::RecvF ? eager_send_posted(ActionType::SendF, a.stage - 1, a.microbatch)
+                                         : eager_send_posted(ActionType::SendB, a.stage + 1, a.microbatch);
+    }
+    return pair_pos(o) < ends_[static_cast<std::size_t>(end_of(a))].done;
+  }
+  // The op sitting at position pair_pos(o) of the reverse end, if any.
+  OpRef partner(OpRef o) const {
+    const End& e = ends_[static_cast<std::size_t>(end_of(action(o)))];
+    const int k = pair_pos(o);
+    if (e.rev < 0 || k >= ends_[static_cast<std::size_t>(e.rev)].count()) return {};
+    return op_at(e.rev, k);
+  }
+  // Head of the in-order stream o sits in (o itself when that stream is done).
+  OpRef head_of(OpRef o) const {
+    if (model_ == Transport::Serial) {
+      const int h = shead_[static_cast<std::size_t>(o.rank)];
+      return h < static_cast<int>(plan_.ranks[static_cast<std::size_t>(o.rank)].size()) ? OpRef{o.rank, h} : o;
+    }
+    const int e = end_of(action(o));
+    const End& x = ends_[static_cast<std::size_t>(e)];
+    return x.done < x.count() ? op_at(e, x.done) : o;
+  }
+  int peer_of(OpRef o) const { return ends_[static_cast<std::size_t>(end_of(action(o)))].peer; }
+  std::string pair_name(OpRef o) const {
+    const int peer = peer_of(o);
+    return n2s(std::min(o.rank, peer)) + "-" + n2s(std::max(o.rank, peer));
+  }
+  bool pending(int r) const {
+    if (model_ != Transport::Eager) {
+      for (int e : ends_of_[static_cast<std::size_t>(r)]) {
+        const End& x = ends_[static_cast<std::size_t>(e)];
+        if (x.done < x.count()) return true;
+      }
+      return false;
+    }
+    return first_pending(r).valid();
+  }
+  OpRef first_pending(int r) const {
+    const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
+    for (int i = 0; i < static_cast<int>(list.size()); ++i)
+      if (is_comm(list[static_cast<std::size_t>(i)].type) && !done({r, i})) return {r, i};
+    return {};
   }
 
   // Why op `id` has not completed; sets `waits_for` to the rank whose missing
   // post is the cause (or -1 for a non-complementary position).
-  std::string why(int id, int& waits_for) const {
+  std::string why(OpRef id, int& waits_for) const {
     waits_for = -1;
     std::string prefix;
-    auto head_of = [&](int qid) {
-      const Op& q = ops_[static_cast<std::size_t>(qid)];
-      const auto& s = streams_[static_cast<std::size_t>(q.stream)];
-      std::size_t h = head_[static_cast<std::size_t>(q.stream)];
-      return h < s.size() ? s[h] : qid;
-    };
-    auto queue_behind = [&](int blocker) {
-      const Op& b = ops_[static_cast<std::size_t>(blocker)];
-      prefix += "it queues behind " + act(blocker) + " (pair " + pair_name(b) + " position " +
-                n2s(b.pair_pos) + " on rank " + n2s(b.rank) + "), and ";
+    auto queue_behind = [&](OpRef blocker) {
+      prefix += "it queues behind " + act(blocker) + " (pair " + pair_name(blocker) + " position " +
+                n2s(pair_pos(blocker)) + " on rank " + n2s(blocker.rank) + "), and ";
     };
     for (int step = 0; step < 2 * n_ + 2; ++step) {
-      const Op& o = ops_[static_cast<std::size_t>(id)];
-      std::string where = "pair " + pair_name(o) + " position " + n2s(o.pair_pos);
+      std::string where = "pair " + pair_name(id) + " position " + n2s(pair_pos(id));
       if (model_ == Transport::Eager) {
-        int s = match_[static_cast<std::size_t>(id)];
-        if (s < 0) return act(id) + " has no matching send";
-        waits_for = ops_[static_cast<std::size_t>(s)].rank;
-        return "rank " + n2s(waits_for) + " has not posted " + act(s) + " yet";
+        const Action& a = action(id);
+        const detail::Loc s = a.type == ActionType::RecvF
+                                  ? index_.at(a.stage - 1, a.microbatch, detail::kSendF)
+                                  : index_.at(a.stage + 1, a.microbatch, detail::kSendB);
+        if (!s.present()) return act(id) + " has no matching send";
+        waits_for = s.rank;
+        return "rank " + n2s(waits_for) + " has not posted " + act({s.rank, s.index}) + " yet";
       }
-      if (int h = head_of(id); h != id) {
+      if (OpRef h = head_of(id); h != id) {
         queue_behind(h);
         id = h;
         continue;
       }
-      if (o.partner < 0)
-        return prefix + act(id) + " (" + where + ") has no partner: rank " + n2s(o.peer) +
-               " posts fewer operations towards rank " + n2s(o.rank);
-      const Op& p = ops_[static_cast<std::size_t>(o.partner)];
-      if (!p.posted) {
+      const OpRef p = partner(id);
+      if (!p.valid())
+        return prefix + act(id) + " (" + where + ") has no partner: rank " + n2s(peer_of(id)) +
+               " posts fewer operations towards rank " + n2s(id.rank);
+      if (!posted(p)) {
         waits_for = p.rank;
-        return prefix + "rank " + n2s(p.rank) + " has not posted its " + act(o.partner) + " (" +
-               where + ") yet";
+        return prefix + "rank " + n2s(p.rank) + " has not posted its " + act(p) + " (" + where +
+               ") yet";
       }
-      if (!complementary(o, p))
-        return prefix + where + " is non-complementary: rank " + n2s(o.rank) + " posts " + act(id) +
-               " while rank " + n2s(p.rank) + " posts " + act(o.partner) +
-               (o.send ? " (both send)" : " (both receive)");
-      if (int h = head_of(o.partner); h != o.partner) {
+      const bool id_send = is_send(action(id).type);
+      if (id_send == is_send(action(p).type))
+        return prefix + where + " is non-complementary: rank " + n2s(id.rank) + " posts " + act(id) +
+               " while rank " + n2s(p.rank) + " posts " + act(p) +
+               (id_send ? " (both send)" : " (both receive)");
+      if (OpRef h = head_of(p); h != p) {
         queue_behind(h);
         id = h;
         continue;
@@ -340,21 +415,20 @@ class Simulator {
     for (int r = 0; r < n_; ++r) {
       const auto ru = static_cast<std::size_t>(r);
       const auto& list = plan_.ranks[ru];
-      if (pc_[ru] >= list.size() && pending_[ru] == 0) continue;
+      if (pc_[ru] >= list.size() && !pending(r)) continue;
       stuck.push_back(r);
-      int blocked = -1;
+      OpRef blocked;
       std::string msg;
       int index = static_cast<int>(pc_[ru]);
-      std::string action;
+      std::string action_text;
       if (pc_[ru] < list.size()) {
         blocked = blocking_recv(r, list[pc_[ru]]);
-        action = to_string(list[pc_[ru]]);
-        at[ru] = action;
-        msg = "rank " + n2s(r) + " is stuck at index " + n2s(index) + " (" + action + "): it needs " +
-              act(blocked) + ", but ";
+        action_text = to_string(list[pc_[ru]]);
+        at[ru] = action_text;
+        msg = "rank " + n2s(r) + " is stuck at index " + n2s(index) + " (" + action_text +
+              "): it needs " + act(blocked) + ", but ";
       } else {
-        for (std::size_t k = 0; k < ops_.size() && blocked < 0; ++k)
-          if (ops_[k].rank == r && !ops_[k].done) blocked = static_cast<int>(k);
+        blocked = first_pending(r);
         index = -1;
         at[ru] = "end of step";
         msg = "rank " + n2s(r) + " reached the end of its list but " + act(blocked) +
@@ -365,7 +439,7 @@ class Simulator {
       msg += reason;
       waits[ru] = w;
       if (w < 0) roots[ru] = reason;
-      out.push_back({"stuck", r, index, action, msg});
+      out.push_back({"stuck", r, index, action_text, msg});
     }
     if (stuck.empty()) return;
     // Waiting chain from the first stuck rank.
@@ -397,16 +471,17 @@ class Simulator {
   }
 
   const Plan& plan_;
-  const PlanMeta& meta_;
   Transport model_;
   int n_;
-  detail::PlanIndex index_;
-  std::vector<Op> ops_;
-  std::vector<std::vector<int>> op_of_, ends_, streams_;
-  std::vector<std::size_t> head_;
-  std::vector<int> match_;
+  const detail::PlanIndex& index_;
+  std::map<std::pair<int, int>, int> end_ids_;  // (rank, peer) -> end
+  std::vector<End> ends_;
+  std::vector<std::vector<int>> ends_of_;       // rank -> its ends
+  std::vector<int> up_, down_;                  // per stage: end towards stage-1 / stage+1
+  std::vector<std::int32_t> idx_;               // action indices, end by end
+  std::vector<int> recv_pos_[2];                // per (stage, mb): RECV_F / RECV_B end position
   std::vector<std::size_t> pc_;
-  std::vector<int> pending_;
+  std::vector<int> shead_;                      // serial: next SEND/RECV not done per rank
   std::vector<char> queued_;
   std::deque<int> work_;
 };
@@ -430,9 +505,14 @@ std::optional<Transport> parse_transport(std::string_view s) {
 
 VerifyResult verify(const Plan& plan, const VerifyOptions& options) {
   VerifyResult res;
-  res.diagnostics = check_structure(plan, options.max_diagnostics);
+  if (!plan.is_whole()) {
+    res.diagnostics = check_structure(plan, options.max_diagnostics);
+    return res;
+  }
+  detail::PlanIndex index(plan.meta);
+  res.diagnostics = detail::check_structure_indexed(plan, options.max_diagnostics, index);
   if (!res.diagnostics.empty()) return res;
-  Simulator(plan, options.transport).run(res.diagnostics);
+  Simulator(plan, options.transport, index).run(res.diagnostics);
   return res;
 }
 

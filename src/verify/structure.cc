@@ -1,4 +1,7 @@
 // check_structure(): counts, ranges, placement and dependency order.
+//
+// Hot loops touch only the flat index; every message is built on the error
+// path, so a clean plan costs a few table lookups per action.
 #include <string>
 
 #include "pipeplan/verify.h"
@@ -21,6 +24,13 @@ Slot slot_of(ActionType t) {
   }
 }
 
+PlanIndex::PlanIndex(const PlanMeta& meta)
+    : stages(meta.num_stages()), mbs(meta.num_microbatches),
+      rank_of(static_cast<std::size_t>(meta.num_stages())),
+      index(static_cast<std::size_t>(meta.num_stages()) * meta.num_microbatches * kNumSlots, -1) {
+  for (int s = 0; s < stages; ++s) rank_of[static_cast<std::size_t>(s)] = meta.rank_of(s);
+}
+
 }  // namespace detail
 
 namespace {
@@ -34,8 +44,8 @@ std::string n2s(long long v) { return std::to_string(v); }
 
 class Checker {
  public:
-  Checker(const Plan& plan, std::size_t max) : plan_(plan), meta_(plan.meta), max_(max),
-        index_(plan.meta.num_stages(), plan.meta.num_microbatches) {}
+  Checker(const Plan& plan, std::size_t max, PlanIndex& index)
+      : plan_(plan), meta_(plan.meta), max_(max), index_(index) {}
 
   std::vector<Diagnostic> run() {
     with_comms_ = !plan_.is_compute_only();
@@ -60,8 +70,34 @@ class Checker {
     add(code, rank, index, to_string(a), msg);
   }
 
+  int rank_of(int s) const { return index_.rank_of[static_cast<std::size_t>(s)]; }
+
   // Records one plain action (or one half of an overlap group).
   void record(int rank, int index, ActionType t, int s, int mb) {
+    const int S = index_.stages;
+    if (s < 0 || s >= S || mb < 0 || mb >= index_.mbs || rank_of(s) != rank ||
+        (is_comm(t) && !comm_endpoint_ok(rank, t, s))) {
+      report_bad(rank, index, t, s, mb);
+      return;
+    }
+    std::int32_t& l = index_.raw(s, mb, detail::slot_of(t));
+    if (l >= 0) {
+      const std::string name = act(t, s, mb);
+      add("duplicate-action", rank, index, name,
+          name + " appears twice: rank " + n2s(rank_of(s)) + " index " + n2s(l) + " and rank " +
+              n2s(rank) + " index " + n2s(index));
+      return;
+    }
+    l = index;
+  }
+
+  bool comm_endpoint_ok(int rank, ActionType t, int s) const {
+    const int peer_stage = (t == ActionType::SendF || t == ActionType::RecvB) ? s + 1 : s - 1;
+    return peer_stage >= 0 && peer_stage < index_.stages && rank_of(peer_stage) != rank;
+  }
+
+  // The diagnostic for an action record() refused (range, rank or peer).
+  void report_bad(int rank, int index, ActionType t, int s, int mb) {
     const int S = meta_.num_stages();
     const std::string name = act(t, s, mb);
     const std::string where = "rank " + n2s(rank) + " index " + n2s(index) + ": ";
@@ -78,42 +114,23 @@ class Checker {
               n2s(meta_.num_microbatches - 1) + ")");
       return;
     }
-    if (meta_.rank_of(s) != rank) {
+    if (rank_of(s) != rank) {
       add("wrong-rank", rank, index, name,
           where + name + " runs on rank " + n2s(rank) + ", but stage " + n2s(s) +
-              " belongs to rank " + n2s(meta_.rank_of(s)) + " (" +
+              " belongs to rank " + n2s(rank_of(s)) + " (" +
               std::string(to_string(meta_.mapping)) + " mapping)");
       return;
     }
-    if (is_comm(t) && !check_comm_endpoint(rank, index, t, s, mb, name, where)) return;
-    Loc& l = index_.at(s, mb, detail::slot_of(t));
-    if (l.present()) {
-      add("duplicate-action", rank, index, name,
-          name + " appears twice: rank " + n2s(l.rank) + " index " + n2s(l.index) +
-              " and rank " + n2s(rank) + " index " + n2s(index));
-      return;
-    }
-    l = Loc{rank, index};
-  }
-
-  bool check_comm_endpoint(int rank, int index, ActionType t, int s, int mb,
-                           const std::string& name, const std::string& where) {
-    const int S = meta_.num_stages();
-    (void)mb;
-    int peer_stage = (t == ActionType::SendF || t == ActionType::RecvB) ? s + 1 : s - 1;
+    const int peer_stage = (t == ActionType::SendF || t == ActionType::RecvB) ? s + 1 : s - 1;
     if (peer_stage < 0 || peer_stage >= S) {
       add("bad-comm", rank, index, name,
           where + name + " has no peer: stage " + n2s(s) + " is the " +
               (peer_stage < 0 ? "first" : "last") + " stage");
-      return false;
+      return;
     }
-    if (meta_.rank_of(peer_stage) == rank) {
-      add("bad-comm", rank, index, name,
-          where + name + " is not needed: stages " + n2s(std::min(s, peer_stage)) + " and " +
-              n2s(std::max(s, peer_stage)) + " are both on rank " + n2s(rank));
-      return false;
-    }
-    return true;
+    add("bad-comm", rank, index, name,
+        where + name + " is not needed: stages " + n2s(std::min(s, peer_stage)) + " and " +
+            n2s(std::max(s, peer_stage)) + " are both on rank " + n2s(rank));
   }
 
   void scan_rank(int r) {
@@ -131,55 +148,69 @@ class Checker {
   }
 
   void check_counts() {
-    for (int s = 0; s < meta_.num_stages() && !full(); ++s) {
-      const int owner = meta_.rank_of(s);
-      for (int mb = 0; mb < meta_.num_microbatches && !full(); ++mb) {
-        const Loc& f = index_.at(s, mb, detail::kF);
-        const Loc& b = index_.at(s, mb, detail::kB);
-        const Loc& i = index_.at(s, mb, detail::kI);
-        const Loc& w = index_.at(s, mb, detail::kW);
-        const std::string sm = "stage " + n2s(s) + " microbatch " + n2s(mb);
-        if (!f.present())
-          add("missing-forward", owner, -1, act(ActionType::F, s, mb),
-              sm + " has no forward (expected " + act(ActionType::F, s, mb) + " on rank " +
-                  n2s(owner) + ")");
-        if (b.present() && (i.present() || w.present()))
-          add("mixed-backward", b.rank, b.index, act(ActionType::B, s, mb),
-              sm + " has both a full backward " + act(ActionType::B, s, mb) +
-                  " and a split one (I/W)");
-        else if (!b.present() && !i.present() && !w.present())
-          add("missing-backward", owner, -1, act(ActionType::B, s, mb),
-              sm + " has no backward (expected " + act(ActionType::B, s, mb) + ", or " +
-                  act(ActionType::I, s, mb) + " and " + act(ActionType::W, s, mb) + ", on rank " +
-                  n2s(owner) + ")");
-        else if (i.present() && !w.present())
-          add("missing-weight-grad", i.rank, i.index, act(ActionType::I, s, mb),
-              sm + " has " + act(ActionType::I, s, mb) + " but no " + act(ActionType::W, s, mb));
-        else if (w.present() && !i.present())
-          add("w-without-i", w.rank, w.index, act(ActionType::W, s, mb),
-              sm + " has " + act(ActionType::W, s, mb) + " but no " + act(ActionType::I, s, mb));
+    for (int s = 0; s < index_.stages && !full(); ++s) {
+      for (int mb = 0; mb < index_.mbs && !full(); ++mb) {
+        const bool f = index_.raw(s, mb, detail::kF) >= 0;
+        const bool b = index_.raw(s, mb, detail::kB) >= 0;
+        const bool i = index_.raw(s, mb, detail::kI) >= 0;
+        const bool w = index_.raw(s, mb, detail::kW) >= 0;
+        if (f && ((b && !i && !w) || (!b && i && w))) continue;  // the common case
+        count_problem(s, mb);
       }
     }
+  }
+
+  void count_problem(int s, int mb) {
+    const int owner = rank_of(s);
+    const Loc f = index_.at(s, mb, detail::kF);
+    const Loc b = index_.at(s, mb, detail::kB);
+    const Loc i = index_.at(s, mb, detail::kI);
+    const Loc w = index_.at(s, mb, detail::kW);
+    const std::string sm = "stage " + n2s(s) + " microbatch " + n2s(mb);
+    if (!f.present())
+      add("missing-forward", owner, -1, act(ActionType::F, s, mb),
+          sm + " has no forward (expected " + act(ActionType::F, s, mb) + " on rank " +
+              n2s(owner) + ")");
+    if (b.present() && (i.present() || w.present()))
+      add("mixed-backward", b.rank, b.index, act(ActionType::B, s, mb),
+          sm + " has both a full backward " + act(ActionType::B, s, mb) +
+              " and a split one (I/W)");
+    else if (!b.present() && !i.present() && !w.present())
+      add("missing-backward", owner, -1, act(ActionType::B, s, mb),
+          sm + " has no backward (expected " + act(ActionType::B, s, mb) + ", or " +
+              act(ActionType::I, s, mb) + " and " + act(ActionType::W, s, mb) + ", on rank " +
+              n2s(owner) + ")");
+    else if (i.present() && !w.present())
+      add("missing-weight-grad", i.rank, i.index, act(ActionType::I, s, mb),
+          sm + " has " + act(ActionType::I, s, mb) + " but no " + act(ActionType::W, s, mb));
+    else if (w.present() && !i.present())
+      add("w-without-i", w.rank, w.index, act(ActionType::W, s, mb),
+          sm + " has " + act(ActionType::W, s, mb) + " but no " + act(ActionType::I, s, mb));
   }
 
   // Every SEND has exactly one RECV on the peer and vice versa.
   void check_comm_pairs() {
-    const int S = meta_.num_stages();
+    const int S = index_.stages;
     for (int s = 0; s + 1 < S && !full(); ++s) {
-      if (!crosses_ranks(meta_, s)) continue;
-      for (int mb = 0; mb < meta_.num_microbatches && !full(); ++mb) {
-        pair_check(index_.at(s, mb, detail::kSendF), index_.at(s + 1, mb, detail::kRecvF),
-                   act(ActionType::SendF, s, mb), act(ActionType::RecvF, s + 1, mb),
-                   meta_.rank_of(s), meta_.rank_of(s + 1));
-        pair_check(index_.at(s + 1, mb, detail::kSendB), index_.at(s, mb, detail::kRecvB),
-                   act(ActionType::SendB, s + 1, mb), act(ActionType::RecvB, s, mb),
-                   meta_.rank_of(s + 1), meta_.rank_of(s));
+      if (!index_.crosses(s)) continue;
+      for (int mb = 0; mb < index_.mbs && !full(); ++mb) {
+        pair_check(s, mb, detail::kSendF, s + 1, detail::kRecvF, ActionType::SendF,
+                   ActionType::RecvF);
+        pair_check(s + 1, mb, detail::kSendB, s, detail::kRecvB, ActionType::SendB,
+                   ActionType::RecvB);
       }
     }
   }
 
-  void pair_check(const Loc& send, const Loc& recv, const std::string& send_name,
-                  const std::string& recv_name, int src, int dst) {
+  void pair_check(int send_s, int mb, Slot send_k, int recv_s, Slot recv_k, ActionType send_t,
+                  ActionType recv_t) {
+    const bool has_send = index_.raw(send_s, mb, send_k) >= 0;
+    const bool has_recv = index_.raw(recv_s, mb, recv_k) >= 0;
+    if (has_send && has_recv) return;
+    const Loc send = index_.at(send_s, mb, send_k);
+    const Loc recv = index_.at(recv_s, mb, recv_k);
+    const std::string send_name = act(send_t, send_s, mb), recv_name = act(recv_t, recv_s, mb);
+    const int src = rank_of(send_s), dst = rank_of(recv_s);
     if (send.present() && !recv.present())
       add("unmatched-send", send.rank, send.index, send_name,
           send_name + " on rank " + n2s(src) + " has no matching " + recv_name + " on rank " +
@@ -188,50 +219,46 @@ class Checker {
       add("unmatched-recv", recv.rank, recv.index, recv_name,
           recv_name + " on rank " + n2s(dst) + " has no matching " + send_name + " on rank " +
               n2s(src));
-    else if (!send.present() && !recv.present())
+    else
       add("missing-transfer", src, -1, send_name,
           "the boundary " + send_name + " -> " + recv_name + " between rank " + n2s(src) +
               " and rank " + n2s(dst) + " has neither a send nor a receive");
   }
 
-  // `need` must be present on `rank` before `index`.
-  void need_before(int rank, int index, const Loc& need, const std::string& need_name,
-                   const std::string& code, const std::string& why) {
-    if (need.present() && need.rank == rank && need.index < index) return;
+  // `need` (action need_t of need_s, mb) must be present on `rank` before
+  // `index`; the message is built only when it is not.
+  void need_before(int rank, int index, Slot need_k, ActionType need_t, int need_s, int mb,
+                   const char* code, const char* why) {
+    const std::int32_t at = index_.raw(need_s, mb, need_k);
+    if (at >= 0 && at < index && rank_of(need_s) == rank) return;
+    const Loc need = index_.at(need_s, mb, need_k);
     std::string where = need.present() && need.rank == rank
                             ? " (it is at index " + n2s(need.index) + ")"
                             : (need.present() ? " (it is on rank " + n2s(need.rank) + ")" : "");
     add_at(code, rank, index,
            "rank " + n2s(rank) + " index " + n2s(index) + ": " +
                to_string(plan_.ranks[static_cast<std::size_t>(rank)][static_cast<std::size_t>(index)]) +
-               " " + why + " " + need_name + " earlier on rank " + n2s(rank) + where);
+               " " + why + " " + act(need_t, need_s, mb) + " earlier on rank " + n2s(rank) + where);
   }
 
   void check_forward(int r, int i, int s, int mb) {
     if (s == 0) return;
-    if (!crosses_ranks(meta_, s - 1))
-      need_before(r, i, index_.at(s - 1, mb, detail::kF), act(ActionType::F, s - 1, mb),
-                  "forward-before-input", "needs");
+    if (!index_.crosses(s - 1))
+      need_before(r, i, detail::kF, ActionType::F, s - 1, mb, "forward-before-input", "needs");
     else if (with_comms_)
-      need_before(r, i, index_.at(s, mb, detail::kRecvF), act(ActionType::RecvF, s, mb),
-                  "forward-before-input", "needs");
+      need_before(r, i, detail::kRecvF, ActionType::RecvF, s, mb, "forward-before-input", "needs");
   }
 
-  void check_backward(int r, int i, int s, int mb, ActionType t) {
-    need_before(r, i, index_.at(s, mb, detail::kF), act(ActionType::F, s, mb),
-                "backward-before-forward", "needs");
-    if (s + 1 >= meta_.num_stages()) return;
-    if (!crosses_ranks(meta_, s)) {
-      const Loc& b = index_.at(s + 1, mb, detail::kB);
-      const Loc& ii = index_.at(s + 1, mb, detail::kI);
-      need_before(r, i, b.present() ? b : ii,
-                  act(b.present() ? ActionType::B : ActionType::I, s + 1, mb),
+  void check_backward(int r, int i, int s, int mb) {
+    need_before(r, i, detail::kF, ActionType::F, s, mb, "backward-before-forward", "needs");
+    if (s + 1 >= index_.stages) return;
+    if (!index_.crosses(s)) {
+      const bool b = index_.raw(s + 1, mb, detail::kB) >= 0;
+      need_before(r, i, b ? detail::kB : detail::kI, b ? ActionType::B : ActionType::I, s + 1, mb,
                   "backward-before-grad", "needs");
     } else if (with_comms_) {
-      need_before(r, i, index_.at(s, mb, detail::kRecvB), act(ActionType::RecvB, s, mb),
-                  "backward-before-grad", "needs");
+      need_before(r, i, detail::kRecvB, ActionType::RecvB, s, mb, "backward-before-grad", "needs");
     }
-    (void)t;
   }
 
   void check_order(int r) {
@@ -242,25 +269,24 @@ class Checker {
       switch (a.type) {
         case ActionType::F: check_forward(r, i, s, mb); break;
         case ActionType::B:
-        case ActionType::I: check_backward(r, i, s, mb, a.type); break;
+        case ActionType::I: check_backward(r, i, s, mb); break;
         case ActionType::OverlapFB:
           check_forward(r, i, s, mb);
-          check_backward(r, i, a.sub_stage, a.sub_microbatch, ActionType::B);
+          check_backward(r, i, a.sub_stage, a.sub_microbatch);
           break;
         case ActionType::W:
-          need_before(r, i, index_.at(s, mb, detail::kI), act(ActionType::I, s, mb),
-                      "w-before-i", "needs");
+          need_before(r, i, detail::kI, ActionType::I, s, mb, "w-before-i", "needs");
           break;
         case ActionType::SendF:
-          need_before(r, i, index_.at(s, mb, detail::kF), act(ActionType::F, s, mb),
-                      "send-before-producer", "sends the output of");
+          need_before(r, i, detail::kF, ActionType::F, s, mb, "send-before-producer",
+                      "sends the output of");
           break;
         case ActionType::SendB: {
-          const Loc& b = index_.at(s, mb, detail::kB);
-          const Loc& ii = index_.at(s, mb, detail::kI);
-          need_before(r, i, b.present() ? b : ii,
-                      act(b.present() || !ii.present() ? ActionType::B : ActionType::I, s, mb),
-                      "send-before-producer", "sends the gradient of");
+          const bool b = index_.raw(s, mb, detail::kB) >= 0;
+          const bool ii = index_.raw(s, mb, detail::kI) >= 0;
+          need_before(r, i, b ? detail::kB : detail::kI,
+                      b || !ii ? ActionType::B : ActionType::I, s, mb, "send-before-producer",
+                      "sends the gradient of");
           break;
         }
         default: break;
@@ -271,23 +297,36 @@ class Checker {
   const Plan& plan_;
   const PlanMeta& meta_;
   std::size_t max_;
-  PlanIndex index_;
+  PlanIndex& index_;
   bool with_comms_ = false;
   std::vector<Diagnostic> diags_;
 };
 
+std::vector<Diagnostic> partial_plan(const Plan& plan) {
+  std::string held;
+  for (int r : plan.rank_ids) held += (held.empty() ? "" : ", ") + n2s(r);
+  return {{"partial-plan", -1, -1, "",
+           "the plan holds rank(s) " + (held.empty() ? std::string("none") : held) + " of " +
+               n2s(plan.meta.pp_degree) + "; verification needs every rank 0.." +
+               n2s(plan.meta.pp_degree - 1)}};
+}
+
 }  // namespace
 
+namespace detail {
+
+std::vector<Diagnostic> check_structure_indexed(const Plan& plan, std::size_t max_diagnostics,
+                                                PlanIndex& index) {
+  if (!plan.is_whole()) return partial_plan(plan);
+  return Checker(plan, max_diagnostics, index).run();
+}
+
+}  // namespace detail
+
 std::vector<Diagnostic> check_structure(const Plan& plan, std::size_t max_diagnostics) {
-  if (!plan.is_whole()) {
-    std::string held;
-    for (int r : plan.rank_ids) held += (held.empty() ? "" : ", ") + n2s(r);
-    return {{"partial-plan", -1, -1, "",
-             "the plan holds rank(s) " + (held.empty() ? std::string("none") : held) + " of " +
-                 n2s(plan.meta.pp_degree) + "; verification needs every rank 0.." +
-                 n2s(plan.meta.pp_degree - 1)}};
-  }
-  return Checker(plan, max_diagnostics).run();
+  if (!plan.is_whole()) return partial_plan(plan);
+  PlanIndex index(plan.meta);
+  return Checker(plan, max_diagnostics, index).run();
 }
 
 }  // namespace pipeplan

@@ -1,0 +1,63 @@
+// pipeplan convert: a plan file from one format to another, unchanged.
+#include <CLI/CLI.hpp>
+
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "pipeplan/emit.h"
+#include "pipeplan/error.h"
+
+namespace pipeplan::cli {
+
+namespace {
+
+struct ConvertArgs {
+  std::string input;
+  std::string output;
+  std::string format;
+  CsvReadOptions csv;
+};
+
+// "-f" may be left out when the output file's extension says it.
+std::string format_from_extension(const std::string& path) {
+  auto ends = [&](const std::string& ext) {
+    return path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
+  };
+  if (ends(".json")) return "json";
+  if (ends(".csv")) return "csv";
+  if (ends(".txt")) return "text";
+  return "";
+}
+
+}  // namespace
+
+std::function<int()> setup_convert(CLI::App& app) {
+  auto args = std::make_shared<ConvertArgs>();
+  app.add_option("input", args->input, "Plan file (JSON or CSV), or - for stdin")->required();
+  app.add_option("-f,--format", args->format,
+                 "Output format (default: from the -o extension .json/.csv/.txt)")
+      ->check(CLI::IsMember({"json", "csv", "text"}));
+  app.add_option("-o,--output", args->output, "Output file (default: stdout)");
+  add_csv_options(app, args->csv);
+  return [args]() {
+    std::string format = args->format.empty() ? format_from_extension(args->output) : args->format;
+    if (format.empty())
+      throw InputError("convert: say which format to write with -f json|csv|text");
+    // No checks beyond the format's own: convert never judges the plan, so
+    // a broken plan can be moved to whatever format a tool needs.
+    Plan plan = load_plan(args->input, args->csv);
+    // Render first: a refused conversion (a partial plan to CSV) must not
+    // leave a truncated output file behind.
+    std::ostringstream text;
+    if (format == "json") write_json(plan, text);
+    else if (format == "csv") write_csv(plan, text);
+    else write_text(plan, text);
+    Output out(args->output);
+    out.stream() << text.str();
+    out.close();
+    return kExitOk;
+  };
+}
+
+}  // namespace pipeplan::cli

@@ -1,0 +1,123 @@
+// pipeplan lower: a compute-only plan file (torch CSV or JSON) to one with
+// SEND/RECV, checked first and proven deadlock-free after.
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "pipeplan/emit.h"
+#include "pipeplan/error.h"
+#include "pipeplan/io.h"
+#include "pipeplan/lower.h"
+#include "pipeplan/planner.h"
+#include "pipeplan/verify.h"
+
+namespace pipeplan::cli {
+
+namespace {
+
+struct LowerArgs {
+  std::string input;
+  std::string output;
+  std::string format;  // empty: the input's format
+  std::string send_placement;
+  bool reduce_grad = false;
+  bool no_verify = false;
+  CsvReadOptions csv;
+};
+
+// A known schedule lowers the way `pipeplan plan` lowers it (gpipe/1f1b:
+// parity-staggered sends, reproducing the seed driver); anything else gets
+// the general rule.
+LowerOptions lowering_for(const PlanMeta& meta) {
+  for (const auto& s : schedules()) {
+    if (s.name == meta.schedule) return s.lowering;
+    for (const auto& alias : s.aliases)
+      if (alias == meta.schedule) return s.lowering;
+  }
+  return {};
+}
+
+std::string first_comm(const Plan& plan) {
+  for (std::size_t r = 0; r < plan.ranks.size(); ++r)
+    for (std::size_t i = 0; i < plan.ranks[r].size(); ++i)
+      if (is_comm(plan.ranks[r][i].type))
+        return "rank " + std::to_string(plan.rank_ids[r]) + " action " + std::to_string(i) + " is " +
+               to_string(plan.ranks[r][i]);
+  return "";
+}
+
+}  // namespace
+
+std::function<int()> setup_lower(CLI::App& app) {
+  auto args = std::make_shared<LowerArgs>();
+  app.add_option("input", args->input, "Compute-only plan (CSV or JSON), or - for stdin")->required();
+  app.add_option("-o,--output", args->output, "Output file (default: stdout)");
+  app.add_option("-f,--format", args->format, "Output format (default: the input's)")
+      ->check(CLI::IsMember({"json", "csv", "text"}));
+  add_csv_options(app, args->csv);
+  app.add_option("--send-placement", args->send_placement,
+                 "Where forward sends go (default: the schedule's; 'earliest' for custom plans)")
+      ->check(CLI::IsMember({"earliest", "parity"}));
+  app.add_flag("--reduce-grad", args->reduce_grad,
+               "Append <stage>REDUCE_GRAD after each stage's last backward, as torch's lowering "
+               "does (needed to run the result with torch's format=\"compute_comms\")");
+  app.add_flag("--no-verify", args->no_verify, "Skip the rendezvous deadlock proof of the result");
+  return [args]() {
+    PlanFormat in_format = PlanFormat::Csv;
+    Plan plan = load_plan(args->input, args->csv, &in_format);
+    const std::string name = args->input == "-" ? "<stdin>" : args->input;
+    if (!plan.is_whole())
+      throw InputError("lower needs every rank of the plan; " + name + " holds " +
+                       std::to_string(plan.ranks.size()) + " of " +
+                       std::to_string(plan.meta.pp_degree) + " ranks");
+    if (!plan.is_compute_only())
+      throw InputError(name + " already has communication (" + first_comm(plan) +
+                       "); lower takes a compute-only plan, 'pipeplan verify' checks this one as written");
+
+    // Lowering assumes a consistent compute order; say what is wrong instead.
+    std::vector<Diagnostic> defects = check_structure(plan);
+    if (!defects.empty()) {
+      std::cerr << "cannot lower " << name << ": its compute order has " << defects.size()
+                << " problem(s)\n"
+                << format_diagnostics(defects);
+      return kExitInvalid;
+    }
+    LowerOptions options = lowering_for(plan.meta);
+    if (args->send_placement == "earliest") options.send_placement = SendPlacement::Earliest;
+    if (args->send_placement == "parity") options.send_placement = SendPlacement::ParityStaggered;
+    Plan lowered;
+    try {
+      lowered = lower(plan, options);
+    } catch (const InputError& e) {
+      // lower() refuses an order whose ranks wait on each other: a plan defect.
+      std::cerr << "cannot lower " << name << ": " << e.what() << "\n";
+      return kExitInvalid;
+    }
+    if (args->reduce_grad) lowered = add_reduce_grad(lowered);
+
+    if (!args->no_verify) {
+      VerifyResult res = verify(lowered, {Transport::Rendezvous});
+      if (!res.ok()) {
+        spdlog::error("the lowered plan is not deadlock-free (a pipeplan bug):\n{}",
+                      format_diagnostics(res.diagnostics));
+        return kExitInternal;
+      }
+      spdlog::debug("lowered {} actions to {}; deadlock-free under rendezvous", plan.num_actions(),
+                    lowered.num_actions());
+    }
+
+    std::string format = args->format;
+    if (format.empty()) format = in_format == PlanFormat::Json ? "json" : "csv";
+    Output out(args->output);
+    if (format == "json") write_json(lowered, out.stream());
+    else if (format == "csv") write_csv(lowered, out.stream());
+    else write_text(lowered, out.stream());
+    out.close();
+    return kExitOk;
+  };
+}
+
+}  // namespace pipeplan::cli

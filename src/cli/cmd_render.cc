@@ -1,0 +1,77 @@
+// pipeplan render: draw a simulated plan as SVG, Chrome trace or text.
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/sim_options.h"
+#include "pipeplan/error.h"
+#include "pipeplan/render.h"
+
+namespace pipeplan::cli {
+namespace {
+struct RenderArgs {
+  PlanSource source;
+  CostArgs costs;
+  std::string svg, chrome_trace;
+  bool text = false;
+  SvgOptions svg_options;
+  TextTimelineOptions text_options;
+  bool no_title = false;
+};
+}  // namespace
+
+std::function<int()> setup_render(CLI::App& app) {
+  auto args = std::make_shared<RenderArgs>();
+  add_plan_source(app, args->source);
+  add_cost_options(app, args->costs);
+  app.add_option("--svg", args->svg, "Write an SVG timeline to this file ('-': stdout)");
+  app.add_option("--chrome-trace", args->chrome_trace,
+                 "Write a Chrome trace (Perfetto, chrome://tracing) to this file ('-': stdout)");
+  app.add_flag("--text", args->text, "Print a text timeline scaled to time on stdout");
+  app.add_flag("--arrows", args->svg_options.arrows, "SVG: draw an arrow for every transfer");
+  app.add_option("--px-per-unit", args->svg_options.px_per_unit,
+                 "SVG: horizontal scale (default: about 960 px wide)")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--no-title", args->no_title, "SVG: leave out the title line");
+  app.add_option("--columns", args->text_options.max_columns,
+                 "Text: widest timeline the automatic scale may produce")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--columns-per-unit", args->text_options.columns_per_unit,
+                 "Text: fixed scale instead of the automatic one")
+      ->check(CLI::PositiveNumber);
+  return [args, &app]() {
+    if (args->svg.empty() && args->chrome_trace.empty() && !args->text)
+      throw InputError("nothing to render: give --svg FILE, --chrome-trace FILE and/or --text");
+    if (args->svg == "-" && args->chrome_trace == "-")
+      throw InputError("--svg and --chrome-trace cannot both write to stdout");
+    const SimOptions options = make_sim_options(args->costs);
+    std::vector<Diagnostic> defects;
+    const Plan plan = load_plan_source(args->source, defects);
+    if (!defects.empty()) return report_invalid(args->source.file + " is not a valid plan", defects);
+    const SimResult result = simulate(plan, options);
+    if (plan.is_compute_only() && plan.meta.pp_degree > 1 && app.count("--model") > 0)
+      spdlog::warn("--model has no effect on a compute-only plan (add --lower to lower it)");
+    if (!result.ok()) return report_invalid("cannot draw: the simulation failed", result.problems);
+    args->svg_options.title = !args->no_title;
+    if (!args->svg.empty()) {
+      Output out(args->svg);
+      write_svg(plan, result, args->svg_options, out.stream());
+      out.close();
+    }
+    if (!args->chrome_trace.empty()) {
+      Output out(args->chrome_trace);
+      write_chrome_trace(plan, result, out.stream());
+      out.close();
+    }
+    if (args->text) {
+      write_text_timeline(plan, result, args->text_options, std::cout);
+      std::cout.flush();
+    }
+    return kExitOk;
+  };
+}
+
+}  // namespace pipeplan::cli

@@ -1,0 +1,165 @@
+#include "lower/transfers.h"
+
+#include <algorithm>
+
+namespace pipeplan::detail {
+
+Transfers::Transfers(const Plan& compute, const Timing& timing)
+    : plan_(compute), timing_(timing), stages_(compute.meta.num_stages()),
+      mbs_(compute.meta.num_microbatches) {
+  const auto n_keys = static_cast<std::size_t>(stages_) * static_cast<std::size_t>(mbs_);
+  rank_of_.resize(static_cast<std::size_t>(stages_));
+  for (int s = 0; s < stages_; ++s) rank_of_[static_cast<std::size_t>(s)] = compute.meta.rank_of(s);
+  memo_.assign(static_cast<std::size_t>(stages_) * 2, {-1, -1});
+
+  // Producers: the index of F and of B/I per (stage, mb); the last one wins.
+  f_idx_.assign(n_keys, -1);
+  bi_idx_.assign(n_keys, -1);
+  auto in_range = [&](int s, int mb) { return s >= 0 && s < stages_ && mb >= 0 && mb < mbs_; };
+  auto at = [&](int s, int mb) { return static_cast<std::size_t>(s) * mbs_ + mb; };
+  for (const auto& list : compute.ranks)
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const Action& a = list[i];
+      auto set = [&](std::vector<std::int32_t>& v, int s, int mb) {
+        if (in_range(s, mb)) v[at(s, mb)] = static_cast<std::int32_t>(i);
+      };
+      if (a.type == ActionType::F) set(f_idx_, a.stage, a.microbatch);
+      if (a.type == ActionType::B || a.type == ActionType::I) set(bi_idx_, a.stage, a.microbatch);
+      if (a.type == ActionType::OverlapFB) {
+        set(f_idx_, a.stage, a.microbatch);
+        set(bi_idx_, a.sub_stage, a.sub_microbatch);
+      }
+    }
+
+  // Two passes (count, then fill) so every direction is one exact range.
+  std::vector<std::size_t> count;
+  for_each_input([&](int r, std::size_t, int from_stage, int, bool grad, int src) {
+    const auto d = static_cast<std::size_t>(direction(src, r, from_stage, grad));
+    if (d >= count.size()) count.resize(d + 1, 0);
+    ++count[d];
+  });
+  std::size_t total = 0;
+  for (std::size_t d = 0; d < dirs_.size(); ++d) {
+    dirs_[d].begin = dirs_[d].end = total;
+    total += count[d];
+  }
+  consumer_.resize(total);
+  send_pos_.assign(total, 0);
+  for_each_input([&](int r, std::size_t i, int from_stage, int, bool grad, int src) {
+    Dir& d = dirs_[static_cast<std::size_t>(direction(src, r, from_stage, grad))];
+    consumer_[d.end++] = static_cast<std::uint32_t>(i) << 1 | (grad ? 1u : 0u);
+  });
+  for (const Dir& d : dirs_) sort_direction(d);
+
+  sends_of_.resize(compute.ranks.size());
+  recvs_of_.resize(compute.ranks.size());
+  for (std::size_t d = 0; d < dirs_.size(); ++d) {
+    Dir& x = dirs_[d];
+    sends_of_[static_cast<std::size_t>(x.src)].push_back(static_cast<int>(d));
+    recvs_of_[static_cast<std::size_t>(x.dst)].push_back(static_cast<int>(d));
+    x.rev = dir_of(x.dst, x.src);
+  }
+}
+
+template <typename F>
+void Transfers::for_each_input(F&& f) const {
+  for (std::size_t r = 0; r < plan_.ranks.size(); ++r) {
+    const auto& list = plan_.ranks[r];
+    const int rank = static_cast<int>(r);
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const Action& a = list[i];
+      auto input = [&](bool grad, int from_stage, int mb) {
+        if (from_stage < 0 || from_stage >= stages_ || mb < 0 || mb >= mbs_) return;
+        const int src = rank_of_[static_cast<std::size_t>(from_stage)];
+        if (src == rank) return;
+        const auto k = static_cast<std::size_t>(from_stage) * mbs_ + mb;
+        if ((grad ? bi_idx_[k] : f_idx_[k]) < 0) return;  // structure checks report it
+        f(rank, i, from_stage, mb, grad, src);
+      };
+      auto fwd = [&](int s, int mb) {
+        if (s > 0) input(false, s - 1, mb);
+      };
+      auto bwd = [&](int s, int mb) {
+        if (s + 1 < stages_) input(true, s + 1, mb);
+      };
+      if (a.type == ActionType::F) fwd(a.stage, a.microbatch);
+      if (a.type == ActionType::B || a.type == ActionType::I) bwd(a.stage, a.microbatch);
+      if (a.type == ActionType::OverlapFB) {
+        fwd(a.stage, a.microbatch);
+        bwd(a.sub_stage, a.sub_microbatch);
+      }
+    }
+  }
+}
+
+int Transfers::direction(int src, int dst, int from_stage, bool grad) {
+  // A sending stage always feeds the same rank in a valid plan: remember it,
+  // so the map is consulted once per stage rather than once per transfer.
+  auto& memo = memo_[static_cast<std::size_t>(from_stage) * 2 + (grad ? 1 : 0)];
+  if (memo.first == dst) return memo.second;
+  auto [it, inserted] = dir_ids_.emplace(std::make_pair(src, dst), static_cast<int>(dirs_.size()));
+  if (inserted) dirs_.push_back(Dir{src, dst, -1, 0, 0});
+  memo = {dst, it->second};
+  return it->second;
+}
+
+int Transfers::dir_of(int src, int dst) const {
+  auto it = dir_ids_.find({src, dst});
+  return it == dir_ids_.end() ? -1 : it->second;
+}
+
+TransferKey Transfers::key_of(const Dir& d, std::uint32_t entry) const {
+  TransferKey k;
+  k.src = d.src;
+  k.dst = d.dst;
+  k.consumer = static_cast<int>(entry >> 1);
+  k.grad = (entry & 1u) != 0;
+  const auto dst = static_cast<std::size_t>(d.dst);
+  const auto c = static_cast<std::size_t>(k.consumer);
+  const Action& a = plan_.ranks[dst][c];
+  k.tc = timing_.start[dst][c];
+  if (k.grad) {
+    const bool overlap = a.type == ActionType::OverlapFB;
+    k.send_stage = (overlap ? a.sub_stage : a.stage) + 1;
+    k.mb = overlap ? a.sub_microbatch : a.microbatch;
+  } else {
+    k.send_stage = a.stage - 1;
+    k.mb = a.microbatch;
+  }
+  return k;
+}
+
+TransferKey Transfers::key(int d, std::size_t t) const {
+  return key_of(dirs_[static_cast<std::size_t>(d)], consumer_[t]);
+}
+
+int Transfers::producer(const TransferKey& k) const {
+  const auto at = static_cast<std::size_t>(k.send_stage) * mbs_ + k.mb;
+  return k.grad ? bi_idx_[at] : f_idx_[at];
+}
+
+// Consumer order is sigma order up to ties in the consumer's start time (an
+// OVERLAP_F_B takes two inputs at once); sort those runs. A full sort is the
+// fallback for cost models where start times could decrease.
+void Transfers::sort_direction(const Dir& d) {
+  auto less = [&](std::uint32_t x, std::uint32_t y) { return key_of(d, x) < key_of(d, y); };
+  auto sorted = [&] {
+    for (std::size_t t = d.begin + 1; t < d.end; ++t)
+      if (less(consumer_[t], consumer_[t - 1])) return false;
+    return true;
+  };
+  if (sorted()) return;
+  const auto first = consumer_.begin();
+  for (std::size_t t = d.begin; t < d.end;) {
+    std::size_t u = t + 1;
+    const double tc = key_of(d, consumer_[t]).tc;
+    while (u < d.end && key_of(d, consumer_[u]).tc == tc) ++u;
+    if (u - t > 1)
+      std::sort(first + static_cast<std::ptrdiff_t>(t), first + static_cast<std::ptrdiff_t>(u), less);
+    t = u;
+  }
+  if (!sorted())
+    std::sort(first + static_cast<std::ptrdiff_t>(d.begin), first + static_cast<std::ptrdiff_t>(d.end), less);
+}
+
+}  // namespace pipeplan::detail

@@ -1,0 +1,227 @@
+// Multi-process executor tests: Gloo on CPU over loopback, ranks started as
+// separate processes (the worker, or `pipeplan train`).
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "pipeplan/exec/launch.h"
+#include "pipeplan/planner.h"
+#include "proc_util.h"
+
+namespace {
+
+using namespace pipeplan;
+using namespace pipeplan::test;
+using std::chrono::seconds;
+
+const std::string kCli = PIPEPLAN_BINARY;
+const std::string kWorker = PIPEPLAN_EXEC_WORKER;
+
+// The schedules issue 4 names; every one must be in the table and pass.
+const std::vector<std::string> kRequired = {"gpipe",     "1f1b",          "interleaved-1f1b",
+                                            "zbv",       "interleaved-zb", "dualpipev"};
+
+std::string lower_case(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+std::map<std::string, std::string> rank_env(int rank, int world, int port) {
+  return {{"RANK", std::to_string(rank)},
+          {"WORLD_SIZE", std::to_string(world)},
+          {"LOCAL_RANK", std::to_string(rank)},
+          {"MASTER_ADDR", "127.0.0.1"},
+          {"MASTER_PORT", std::to_string(port)}};
+}
+
+// Launches the worker on `p` ranks over `names` and returns each rank's lines.
+std::vector<std::vector<std::string>> run_workers(int p, const std::vector<std::string>& names,
+                                                  bool dynamic) {
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ",") + n;
+  const std::string dir = make_temp_dir("pipeplan-exec-worker");
+  exec::LaunchOptions lo;
+  lo.nproc = p;
+  lo.grace = std::chrono::milliseconds(40000);
+  exec::LaunchResult r = exec::launch_local(
+      {kWorker, "--schedules", list, "--steps", "3", "--out", dir, "--timeout", "30", "--dynamic",
+       dynamic ? "1" : "0"},
+      lo);
+  std::vector<std::vector<std::string>> lines(p);
+  std::string all;
+  for (int k = 0; k < p; ++k) {
+    std::istringstream in(slurp(dir + "/rank" + std::to_string(k) + ".txt"));
+    for (std::string l; std::getline(in, l);) {
+      lines[k].push_back(l);
+      all += l + "\n";
+    }
+  }
+  INFO(all);
+  REQUIRE(r.exit_code() == 0);
+  return lines;
+}
+
+void check_every_schedule(int p) {
+  std::vector<std::string> names;
+  for (const auto& s : schedules()) names.push_back(s.name);
+  for (const auto& req : kRequired)
+    REQUIRE(std::find(names.begin(), names.end(), req) != names.end());
+  auto lines = run_workers(p, names, false);
+  for (int k = 0; k < p; ++k) {
+    REQUIRE(lines[k].size() == names.size());
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      const std::string& l = lines[k][i];
+      INFO("rank " << k << ": " << l);
+      const bool required =
+          std::find(kRequired.begin(), kRequired.end(), names[i]) != kRequired.end();
+      if (required || l.rfind("skip", 0) != 0) CHECK(l.rfind("ok " + names[i] + " ", 0) == 0);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("exec: every schedule matches the unpipelined reference at pp=2", "[exec]") {
+  check_every_schedule(2);
+}
+
+TEST_CASE("exec: every schedule matches the unpipelined reference at pp=3", "[exec]") {
+  check_every_schedule(3);
+}
+
+TEST_CASE("exec: every schedule matches the unpipelined reference at pp=4", "[exec]") {
+  check_every_schedule(4);
+}
+
+TEST_CASE("exec: re-exchanged shapes follow a batch size that changes every step", "[exec]") {
+  auto lines = run_workers(2, {"1f1b", "zbv"}, true);
+  for (const auto& rank_lines : lines) {
+    REQUIRE(rank_lines.size() == 2);
+    CHECK(rank_lines[0].rfind("ok 1f1b ", 0) == 0);
+    CHECK(rank_lines[1].rfind("ok zbv ", 0) == 0);
+  }
+}
+
+TEST_CASE("exec: train prints one loss per step, equal to --reference", "[exec][cli]") {
+  Ran ref = run({kCli, "train", "--reference", "-s", "interleaved-1f1b", "-p", "2", "-m", "4",
+                 "--steps", "3"});
+  REQUIRE(ref.exit_code == 0);
+  Ran piped = run({kCli, "train", "-s", "interleaved-1f1b", "-p", "2", "-m", "4", "--steps", "3",
+                   "--nproc", "2", "--timeout", "30"});
+  INFO(piped.err);
+  REQUIRE(piped.exit_code == 0);
+  std::vector<double> want = losses_of(ref.out), got = losses_of(piped.out);
+  REQUIRE(want.size() == 3);
+  REQUIRE(got.size() == 3);
+  for (int k = 0; k < 3; ++k) CHECK(std::abs(got[k] - want[k]) <= 1e-5 * std::abs(want[k]));
+  CHECK(want[2] != want[0]);  // the model trains: losses differ between steps
+}
+
+TEST_CASE("exec: train runs a plan file and lowers a compute-only one", "[exec][cli]") {
+  const std::string dir = make_temp_dir("pipeplan-exec-plan");
+  const std::string file = dir + "/zbv.json";
+  Ran planned = run({kCli, "plan", "-s", "zbv", "-p", "2", "-m", "3", "--compute-only", "-o", file});
+  REQUIRE(planned.exit_code == 0);
+  Ran ref = run({kCli, "train", "--reference", "--plan", file, "--steps", "2"});
+  Ran piped = run({kCli, "train", "--plan", file, "--steps", "2", "--timeout", "30"});
+  INFO(piped.err);
+  REQUIRE(ref.exit_code == 0);
+  REQUIRE(piped.exit_code == 0);
+  std::vector<double> want = losses_of(ref.out), got = losses_of(piped.out);
+  REQUIRE(got.size() == 2);
+  for (int k = 0; k < 2; ++k) CHECK(std::abs(got[k] - want[k]) <= 1e-5 * std::abs(want[k]));
+}
+
+TEST_CASE("exec: a plan that deadlocks under rendezvous is refused before communicating",
+          "[exec][cli]") {
+  const std::string dir = make_temp_dir("pipeplan-exec-deadlock");
+  const std::string file = dir + "/deadlock.csv";
+  // Both ranks open pair 0-1 with a receive: an NCCL pair stream would hang.
+  std::ofstream(file) << "0F0,0RECV_B0,0SEND_F0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n";
+  Ran launched = run({kCli, "train", "--plan", file, "--nproc", "2"});
+  CHECK(launched.exit_code == 1);
+  CHECK(launched.out.empty());
+  CHECK(launched.err.find("pipeplan: error: the plan is not proved deadlock-free under "
+                          "rendezvous transport; refusing to run it:") != std::string::npos);
+  CHECK(launched.err.find("fifo-both-recv") != std::string::npos);
+  // A lone rank refuses as well, without waiting for peers that never come
+  // (it would sit in the store for --timeout 600 otherwise).
+  int port = exec::free_loopback_port();
+  Ran lone = run({kCli, "train", "--plan", file, "--timeout", "600"}, rank_env(1, 2, port),
+                 seconds(60));
+  CHECK(lone.exit_code == 1);
+  CHECK(lone.err.rfind("pipeplan: error: rank 1: the plan is not proved deadlock-free", 0) == 0);
+}
+
+TEST_CASE("exec: a world size other than the plan's pp degree is refused", "[exec][cli]") {
+  int port = exec::free_loopback_port();
+  Ran lone = run({kCli, "train", "-s", "1f1b", "-p", "2", "-m", "4", "--timeout", "600"},
+                 rank_env(0, 3, port), seconds(60));
+  CHECK(lone.exit_code == 2);
+  CHECK(lone.err ==
+        "pipeplan: error: rank 0: the plan is for pp_degree=2 ranks but the process group has "
+        "world size 3; start exactly 2 ranks\n");
+  Ran launched = run({kCli, "train", "-s", "1f1b", "-p", "2", "-m", "4", "--nproc", "3"});
+  CHECK(launched.exit_code == 2);
+  CHECK(launched.err ==
+        "pipeplan: error: the plan is for pp_degree=2 ranks but the process group has world "
+        "size 3; start exactly 2 ranks\n");
+}
+
+TEST_CASE("exec: a batch that does not split into microbatches is an input error",
+          "[exec][cli]") {
+  Ran r = run({kCli, "train", "-s", "1f1b", "-p", "2", "-m", "4", "--batch", "10", "--timeout",
+               "30"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());
+  for (int rank = 0; rank < 2; ++rank)
+    CHECK(r.err.find("pipeplan: error: rank " + std::to_string(rank) +
+                     ": a batch of 10 samples does not divide into 4 microbatches (remainder "
+                     "2); use a batch size that is a multiple of 4\n") != std::string::npos);
+}
+
+TEST_CASE("exec: a killed rank makes every other rank fail instead of hanging", "[exec][cli]") {
+  const std::string dir = make_temp_dir("pipeplan-exec-kill");
+  const int port = exec::free_loopback_port();
+  std::vector<Child> ranks;
+  for (int r = 0; r < 3; ++r)
+    ranks.push_back(spawn({kCli, "train", "-s", "1f1b", "-p", "3", "-m", "6", "--steps",
+                           "1000000", "--timeout", "20"},
+                          rank_env(r, 3, port), dir, "rank" + std::to_string(r)));
+  // Rank 2 holds the last stage and prints the losses: training is under way.
+  REQUIRE(wait_for_text(ranks[2].out_path, "step 3 ", seconds(90)));
+  ::kill(ranks[1].pid, SIGKILL);
+  CHECK(wait_exit(ranks[1], seconds(30)) == 128 + SIGKILL);
+  for (int r : {0, 2}) {
+    INFO("rank " << r << " stderr: " << slurp(ranks[r].err_path));
+    CHECK(wait_exit(ranks[r], seconds(60)) == 1);
+    CHECK(slurp(ranks[r].err_path).rfind("pipeplan: error: rank " + std::to_string(r) + ": ", 0) ==
+          0);
+  }
+}
+
+TEST_CASE("exec: a stalled rank makes its peer time out", "[exec][cli]") {
+  const std::string dir = make_temp_dir("pipeplan-exec-stall");
+  const int port = exec::free_loopback_port();
+  std::vector<Child> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.push_back(spawn({kCli, "train", "-s", "gpipe", "-p", "2", "-m", "2", "--steps",
+                           "1000000", "--timeout", "3"},
+                          rank_env(r, 2, port), dir, "rank" + std::to_string(r)));
+  REQUIRE(wait_for_text(ranks[1].out_path, "step 2 ", seconds(90)));
+  ::kill(ranks[0].pid, SIGSTOP);
+  const int code = wait_exit(ranks[1], seconds(60));
+  const std::string err = slurp(ranks[1].err_path);
+  ::kill(ranks[0].pid, SIGKILL);
+  wait_exit(ranks[0], seconds(30));
+  INFO("rank 1 stderr: " << err);
+  CHECK(code == 1);
+  CHECK(err.rfind("pipeplan: error: rank 1: ", 0) == 0);
+  CHECK(lower_case(err).find("timed out") != std::string::npos);
+}

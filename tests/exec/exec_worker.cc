@@ -1,0 +1,159 @@
+// One rank of the executor equivalence test. For each schedule it trains the
+// demo model pipelined (this rank's stages) and, in the same process, the
+// unpipelined reference, and compares the loss and every local parameter
+// gradient after each step. Results go to <out>/rank<R>.txt, one line per
+// schedule: "ok NAME ...", "skip NAME: why" (shape refused) or "FAIL NAME: why".
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "pipeplan/error.h"
+#include "pipeplan/exec/comm.h"
+#include "pipeplan/exec/demo.h"
+#include "pipeplan/exec/executor.h"
+#include "pipeplan/planner.h"
+
+namespace {
+
+using namespace pipeplan;
+using namespace pipeplan::exec;
+
+struct Args {
+  std::vector<std::string> schedules;
+  int steps = 3;
+  std::string out = ".";
+  double timeout_s = 30;
+  bool dynamic = false;  // batch size changes every step; shapes re-exchanged
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i], v = argv[i + 1];
+    if (k == "--schedules") {
+      std::stringstream ss(v);
+      for (std::string s; std::getline(ss, s, ',');) a.schedules.push_back(s);
+    } else if (k == "--steps") {
+      a.steps = std::stoi(v);
+    } else if (k == "--out") {
+      a.out = v;
+    } else if (k == "--timeout") {
+      a.timeout_s = std::stod(v);
+    } else if (k == "--dynamic") {
+      a.dynamic = v == "1";
+    } else {
+      throw InputError("unknown option " + k);
+    }
+  }
+  return a;
+}
+
+double rel_err(const at::Tensor& got, const at::Tensor& want) {
+  double scale = want.abs().max().item<double>();
+  return (got - want).abs().max().item<double>() / std::max(scale, 1e-12);
+}
+
+// First microbatch count the schedule accepts at this pp (2p+1 covers
+// counts that are not multiples of p).
+std::optional<Problem> pick_problem(const std::string& name, int p, std::string& why) {
+  for (int m : {2 * p + 1, 2 * p, 3 * p}) {
+    Problem pr{name, p, m, 0};
+    try {
+      resolve(pr);
+      return pr;
+    } catch (const ShapeError& e) {
+      why = e.what();
+    }
+  }
+  return std::nullopt;
+}
+
+std::string run_one(const std::string& name, int index, const Args& a, const DistEnv& env,
+                    const std::shared_ptr<Communicator>& comm) {
+  std::string why;
+  std::optional<Problem> pr = pick_problem(name, env.world_size, why);
+  if (!pr) return "skip " + name + ": " + why;
+  Plan plan = pipeplan::plan(*pr);
+  DemoConfig c;
+  c.num_stages = plan.meta.num_stages();
+  c.seed = 1000 + index;
+  ExecOptions opts;
+  opts.timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
+  opts.input_stages = demo_input_stages(c);
+  opts.reexchange_shapes = a.dynamic;
+  Executor ex(plan, env.rank, env.world_size, opts);
+  auto pipe_params = demo_parameters(c);
+  auto ref_params = demo_parameters(c);
+  std::vector<at::Tensor> pipe_local, ref_all;
+  for (int s : ex.local_stages()) {
+    ex.set_stage(s, demo_stage(c, s, pipe_params[s]));
+    for (auto& t : pipe_params[s]) pipe_local.push_back(t);
+  }
+  std::vector<StageModule> ref_stages;
+  for (int s = 0; s < c.num_stages; ++s) {
+    ref_stages.push_back(demo_stage(c, s, ref_params[s]));
+    for (auto& t : ref_params[s]) ref_all.push_back(t);
+  }
+  ex.set_loss(demo_loss(c));
+  ex.connect(comm);
+
+  double loss_err = 0, grad_err = 0;
+  int compared = 0;
+  for (int k = 1; k <= a.steps; ++k) {
+    const int m = plan.meta.num_microbatches;
+    DemoBatch b = demo_batch(c, (a.dynamic ? k : 2) * m, k);
+    std::optional<double> loss = ex.step(b.inputs, b.targets);
+    double ref = run_unpipelined(ref_stages, demo_loss(c), demo_input_stages(c), b.inputs,
+                                 b.targets);
+    if (ex.holds_last_stage() != loss.has_value()) return "FAIL " + name + ": loss on wrong rank";
+    if (loss) loss_err = std::max(loss_err, std::abs(*loss - ref) / std::abs(ref));
+    for (int s : ex.local_stages())
+      for (std::size_t i = 0; i < pipe_params[s].size(); ++i) {
+        const at::Tensor& g = pipe_params[s][i].grad();
+        if (!g.defined())
+          return "FAIL " + name + ": no gradient for stage " + std::to_string(s) + " parameter " +
+                 std::to_string(i) + " at step " + std::to_string(k);
+        grad_err = std::max(grad_err, rel_err(g, ref_params[s][i].grad()));
+        ++compared;
+      }
+    sgd_step(pipe_local, 0.1);
+    sgd_step(ref_all, 0.1);
+  }
+  std::ostringstream line;
+  line << (loss_err <= 1e-5 && grad_err <= 1e-5 ? "ok " : "FAIL ") << name
+       << " p=" << plan.meta.pp_degree << " m=" << plan.meta.num_microbatches
+       << " v=" << plan.meta.stages_per_rank << " rank=" << env.rank
+       << " stages=" << ex.local_stages().size() << " grads_compared=" << compared
+       << " loss_rel_err=" << loss_err << " grad_rel_err=" << grad_err;
+  return line.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    Args a = parse(argc, argv);
+    at::set_num_threads(1);
+    DistEnv env = DistEnv::from_environment();
+    auto comm = Communicator::connect(
+        env, Backend::Gloo, std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000)));
+    std::ofstream out(a.out + "/rank" + std::to_string(env.rank) + ".txt");
+    bool ok = true;
+    for (std::size_t i = 0; i < a.schedules.size(); ++i) {
+      std::string line = run_one(a.schedules[i], static_cast<int>(i), a, env, comm);
+      ok = ok && line.rfind("FAIL", 0) != 0;
+      out << line << "\n" << std::flush;
+    }
+    comm->barrier(std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000)));
+    std::fflush(stdout);
+    std::_Exit(ok ? 0 : 1);
+  } catch (const std::exception& e) {
+    std::cerr << "exec_worker: " << e.what() << "\n";
+    std::fflush(stderr);
+    std::_Exit(2);
+  }
+}
