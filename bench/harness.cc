@@ -1,5 +1,6 @@
 #include "harness.h"
 
+#include <malloc.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,6 +28,13 @@ std::size_t peak_rss_bytes() {
   return static_cast<std::size_t>(u.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
+bool reset_peak_rss() {
+  std::ofstream refs("/proc/self/clear_refs");
+  refs << "5";  // Linux >= 4.0: reset the peak RSS to the current RSS
+  refs.close();
+  return static_cast<bool>(refs);
+}
+
 std::size_t peak_growth_bytes(const std::function<void()>& fn) {
   int fds[2];
   if (pipe(fds) != 0) return 0;
@@ -37,9 +45,13 @@ std::size_t peak_growth_bytes(const std::function<void()>& fn) {
     return 0;
   }
   if (pid == 0) {
-    // A fresh child's peak starts at its current RSS (the shared pages), and
-    // writing to a shared page does not add to it: the rise is fn's own.
+    // Hand the parent's free heap back (else fn would reuse pages already
+    // counted), then restart the high-water mark at the current RSS. The
+    // shared pages stay counted once and writing to them adds nothing, so
+    // the rise is what fn itself allocated and touched at its peak.
     close(fds[0]);
+    malloc_trim(0);
+    reset_peak_rss();
     const std::size_t before = peak_rss_bytes();
     fn();
     const std::size_t growth = peak_rss_bytes() - before;

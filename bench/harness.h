@@ -22,6 +22,10 @@ double min_time_s(int repeat, const std::function<void()>& fn);
 /// Peak resident set size of this process so far, in bytes (getrusage).
 std::size_t peak_rss_bytes();
 
+/// Restarts the peak RSS at the current RSS (/proc/self/clear_refs); false
+/// where the kernel does not allow it (then peaks include earlier ones).
+bool reset_peak_rss();
+
 /// Runs `fn` once in a forked child and returns how far the child's peak RSS
 /// rose above the RSS it started with (the parent's pages are shared, so
 /// this is what `fn` itself allocated and touched at its peak), in bytes.

@@ -2,8 +2,9 @@
 # One-rank NCCL + CUDA smoke test of the executor: several stages on one rank
 # (same-rank handoffs, an I/W split, the NCCL handshake allreduce), each run
 # compared with the unpipelined --reference. Needs a CUDA GPU, a CUDA LibTorch
-# (e.g. pip torch; found through `python3 -c 'import torch'`), cmake, g++ and
-# the Debian dev packages nlohmann-json3-dev libcli11-dev libspdlog-dev.
+# (e.g. pip torch; found through `python3 -c 'import torch'`), the CUDA
+# toolkit (torch's CMake config looks for it), cmake, g++ and the Debian dev
+# packages nlohmann-json3-dev libcli11-dev libspdlog-dev.
 # Multi-rank NCCL needs one GPU per rank and is not covered here.
 # Usage: scripts/gpu_smoke.sh   (env: PYTHON, PIPEPLAN_GPU_BUILD)
 set -euo pipefail

@@ -232,6 +232,31 @@ TEST_CASE("interop: lower --reduce-grad adds torch's REDUCE_GRAD after each last
   p.ranks = {actions("0F0 1F0 (0F1;1B0)OVERLAP_F_B 1F1 1B1 0B0 0I1 0W1 1REDUCE_GRAD")};
   CHECK(add_reduce_grad(p).ranks[0] ==
         actions("0F0 1F0 (0F1;1B0)OVERLAP_F_B 1F1 1B1 0B0 0I1 0W1 0REDUCE_GRAD 1REDUCE_GRAD"));
+  // After the sends that follow the last backward.
+  Plan q;
+  q.meta = PlanMeta{"custom", 2, 1, 1, StageMapping::Loop};
+  q.rank_ids = {0, 1};
+  q.ranks = {actions("0F0 0SEND_F0 0RECV_B0 0B0"), actions("1RECV_F0 1F0 1B0 1SEND_B0")};
+  CHECK(add_reduce_grad(q).ranks ==
+        std::vector<std::vector<Action>>{actions("0F0 0SEND_F0 0RECV_B0 0B0 0REDUCE_GRAD"),
+                                         actions("1RECV_F0 1F0 1B0 1SEND_B0 1REDUCE_GRAD")});
+}
+
+TEST_CASE("interop: lower keeps torch's pass-through cells in place", "[interop]") {
+  // torch's GPipe dump ends each row with <stage>REDUCE_GRAD; lowering keeps
+  // it last (after the final send) and --reduce-grad does not add another.
+  const std::string gpipe = kInterop + "torch_gpipe_p4_m8_v1.compute_only.csv";
+  for (const bool again : {false, true}) {
+    std::vector<std::string> args = {"lower", gpipe, "-f", "text"};
+    if (again) args.push_back("--reduce-grad");
+    auto r = run_cli(args);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("1B7 1SEND_B7 1REDUCE_GRAD\nrank 2:") != std::string::npos);
+    CHECK(r.out.find("REDUCE_GRAD 1REDUCE_GRAD") == std::string::npos);
+    std::size_t count = 0;
+    for (std::size_t at = 0; (at = r.out.find("REDUCE_GRAD", at)) != std::string::npos; ++at) ++count;
+    CHECK(count == 4);
+  }
 }
 
 TEST_CASE("interop: lower refuses plans it cannot lower", "[interop]") {

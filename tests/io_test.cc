@@ -179,6 +179,9 @@ TEST_CASE("io: CSV reading infers pp, v, m and the mapping", "[io]") {
   CHECK(v.meta.mapping == StageMapping::V);
   CHECK(v.meta.stages_per_rank == 2);
 
+  // A byte order mark is not part of the first cell.
+  CHECK(parse_csv_plan("\xEF\xBB\xBF" "0F0,0B0\r\n", "plan.csv").ranks[0] == actions("0F0 0B0"));
+
   // Quoted cells (csv.writer would quote only odd content; accept it anyway).
   Plan q = parse_csv_plan("\"0F0\",\" 0B0 \"\n", "plan.csv");
   CHECK(q.ranks[0] == actions("0F0 0B0"));

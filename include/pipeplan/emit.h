@@ -11,15 +11,18 @@ namespace pipeplan {
 inline constexpr const char* kPlanFormatName = "pipeplan.plan";
 inline constexpr int kPlanFormatVersion = 1;
 
-/// JSON per schemas/plan.schema.json (deterministic key order, one action
-/// string per array element).
+/// JSON per schemas/plan.schema.json: keys in the documented order, one
+/// rank per line, "compute_only" derived from the actions.
 void write_json(const Plan& plan, std::ostream& out);
 /// Torch _dump_csv style: one row per rank, one action per cell, no header.
+/// Throws InputError for a plan that does not hold every rank (rows carry no id).
 void write_csv(const Plan& plan, std::ostream& out);
 /// One line per rank: "rank R: a b c".
 void write_text(const Plan& plan, std::ostream& out);
-/// ASCII timeline, ranks as rows, one column per step of the unit-cost run
-/// (compute actions only; idle steps shown as '.').
+/// ASCII timeline, ranks as rows, of the compute actions timed at unit costs
+/// (F=1 B=2 I=1 W=1, F+B group 3, comms free); '.' marks an idle unit. A
+/// single-rank plan is laid end to end; an order that cannot run is drawn
+/// anyway with a note. See docs/format.md.
 void write_timeline(const Plan& plan, std::ostream& out);
 
 }  // namespace pipeplan

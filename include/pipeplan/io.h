@@ -31,9 +31,10 @@ Plan parse_json_plan(std::string_view text, const std::string& source = "<input>
 Plan parse_csv_plan(std::string_view text, const std::string& source = "<input>",
                     const CsvReadOptions& options = {});
 /// torch's `_add_reduce_grad`: after the action that completes a stage's
-/// num_microbatches-th B or W, insert `<stage>REDUCE_GRAD` (torch 2.11's
-/// runtime scales and reduces gradients there). Stages that already have a
-/// REDUCE_GRAD are left alone. Pure; other actions keep their order.
+/// num_microbatches-th B or W (and the sends right after it), insert
+/// `<stage>REDUCE_GRAD`; torch 2.11's runtime scales and reduces gradients
+/// there. Stages that already have one are left alone; other actions keep
+/// their order.
 Plan add_reduce_grad(const Plan& plan);
 
 /// detect_format + the matching parser.

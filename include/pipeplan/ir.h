@@ -30,11 +30,21 @@ std::string_view to_string(ActionType t);
 /// Parses a torch type name; nullopt when unknown.
 std::optional<ActionType> parse_action_type(std::string_view s);
 
-bool is_compute(ActionType t);   ///< F, B, I, W, OverlapFB
-bool is_comm(ActionType t);      ///< SEND_* / RECV_*
-bool is_send(ActionType t);
-bool is_recv(ActionType t);
-bool is_passthrough(ActionType t);  ///< UNSHARD / RESHARD / REDUCE_GRAD
+// Inline: every pass asks these once or more per action.
+/// F, B, I, W, OverlapFB
+inline bool is_compute(ActionType t) {
+  return t <= ActionType::W || t == ActionType::OverlapFB;
+}
+/// SEND_F / SEND_B
+inline bool is_send(ActionType t) { return t == ActionType::SendF || t == ActionType::SendB; }
+/// RECV_F / RECV_B
+inline bool is_recv(ActionType t) { return t == ActionType::RecvF || t == ActionType::RecvB; }
+/// SEND_* / RECV_*
+inline bool is_comm(ActionType t) { return t >= ActionType::SendF && t <= ActionType::RecvB; }
+/// UNSHARD / RESHARD / REDUCE_GRAD
+inline bool is_passthrough(ActionType t) {
+  return t >= ActionType::Unshard && t <= ActionType::ReduceGrad;
+}
 
 /// One action; `microbatch` is -1 for pass-through types. For OverlapFB the
 /// forward is (stage, microbatch) and the backward (sub_stage, sub_microbatch).

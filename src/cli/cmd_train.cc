@@ -130,13 +130,16 @@ int run_rank(const TrainArgs& a, const Plan& p, exec::Backend backend) {
     }
     ex.set_loss(exec::demo_loss(c));
     const std::int64_t batch = batch_size(a, p);
-    ex.connect(exec::Communicator::connect(env, backend, timeout));
+    auto comm = exec::Communicator::connect(env, backend, timeout);
+    ex.connect(comm);
     for (int k = 1; k <= a.steps; ++k) {
       exec::DemoBatch b = exec::demo_batch(c, batch, k);
       std::optional<double> loss = ex.step(b.inputs, b.targets);
       if (loss) print_step(k, *loss);
       exec::sgd_step(mine, a.lr);
     }
+    // Leave together: no rank closes its sockets while a peer still reads.
+    comm->barrier(timeout);
     return kExitOk;
   } catch (const exec::PlanRejected& e) {
     fail(e, kExitInvalid);

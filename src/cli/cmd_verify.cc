@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "pipeplan/emit_diagnostics.h"
+#include "pipeplan/io.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/verify.h"
@@ -18,6 +19,7 @@ struct VerifyArgs {
   std::string file;
   std::string model = "rendezvous";
   std::string format = "text";
+  CsvReadOptions csv;
 };
 
 // Lowering options for a compute-only file: the schedule's own when it names
@@ -36,8 +38,9 @@ std::function<int()> setup_verify(CLI::App& app) {
   app.add_option("--model", args->model, "Transport model to prove progress under")
       ->check(CLI::IsMember({"rendezvous", "eager", "serial", "all"}));
   app.add_option("-f,--format", args->format, "Report format")->check(CLI::IsMember({"text", "json"}));
+  add_csv_options(app, args->csv);
   return [args]() {
-    Plan plan = load_plan(args->file);
+    Plan plan = load_plan(args->file, args->csv);
     std::vector<ModelResult> results;
     std::vector<Transport> models;
     if (args->model == "all")

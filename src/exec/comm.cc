@@ -62,7 +62,7 @@ class WorkOp : public PendingOp {
       done = work_->wait(timeout);
     } catch (const std::exception& e) {
       work_.reset();
-      throw CommError(what + ": " + message_of(e));
+      throw CommError(what + " failed: " + message_of(e));
     }
     work_.reset();
     if (!done)

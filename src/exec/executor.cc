@@ -33,6 +33,12 @@ std::string join(const std::vector<int>& xs) {
   return out;
 }
 
+// format_diagnostics ends every line with a newline; a message does not.
+std::string trimmed(std::string s) {
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
 // What a (local stage, microbatch) still holds between its actions.
 struct Slot {
   bool forward_done = false, input_grad_done = false, weight_grad_done = false;
@@ -84,7 +90,7 @@ Plan prepare_plan(const Plan& plan, int rank, int world_size, Transport transpor
     std::vector<Diagnostic> diags = check_structure(runnable);
     if (!diags.empty())
       throw PlanRejected("the plan fails verification; refusing to run it:\n" +
-                             format_diagnostics(diags),
+                             trimmed(format_diagnostics(diags)),
                          diags);
     runnable = lower(runnable, lowering_for(meta));
   }
@@ -93,7 +99,7 @@ Plan prepare_plan(const Plan& plan, int rank, int world_size, Transport transpor
     throw PlanRejected("the plan is not proved deadlock-free under " +
                            std::string(to_string(transport)) +
                            " transport; refusing to run it:\n" +
-                           format_diagnostics(result.diagnostics),
+                           trimmed(format_diagnostics(result.diagnostics)),
                        result.diagnostics);
   return runnable;
 }

@@ -20,12 +20,18 @@ Plan add_reduce_grad(const Plan& plan) {
     auto count_one = [&](int stage, std::vector<int>& done) {
       if (++count[stage] == m && !has.count(stage)) done.push_back(stage);
     };
-    for (const Action& a : list) {
+    // The sends right after the completing action go first (as in torch,
+    // whose lowering runs after this pass): the peer should not wait for a
+    // gradient reduction.
+    std::vector<int> done;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const Action& a = list[i];
       next.push_back(a);
-      std::vector<int> done;
       if (a.type == ActionType::B || a.type == ActionType::W) count_one(a.stage, done);
       if (a.type == ActionType::OverlapFB) count_one(a.sub_stage, done);
+      if (i + 1 < list.size() && is_send(list[i + 1].type)) continue;
       for (int s : done) next.push_back(Action{ActionType::ReduceGrad, s, -1, -1, -1});
+      done.clear();
     }
     list = std::move(next);
   }

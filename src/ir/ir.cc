@@ -1,5 +1,6 @@
 #include "pipeplan/ir.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 
@@ -48,17 +49,6 @@ std::optional<ActionType> parse_action_type(std::string_view s) {
   return std::nullopt;
 }
 
-bool is_compute(ActionType t) {
-  return t == ActionType::F || t == ActionType::B || t == ActionType::I ||
-         t == ActionType::W || t == ActionType::OverlapFB;
-}
-bool is_send(ActionType t) { return t == ActionType::SendF || t == ActionType::SendB; }
-bool is_recv(ActionType t) { return t == ActionType::RecvF || t == ActionType::RecvB; }
-bool is_comm(ActionType t) { return is_send(t) || is_recv(t); }
-bool is_passthrough(ActionType t) {
-  return t == ActionType::Unshard || t == ActionType::Reshard || t == ActionType::ReduceGrad;
-}
-
 void append_to(std::string& out, const Action& a) {
   if (a.type == ActionType::OverlapFB) {
     out += '(';
@@ -68,9 +58,13 @@ void append_to(std::string& out, const Action& a) {
     out += ")OVERLAP_F_B";
     return;
   }
-  out += std::to_string(a.stage);
-  out += to_string(a.type);
-  if (!is_passthrough(a.type)) out += std::to_string(a.microbatch);
+  // to_chars into a stack buffer: no temporary string per number.
+  char buf[48];
+  char* p = std::to_chars(buf, buf + 16, a.stage).ptr;
+  const std::string_view type = to_string(a.type);
+  p = std::copy(type.begin(), type.end(), p);
+  if (!is_passthrough(a.type)) p = std::to_chars(p, p + 16, a.microbatch).ptr;
+  out.append(buf, static_cast<std::size_t>(p - buf));
 }
 
 std::string to_string(const Action& a) {

@@ -58,6 +58,17 @@ void add_seq(std::vector<Seq>& seqs, const Transfers& tr, int d, bool send) {
   if (b < e) seqs.push_back({d, b, e, send});
 }
 
+// Index of the live sequence whose head is smallest by `less`, or
+// seqs.size() when all are done. A rank has at most two peers under either
+// stage mapping, so at most four sequences meet: a scan beats a heap.
+template <typename Less>
+std::size_t smallest(const std::vector<Seq>& seqs, Less less) {
+  std::size_t best = seqs.size();
+  for (std::size_t q = 0; q < seqs.size(); ++q)
+    if (seqs[q].next < seqs[q].end && (best == seqs.size() || less(q, best))) best = q;
+  return best;
+}
+
 // The state of one history while it is walked: the last op posted and the
 // trailing run of parity-deferred sends at that op's slot (the sends a later
 // receive at the same slot pulls in front of itself).
@@ -82,21 +93,13 @@ struct Conflict {
 void walk_history(Transfers& tr, const std::vector<Seq>& seqs_in, const LowerOptions& options,
                   History& h, Conflict& conflict) {
   std::vector<Seq> seqs = seqs_in;
-  struct Head {
-    TransferKey key;
-    int seq;
-    bool operator>(const Head& o) const { return o.key < key; }
-  };
-  std::vector<Head> heap;
-  for (int q = 0; q < static_cast<int>(seqs.size()); ++q)
-    heap.push_back({tr.key(seqs[static_cast<std::size_t>(q)].dir, seqs[static_cast<std::size_t>(q)].next), q});
-  std::make_heap(heap.begin(), heap.end(), std::greater<Head>());
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), std::greater<Head>());
-    const Head top = heap.back();
-    heap.pop_back();
-    Seq& q = seqs[static_cast<std::size_t>(top.seq)];
-    const TransferKey& k = top.key;
+  std::vector<TransferKey> heads(seqs.size());
+  for (std::size_t q = 0; q < seqs.size(); ++q) heads[q] = tr.key(seqs[q].dir, seqs[q].next);
+  while (true) {
+    const std::size_t best = smallest(seqs, [&](std::size_t x, std::size_t y) { return heads[x] < heads[y]; });
+    if (best == seqs.size()) break;
+    Seq& q = seqs[best];
+    const TransferKey k = heads[best];
     const std::size_t t = q.next;
     if (q.send) {
       // Right after the producer, or at the history's last op if later.
@@ -128,10 +131,7 @@ void walk_history(Transfers& tr, const std::vector<Seq>& seqs_in, const LowerOpt
       h.back = rv;
     }
     h.any = true;
-    if (++q.next < q.end) {
-      heap.push_back({tr.key(q.dir, q.next), top.seq});
-      std::push_heap(heap.begin(), heap.end(), std::greater<Head>());
-    }
+    if (++q.next < q.end) heads[best] = tr.key(q.dir, q.next);
   }
 }
 
@@ -181,52 +181,45 @@ void walk(Transfers& tr, int n_ranks, const LowerOptions& options) {
 struct PosHead {
   Pos pos;
   TransferKey key;
-  int seq = 0;
-  bool operator>(const PosHead& o) const {
-    if (pos.slot != o.pos.slot) return pos.slot > o.pos.slot;
-    if (pos.sub != o.pos.sub) return pos.sub > o.pos.sub;
-    return o.key < key;
+  bool operator<(const PosHead& o) const {
+    if (pos.slot != o.pos.slot) return pos.slot < o.pos.slot;
+    if (pos.sub != o.pos.sub) return pos.sub < o.pos.sub;
+    return key < o.key;
   }
 };
 
 // Rank r's program: its compute actions with every op it posts merged in by
-// position. Each sequence is sorted by position already, so a k-way merge
+// position. Each sequence is sorted by position already, so a merge
 // reproduces a full sort of the rank's ops.
 std::vector<Action> emit_rank(const Transfers& tr, int r, const std::vector<Action>& list) {
   std::vector<Seq> seqs;
-  std::size_t n_ops = 0;
   for (int d : tr.sends_of(r)) add_seq(seqs, tr, d, true);
   for (int d : tr.recvs_of(r)) add_seq(seqs, tr, d, false);
+  std::size_t n_ops = 0;
   for (const Seq& q : seqs) n_ops += q.end - q.next;
-  auto head_of = [&](int s) {
-    const Seq& q = seqs[static_cast<std::size_t>(s)];
+  auto head_of = [&](const Seq& q) {
     PosHead h;
     h.key = tr.key(q.dir, q.next);
     h.pos = q.send ? unpack(tr.send_pos(q.next))
                    : Pos{static_cast<std::uint32_t>(h.key.consumer), kSubRecv};
-    h.seq = s;
     return h;
   };
-  std::vector<PosHead> heap;
-  for (int s = 0; s < static_cast<int>(seqs.size()); ++s) heap.push_back(head_of(s));
-  std::make_heap(heap.begin(), heap.end(), std::greater<PosHead>());
+  std::vector<PosHead> heads(seqs.size());
+  for (std::size_t q = 0; q < seqs.size(); ++q) heads[q] = head_of(seqs[q]);
 
   std::vector<Action> out;
   out.reserve(list.size() + n_ops);
   std::size_t i = 0;  // next compute action
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), std::greater<PosHead>());
-    const PosHead h = heap.back();
-    heap.pop_back();
+  while (true) {
+    const std::size_t best = smallest(seqs, [&](std::size_t x, std::size_t y) { return heads[x] < heads[y]; });
+    if (best == seqs.size()) break;
+    const PosHead& h = heads[best];
     if (h.pos.slot > list.size())
       throw InternalError("lower: op placed past the end of rank " + std::to_string(r));
     while (i < h.pos.slot) out.push_back(list[i++]);
-    Seq& q = seqs[static_cast<std::size_t>(h.seq)];
-    out.push_back(q.send ? tr.send_action(h.key) : tr.recv_action(h.key));
-    if (++q.next < q.end) {
-      heap.push_back(head_of(h.seq));
-      std::push_heap(heap.begin(), heap.end(), std::greater<PosHead>());
-    }
+    Seq& q = seqs[best];
+    out.push_back(q.send ? Transfers::send_action(h.key) : Transfers::recv_action(h.key));
+    if (++q.next < q.end) heads[best] = head_of(q);
   }
   while (i < list.size()) out.push_back(list[i++]);
   return out;

@@ -144,8 +144,13 @@ int Transfers::producer(const TransferKey& k) const {
 void Transfers::sort_direction(const Dir& d) {
   auto less = [&](std::uint32_t x, std::uint32_t y) { return key_of(d, x) < key_of(d, y); };
   auto sorted = [&] {
-    for (std::size_t t = d.begin + 1; t < d.end; ++t)
-      if (less(consumer_[t], consumer_[t - 1])) return false;
+    if (d.begin == d.end) return true;
+    TransferKey prev = key_of(d, consumer_[d.begin]);
+    for (std::size_t t = d.begin + 1; t < d.end; ++t) {
+      const TransferKey k = key_of(d, consumer_[t]);
+      if (k < prev) return false;
+      prev = k;
+    }
     return true;
   };
   if (sorted()) return;

@@ -29,6 +29,8 @@ struct PlanIndex {
   int stages = 0, mbs = 0;
   std::vector<std::int32_t> rank_of;  ///< per stage
   std::vector<std::int32_t> index;    ///< [(stage * mbs + mb) * kNumSlots + slot], -1 absent
+  /// SEND/RECV recorded per stage: [stage * 4 + slot - kSendF].
+  std::vector<std::int32_t> comm_count;
 
   explicit PlanIndex(const PlanMeta& meta);
   bool in_range(int s, int mb) const { return s >= 0 && s < stages && mb >= 0 && mb < mbs; }

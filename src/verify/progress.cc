@@ -10,7 +10,6 @@
 // Reports (failure only) rebuild per-operation detail from those counters.
 #include <algorithm>
 #include <deque>
-#include <limits>
 #include <map>
 #include <string>
 
@@ -48,8 +47,6 @@ struct OpRef {
   bool operator!=(const OpRef& o) const { return !(*this == o); }
 };
 
-constexpr int kNoLimit = std::numeric_limits<int>::max();
-
 class Simulator {
  public:
   Simulator(const Plan& plan, Transport model, const detail::PlanIndex& index)
@@ -57,8 +54,15 @@ class Simulator {
 
   void run(std::vector<Diagnostic>& out) {
     build();
-    if (model_ != Transport::Eager) fifo_check(out);
     simulate();
+    // Ends were filled as ranks posted; when some rank did not get through,
+    // add what it never posted so the reports see every operation.
+    const bool finished = all_done();
+    if (!finished) fill_unposted();
+    if (model_ != Transport::Eager) {
+      if (finished) report_corruption(out);  // every position was checked on completion
+      else fifo_check(out);
+    }
     report(out);
   }
 
@@ -68,7 +72,8 @@ class Simulator {
     int rank = 0, peer = 0, rev = -1;
     std::size_t begin = 0, end = 0;  // range in idx_
     int posted = 0, done = 0;
-    int limit = kNoLimit;  // first non-complementary position of the pair
+    int corrupt = -1;  // first completed position whose payloads differ
+    bool stalled = false;  // a non-complementary position was reached
     int count() const { return static_cast<int>(end - begin); }
   };
 
@@ -106,30 +111,24 @@ class Simulator {
     for (std::size_t e = 0; e < ends_.size(); ++e)
       ends_of_[static_cast<std::size_t>(ends_[e].rank)].push_back(static_cast<int>(e));
 
-    // Two passes so each end's action indices form one exact range.
+    // Each end's range comes from the per-stage counts the structure scan
+    // kept; ranks fill it in program order as they post.
     std::vector<std::size_t> count(ends_.size(), 0);
-    for (const auto& list : plan_.ranks)
-      for (const Action& a : list)
-        if (is_comm(a.type)) ++count[static_cast<std::size_t>(end_of(a))];
+    for (int s = 0; s < S; ++s) {
+      const auto* c = &index_.comm_count[static_cast<std::size_t>(s) * 4];
+      const int up = up_[static_cast<std::size_t>(s)], down = down_[static_cast<std::size_t>(s)];
+      if (down >= 0) count[static_cast<std::size_t>(down)] += c[detail::kSendF - detail::kSendF] +
+                                                               c[detail::kRecvB - detail::kSendF];
+      if (up >= 0) count[static_cast<std::size_t>(up)] += c[detail::kRecvF - detail::kSendF] +
+                                                           c[detail::kSendB - detail::kSendF];
+    }
     std::size_t total = 0;
     for (std::size_t e = 0; e < ends_.size(); ++e) {
-      ends_[e].begin = ends_[e].end = total;
+      ends_[e].begin = total;
       total += count[e];
+      ends_[e].end = total;
     }
-    idx_.resize(total);
-    const std::size_t keys = static_cast<std::size_t>(S) * index_.mbs;
-    recv_pos_[0].assign(model_ == Transport::Eager ? 0 : keys, -1);
-    recv_pos_[1].assign(model_ == Transport::Eager ? 0 : keys, -1);
-    for (const auto& list : plan_.ranks)
-      for (std::size_t i = 0; i < list.size(); ++i) {
-        const Action& a = list[i];
-        if (!is_comm(a.type)) continue;
-        End& e = ends_[static_cast<std::size_t>(end_of(a))];
-        const int pos = static_cast<int>(e.end - e.begin);
-        idx_[e.end++] = static_cast<std::int32_t>(i);
-        if (model_ != Transport::Eager && is_recv(a.type))
-          recv_pos_[a.type == ActionType::RecvB ? 1 : 0][key(a.stage, a.microbatch)] = pos;
-      }
+    idx_.assign(total, -1);
   }
 
   std::size_t key(int s, int mb) const { return static_cast<std::size_t>(s) * index_.mbs + mb; }
@@ -163,7 +162,6 @@ class Simulator {
         if (xs == ys) {
           if (hang_reported) continue;
           hang_reported = true;
-          ea.limit = eb.limit = k;
           out.push_back({xs ? "fifo-both-send" : "fifo-both-recv", a, xr.index, act(xr),
                          head(a, b, k) + "rank " + n2s(a) + " posts " + act(xr) + " while rank " +
                              n2s(b) + " posts " + act(yr) +
@@ -185,6 +183,46 @@ class Simulator {
     return "pair " + n2s(a) + "-" + n2s(b) + " position " + n2s(k) + ": ";
   }
 
+  // The corruption diagnostics fifo_check would give for a plan whose every
+  // position completed (so none is non-complementary), pairs in rank order.
+  void report_corruption(std::vector<Diagnostic>& out) const {
+    for (const auto& [ranks, e] : end_ids_) {
+      const End& ea = ends_[static_cast<std::size_t>(e)];
+      if (ranks.first > ranks.second || ea.rev < 0 || ea.corrupt < 0) continue;
+      const int k = ea.corrupt;
+      const OpRef xr = op_at(e, k), yr = op_at(ea.rev, k);
+      const bool xs = is_send(action(xr).type);
+      const OpRef sr = xs ? xr : yr, rr = xs ? yr : xr;
+      out.push_back({"fifo-corruption", rr.rank, rr.index, act(rr),
+                     head(ranks.first, ranks.second, k) + "rank " + n2s(sr.rank) + " sends " +
+                         act(sr) + " while rank " + n2s(rr.rank) + " receives " + act(rr) +
+                         " (payload mismatch: the data would be silently corrupted)"});
+    }
+  }
+
+  bool all_done() const {
+    for (int r = 0; r < n_; ++r)
+      if (pc_[static_cast<std::size_t>(r)] < plan_.ranks[static_cast<std::size_t>(r)].size())
+        return false;
+    for (const End& e : ends_)
+      if (e.posted != e.count() || (model_ != Transport::Eager && e.done != e.count())) return false;
+    return true;
+  }
+
+  // Appends every operation a rank did not post to its end (program order).
+  void fill_unposted() {
+    std::vector<int> filled(ends_.size());
+    for (std::size_t e = 0; e < ends_.size(); ++e) filled[e] = ends_[e].posted;
+    for (int r = 0; r < n_; ++r) {
+      const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
+      for (std::size_t i = pc_[static_cast<std::size_t>(r)]; i < list.size(); ++i) {
+        if (!is_comm(list[i].type)) continue;
+        const auto e = static_cast<std::size_t>(end_of(list[i]));
+        idx_[ends_[e].begin + static_cast<std::size_t>(filled[e]++)] = static_cast<std::int32_t>(i);
+      }
+    }
+  }
+
   // ---- progress -------------------------------------------------------
 
   void wake(int r) {
@@ -194,14 +232,31 @@ class Simulator {
     }
   }
 
+  // Completes position e.done of a pair when it is complementary (FIFO
+  // models); notes the first payload mismatch. False at a non-complementary
+  // position, which never completes.
+  bool complete_next(End& e, End& f) {
+    const Action& x = action(e.rank, idx_[e.begin + static_cast<std::size_t>(e.done)]);
+    const Action& y = action(f.rank, idx_[f.begin + static_cast<std::size_t>(f.done)]);
+    if (is_send(x.type) == is_send(y.type)) {
+      e.stalled = f.stalled = true;
+      return false;
+    }
+    if (e.corrupt < 0 && !(payload_of(x) == payload_of(y))) e.corrupt = f.corrupt = e.done;
+    ++e.done;
+    ++f.done;
+    return true;
+  }
+
   // Rendezvous: both ends complete position after position while both
   // posted it and the pair is still complementary there.
   void try_pair(End& e) {
-    if (e.rev < 0) return;
+    if (e.rev < 0 || e.stalled) return;
     End& f = ends_[static_cast<std::size_t>(e.rev)];
-    const int upto = std::min({e.posted, f.posted, e.limit});
+    const int upto = std::min(e.posted, f.posted);
     if (upto <= e.done) return;
-    e.done = f.done = upto;
+    while (e.done < upto && complete_next(e, f)) {
+    }
     wake(e.rank);
     wake(f.rank);
   }
@@ -220,18 +275,17 @@ class Simulator {
       const int h = shead_[static_cast<std::size_t>(a)];
       if (h >= static_cast<int>(pc_[static_cast<std::size_t>(a)])) return;  // not posted yet
       End& e = ends_[static_cast<std::size_t>(end_of(action(a, h)))];
-      if (e.rev < 0 || e.done >= e.limit) return;
+      if (e.rev < 0 || e.stalled) return;
       End& f = ends_[static_cast<std::size_t>(e.rev)];
-      if (e.done >= f.count()) return;
-      const OpRef p = op_at(e.rev, e.done);
-      const auto pb = static_cast<std::size_t>(p.rank);
-      if (shead_[pb] != p.index || p.index >= static_cast<int>(pc_[pb])) return;
-      ++e.done;
-      ++f.done;
+      if (e.done >= f.posted) return;  // the partner is not posted (or does not exist)
+      const int p = idx_[f.begin + static_cast<std::size_t>(e.done)];
+      const auto pb = static_cast<std::size_t>(f.rank);
+      if (shead_[pb] != p) return;
+      if (!complete_next(e, f)) return;
       shead_[static_cast<std::size_t>(a)] = next_comm(a, h + 1);
-      shead_[pb] = next_comm(p.rank, p.index + 1);
+      shead_[pb] = next_comm(f.rank, p + 1);
       wake(a);
-      wake(p.rank);
+      wake(f.rank);
     }
   }
 
@@ -242,12 +296,17 @@ class Simulator {
   }
 
   // Whether the receive of direction `grad` into (s, mb) on its rank is done.
+  // Under the FIFO models an end completes in program order, so the receive
+  // at index j is done once the end's last completed operation is at j or
+  // later.
   bool recv_done(bool grad, int s, int mb) const {
     if (model_ == Transport::Eager)
       return grad ? eager_send_posted(ActionType::SendB, s + 1, mb)
                   : eager_send_posted(ActionType::SendF, s - 1, mb);
-    const int e = grad ? down_[static_cast<std::size_t>(s)] : up_[static_cast<std::size_t>(s)];
-    return ends_[static_cast<std::size_t>(e)].done > recv_pos_[grad ? 1 : 0][key(s, mb)];
+    const End& e = ends_[static_cast<std::size_t>(grad ? down_[static_cast<std::size_t>(s)]
+                                                      : up_[static_cast<std::size_t>(s)])];
+    const std::int32_t j = index_.raw(s, mb, grad ? detail::kRecvB : detail::kRecvF);
+    return e.done > 0 && idx_[e.begin + static_cast<std::size_t>(e.done) - 1] >= j;
   }
 
   // The receive a compute action still waits for, or an invalid ref.
@@ -287,9 +346,9 @@ class Simulator {
       while (pc < list.size()) {
         const Action& a = list[pc];
         if (is_comm(a.type)) {
-          pc_[ru] = ++pc;  // posted
           End& e = ends_[static_cast<std::size_t>(end_of(a))];
-          ++e.posted;
+          idx_[e.begin + static_cast<std::size_t>(e.posted++)] = static_cast<std::int32_t>(pc);
+          pc_[ru] = ++pc;  // posted
           if (model_ == Transport::Rendezvous) try_pair(e);
           else if (model_ == Transport::Serial) try_serial(r);
           else if (is_send(a.type)) wake(e.peer);
@@ -479,7 +538,6 @@ class Simulator {
   std::vector<std::vector<int>> ends_of_;       // rank -> its ends
   std::vector<int> up_, down_;                  // per stage: end towards stage-1 / stage+1
   std::vector<std::int32_t> idx_;               // action indices, end by end
-  std::vector<int> recv_pos_[2];                // per (stage, mb): RECV_F / RECV_B end position
   std::vector<std::size_t> pc_;
   std::vector<int> shead_;                      // serial: next SEND/RECV not done per rank
   std::vector<char> queued_;

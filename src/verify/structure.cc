@@ -27,7 +27,8 @@ Slot slot_of(ActionType t) {
 PlanIndex::PlanIndex(const PlanMeta& meta)
     : stages(meta.num_stages()), mbs(meta.num_microbatches),
       rank_of(static_cast<std::size_t>(meta.num_stages())),
-      index(static_cast<std::size_t>(meta.num_stages()) * meta.num_microbatches * kNumSlots, -1) {
+      index(static_cast<std::size_t>(meta.num_stages()) * meta.num_microbatches * kNumSlots, -1),
+      comm_count(static_cast<std::size_t>(meta.num_stages()) * 4, 0) {
   for (int s = 0; s < stages; ++s) rank_of[static_cast<std::size_t>(s)] = meta.rank_of(s);
 }
 
@@ -47,12 +48,15 @@ class Checker {
   Checker(const Plan& plan, std::size_t max, PlanIndex& index)
       : plan_(plan), meta_(plan.meta), max_(max), index_(index) {}
 
+  // The scan also tries each action's order constraints against what it has
+  // recorded so far (the rank's earlier actions). When all hold and counts
+  // and pairs are clean, the full order pass (and its messages) is skipped.
   std::vector<Diagnostic> run() {
-    with_comms_ = !plan_.is_compute_only();
     for (std::size_t r = 0; r < plan_.ranks.size() && !full(); ++r) scan_rank(static_cast<int>(r));
     if (!diags_.empty()) return diags_;  // counts and order assume in-range actions
     check_counts();
     if (with_comms_) check_comm_pairs();
+    if (diags_.empty() && !order_doubt_ && !(with_comms_ && comm_order_doubt_)) return diags_;
     for (std::size_t r = 0; r < plan_.ranks.size() && !full(); ++r) check_order(static_cast<int>(r));
     return diags_;
   }
@@ -72,23 +76,31 @@ class Checker {
 
   int rank_of(int s) const { return index_.rank_of[static_cast<std::size_t>(s)]; }
 
-  // Records one plain action (or one half of an overlap group).
-  void record(int rank, int index, ActionType t, int s, int mb) {
+  // Records one plain action (or one half of an overlap group); false when
+  // it could not be recorded (a diagnostic says why).
+  bool record(int rank, int index, ActionType t, int s, int mb) {
     const int S = index_.stages;
+    const bool comm = is_comm(t);
     if (s < 0 || s >= S || mb < 0 || mb >= index_.mbs || rank_of(s) != rank ||
-        (is_comm(t) && !comm_endpoint_ok(rank, t, s))) {
+        (comm && !comm_endpoint_ok(rank, t, s))) {
       report_bad(rank, index, t, s, mb);
-      return;
+      return false;
     }
-    std::int32_t& l = index_.raw(s, mb, detail::slot_of(t));
+    const Slot k = detail::slot_of(t);
+    std::int32_t& l = index_.raw(s, mb, k);
     if (l >= 0) {
       const std::string name = act(t, s, mb);
       add("duplicate-action", rank, index, name,
           name + " appears twice: rank " + n2s(rank_of(s)) + " index " + n2s(l) + " and rank " +
               n2s(rank) + " index " + n2s(index));
-      return;
+      return false;
     }
     l = index;
+    if (comm) {
+      with_comms_ = true;
+      ++index_.comm_count[static_cast<std::size_t>(s) * 4 + (k - detail::kSendF)];
+    }
+    return true;
   }
 
   bool comm_endpoint_ok(int rank, ActionType t, int s) const {
@@ -139,11 +151,51 @@ class Checker {
       const Action& a = list[static_cast<std::size_t>(i)];
       if (is_passthrough(a.type)) continue;
       if (a.type == ActionType::OverlapFB) {
-        record(r, i, ActionType::F, a.stage, a.microbatch);
-        record(r, i, ActionType::B, a.sub_stage, a.sub_microbatch);
-      } else {
-        record(r, i, a.type, a.stage, a.microbatch);
+        const bool f = record(r, i, ActionType::F, a.stage, a.microbatch);
+        const bool b = record(r, i, ActionType::B, a.sub_stage, a.sub_microbatch);
+        if (f && b) {
+          early_forward(r, i, a.stage, a.microbatch);
+          early_backward(r, i, a.sub_stage, a.sub_microbatch);
+        }
+      } else if (record(r, i, a.type, a.stage, a.microbatch)) {
+        early_order(r, i, a);
       }
+    }
+  }
+
+  // Whether slot k of (s, mb) is already recorded on rank r before index i.
+  bool before(int r, int i, int s, int mb, Slot k) const {
+    const std::int32_t at = index_.raw(s, mb, k);
+    return at >= 0 && at < i && rank_of(s) == r;
+  }
+
+  // check_order's constraints on what is recorded so far; any doubt sends
+  // the plan through the full pass, which words the diagnostics.
+  void early_forward(int r, int i, int s, int mb) {
+    if (s == 0) return;
+    if (!index_.crosses(s - 1)) order_doubt_ |= !before(r, i, s - 1, mb, detail::kF);
+    else comm_order_doubt_ |= !before(r, i, s, mb, detail::kRecvF);
+  }
+  void early_backward(int r, int i, int s, int mb) {
+    order_doubt_ |= !before(r, i, s, mb, detail::kF);
+    if (s + 1 >= index_.stages) return;
+    if (!index_.crosses(s))
+      order_doubt_ |= !before(r, i, s + 1, mb, detail::kB) && !before(r, i, s + 1, mb, detail::kI);
+    else
+      comm_order_doubt_ |= !before(r, i, s, mb, detail::kRecvB);
+  }
+  void early_order(int r, int i, const Action& a) {
+    const int s = a.stage, mb = a.microbatch;
+    switch (a.type) {
+      case ActionType::F: early_forward(r, i, s, mb); break;
+      case ActionType::B:
+      case ActionType::I: early_backward(r, i, s, mb); break;
+      case ActionType::W: order_doubt_ |= !before(r, i, s, mb, detail::kI); break;
+      case ActionType::SendF: order_doubt_ |= !before(r, i, s, mb, detail::kF); break;
+      case ActionType::SendB:
+        order_doubt_ |= !before(r, i, s, mb, detail::kB) && !before(r, i, s, mb, detail::kI);
+        break;
+      default: break;
     }
   }
 
@@ -298,7 +350,8 @@ class Checker {
   const PlanMeta& meta_;
   std::size_t max_;
   PlanIndex& index_;
-  bool with_comms_ = false;
+  bool with_comms_ = false;  // any SEND/RECV recorded
+  bool order_doubt_ = false, comm_order_doubt_ = false;
   std::vector<Diagnostic> diags_;
 };
 

@@ -10,7 +10,7 @@ a single-process reference (mean of the microbatch losses). Writes one line
 per case to OUT_DIR/results.txt: "<file> ok" or "<file> FAIL <why>".
 
 Not run by ctest (it needs PyTorch); docs/interop.md shows how it was used.
-Usage: check_with_torch.py IN_DIR OUT_DIR
+Usage: check_with_torch.py IN_DIR OUT_DIR [NAME_FILTER]
 """
 
 import datetime
@@ -55,6 +55,17 @@ def worker(rank, p, m, v, style, path, fmt, port, queue):
         os.environ["MASTER_PORT"] = str(port)
         dist.init_process_group("gloo", rank=rank, world_size=p,
                                 timeout=datetime.timedelta(seconds=60))
+        # torch's stage init posts a dummy send/recv towards each neighbour
+        # stage; for V placements a neighbour can be on the same rank, which
+        # gloo cannot do (NCCL can). Those self-pairs carry nothing the
+        # schedule needs (same-rank boundaries never use P2P), so drop them.
+        init_ops = PipelineStage._get_init_p2p_neighbors_ops
+
+        def no_self_ops(stage_self):
+            return [op for op in init_ops(stage_self)
+                    if getattr(op, "group_peer", getattr(op, "peer", None)) != rank]
+
+        PipelineStage._get_init_p2p_neighbors_ops = no_self_ops
         n = p * v
         mine = stages_of(rank, p, v, style)
         mods = {s: stage_module(torch, s) for s in mine}
@@ -75,7 +86,7 @@ def worker(rank, p, m, v, style, path, fmt, port, queue):
         grads = {s: [q.grad.clone() for q in mods[s].parameters()] for s in mine}
         dist.destroy_process_group()
         queue.put((rank, "ok", {s: [g.tolist() for g in gs] for s, gs in grads.items()},
-                   [float(l) for l in losses]))
+                   [float(l.detach()) for l in losses]))
     except Exception:
         queue.put((rank, "error", traceback.format_exc(), None))
 
@@ -83,18 +94,16 @@ def worker(rank, p, m, v, style, path, fmt, port, queue):
 def reference(torch, n, m):
     mods = [stage_module(torch, s) for s in range(n)]
     x, y = batch(torch)
-    total = 0.0
     for xm, ym in zip(x.chunk(m), y.chunk(m)):
         h = xm
         for mod in mods:
             h = mod(h)
         loss = torch.nn.functional.mse_loss(h, ym) / m
         loss.backward()
-        total += float(loss) * m
     return {s: [q.grad.clone() for q in mods[s].parameters()] for s in range(n)}
 
 
-def main(in_dir, out_dir):
+def main(in_dir, out_dir, only=""):
     import torch
     import torch.multiprocessing as mp
 
@@ -104,7 +113,7 @@ def main(in_dir, out_dir):
     names = sorted(f for f in os.listdir(in_dir) if f.endswith(".csv"))
     for name in names:
         match = re.match(r"(.+)_p(\d+)_m(\d+)_v(\d+)\.(compute_only|compute_comms)(\.\w+)?\.csv$", name)
-        if not match:
+        if not match or only not in name:
             continue
         sched, p, m, v, fmt = match.group(1), int(match.group(2)), int(match.group(3)), int(match.group(4)), match.group(5)
         style = "v" if sched in ("zbv", "dualpipev") else "loop"
@@ -150,4 +159,4 @@ def main(in_dir, out_dir):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(*sys.argv[1:4]))
