@@ -47,8 +47,11 @@ std::function<int()> setup_plan(CLI::App& app) {
     if (!args->no_verify) {
       // A compute-only plan is proven through its lowering: the order users
       // get is the one a runtime will lower the same way.
-      Plan checked = args->compute_only ? lower(whole, find_schedule(whole.meta.schedule).lowering) : whole;
-      VerifyResult res = verify(checked, {Transport::Rendezvous});
+      // (No copy of the plan: at scale it would cost as much as lowering.)
+      VerifyResult res =
+          args->compute_only
+              ? verify(lower(whole, find_schedule(whole.meta.schedule).lowering), {Transport::Rendezvous})
+              : verify(whole, {Transport::Rendezvous});
       if (!res.ok()) {
         spdlog::error("the planned schedule is not deadlock-free (a pipeplan bug):\n{}",
                       format_diagnostics(res.diagnostics));
@@ -56,19 +59,23 @@ std::function<int()> setup_plan(CLI::App& app) {
       }
       spdlog::debug("verified: deadlock-free under rendezvous");
     }
-    Plan out = whole;
+    const std::size_t n_actions = whole.num_actions();
+    Plan one;  // --rank: that rank's program, moved out of the whole plan
+    const Plan* out = &whole;
     if (args->rank_opt->count() > 0) {
       if (args->rank >= whole.meta.pp_degree || args->rank < 0)
         throw InputError("--rank " + std::to_string(args->rank) + " is out of range for pp_degree " +
                          std::to_string(whole.meta.pp_degree) + " (valid: 0.." +
                          std::to_string(whole.meta.pp_degree - 1) + ")");
-      out.rank_ids = {args->rank};
-      out.ranks = {whole.ranks[static_cast<std::size_t>(args->rank)]};
+      one.meta = whole.meta;
+      one.rank_ids = {args->rank};
+      one.ranks.push_back(std::move(whole.ranks[static_cast<std::size_t>(args->rank)]));
+      out = &one;
     }
     Output o(args->output);
-    write_plan(out, args->format, o.stream());
+    write_plan(*out, args->format, o.stream());
     if (args->format == "timeline" && !args->no_verify)
-      o.stream() << "verified: deadlock-free under rendezvous transport (" << whole.num_actions()
+      o.stream() << "verified: deadlock-free under rendezvous transport (" << n_actions
                  << " actions" << (args->compute_only ? " after lowering" : "") << ")\n";
     o.close();
     return kExitOk;

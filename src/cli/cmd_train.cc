@@ -3,7 +3,12 @@
 // or unpipelined with --reference.
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -181,13 +186,37 @@ int run_train(const TrainArgs& a) {
   if (r.first_failed >= 0) {
     std::cerr << "pipeplan: error: rank " << r.first_failed << " of " << nproc
               << " failed with exit status " << r.exit_codes[r.first_failed];
-    if (!r.killed.empty()) std::cerr << "; " << r.killed.size() << " rank(s) killed after the grace period";
+    if (!r.killed.empty())
+      std::cerr << "; " << r.killed.size() << " rank(s) killed after the grace period";
     std::cerr << "\n";
   }
   return r.exit_code();
 }
 
 #endif  // PIPEPLAN_HAVE_EXEC
+
+#ifdef PIPEPLAN_TRAIN_DELEGATE
+int exec_train_binary() {
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) throw InternalError("cannot locate the pipeplan binary (/proc/self/exe)");
+  self[n] = '\0';
+  std::string dir(self);
+  dir = dir.substr(0, dir.rfind('/') + 1);
+  std::string bin = dir + "pipeplan-train";
+  std::vector<std::string> args{bin};
+  const auto& raw = raw_args();
+  auto it = std::find(raw.begin() + 1, raw.end(), std::string("train"));
+  if (it != raw.end()) args.insert(args.end(), it + 1, raw.end());
+  std::vector<char*> argv;
+  for (auto& x : args) argv.push_back(x.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  ::execv(bin.c_str(), argv.data());
+  throw InputError("cannot run " + bin + " (" + std::strerror(errno) +
+                   "); it is built next to pipeplan when LibTorch is found");
+}
+#endif
 
 }  // namespace
 
@@ -216,8 +245,12 @@ std::function<int()> setup_train(CLI::App& app) {
              "last stage.\nExit codes: 0 ok, 1 plan rejected or a peer failed, 2 usage or input "
              "error.");
   return [a]() -> int {
-#ifdef PIPEPLAN_HAVE_EXEC
+#if defined(PIPEPLAN_HAVE_EXEC)
     return run_train(*a);
+#elif defined(PIPEPLAN_TRAIN_DELEGATE)
+    // LibTorch lives in the sibling pipeplan-train binary, so the rest of the
+    // CLI starts without loading it; hand it every argument after "train".
+    return exec_train_binary();
 #else
     std::cerr << "pipeplan: error: pipeplan was built without LibTorch; 'train' needs the "
                  "executor (install LibTorch, e.g. libtorch-dev, and rebuild)\n";

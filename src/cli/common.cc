@@ -38,6 +38,34 @@ std::string read_input(const std::string& path) {
   return text;
 }
 
+int guarded(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const InputError& e) {
+    std::cerr << "pipeplan: error: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const InternalError& e) {
+    std::cerr << "pipeplan: internal error: " << e.what() << "\n";
+    return kExitInternal;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "pipeplan: internal error: out of memory\n";
+    return kExitInternal;
+  } catch (const std::exception& e) {
+    std::cerr << "pipeplan: internal error: " << e.what() << "\n";
+    return kExitInternal;
+  }
+}
+
+namespace {
+std::vector<std::string>& raw_args_store() {
+  static std::vector<std::string> args;
+  return args;
+}
+}  // namespace
+
+void set_raw_args(int argc, char** argv) { raw_args_store().assign(argv, argv + argc); }
+const std::vector<std::string>& raw_args() { return raw_args_store(); }
+
 Output::Output(const std::string& path) : path_(path) {}
 
 std::ostream& Output::stream() {

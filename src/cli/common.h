@@ -1,7 +1,9 @@
 // Helpers shared by the subcommands: options, input, output, exit codes.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <vector>
 #include <ostream>
 #include <string>
 
@@ -23,6 +25,14 @@ inline constexpr int kExitInternal = 3;  ///< internal error
 /// -s/--schedule, -p/--pp, -m/--microbatches, -v/--stages-per-rank.
 /// `required`: whether -s/-p/-m must be given.
 void add_problem_options(CLI::App& app, Problem& problem, bool required);
+
+/// The one catch point: runs `body`, mapping InputError to 2, InternalError
+/// and anything else to 3 (with a message on stderr).
+int guarded(const std::function<int()>& body);
+
+/// The process arguments, recorded by main() (for commands that re-exec).
+void set_raw_args(int argc, char** argv);
+const std::vector<std::string>& raw_args();
 
 /// Reads a whole file, or stdin for "-". Throws InputError when unreadable.
 std::string read_input(const std::string& path);

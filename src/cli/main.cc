@@ -92,19 +92,6 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const pipeplan::InputError& e) {
-    std::cerr << "pipeplan: error: " << e.what() << "\n";
-    return kExitUsage;
-  } catch (const pipeplan::InternalError& e) {
-    std::cerr << "pipeplan: internal error: " << e.what() << "\n";
-    return kExitInternal;
-  } catch (const std::bad_alloc&) {
-    std::cerr << "pipeplan: internal error: out of memory\n";
-    return kExitInternal;
-  } catch (const std::exception& e) {
-    std::cerr << "pipeplan: internal error: " << e.what() << "\n";
-    return kExitInternal;
-  }
+  set_raw_args(argc, argv);
+  return guarded([&] { return run(argc, argv); });
 }

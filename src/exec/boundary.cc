@@ -199,6 +199,12 @@ Value slice(const Value& v, int m, std::int64_t rows) {
   return v;
 }
 
+std::string join(const std::vector<int>& xs) {
+  std::string out;
+  for (int x : xs) out += (out.empty() ? "" : ", ") + std::to_string(x);
+  return out;
+}
+
 std::int64_t fingerprint(const Plan& plan) {
   std::uint64_t h = 1469598103934665603ULL;
   auto mix = [&h](const std::string& s) {

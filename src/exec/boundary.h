@@ -53,6 +53,9 @@ bool is_differentiable(const Value& v);
 /// dim 0, scalars unchanged.
 Value slice(const Value& v, int m, std::int64_t rows);
 
+/// "0, 2, 5".
+std::string join(const std::vector<int>& xs);
+
 /// FNV-1a over the plan text (all ranks) and shape, as a non-negative int64.
 std::int64_t fingerprint(const Plan& plan);
 

@@ -116,7 +116,8 @@ class PgCommunicator : public Communicator {
     } catch (const std::exception& e) {
       throw CommError("allreduce: " + message_of(e));
     }
-    WorkOp(std::move(work), t).wait(timeout, "allreduce across " + std::to_string(size_) + " ranks");
+    WorkOp(std::move(work), t)
+        .wait(timeout, "allreduce across " + std::to_string(size_) + " ranks");
   }
 
   void barrier(std::chrono::milliseconds timeout) override {

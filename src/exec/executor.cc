@@ -11,33 +11,12 @@
 
 #include "exec/boundary.h"
 #include "pipeplan/error.h"
-#include "pipeplan/lower.h"
-#include "pipeplan/planner.h"
 
 namespace pipeplan::exec {
 
 using detail::Dir;
 
 namespace {
-
-// Lowering options for a compute-only plan: its schedule's when it names one.
-LowerOptions lowering_for(const PlanMeta& meta) {
-  for (const auto& s : schedules())
-    if (s.name == meta.schedule) return s.lowering;
-  return {};
-}
-
-std::string join(const std::vector<int>& xs) {
-  std::string out;
-  for (int x : xs) out += (out.empty() ? "" : ", ") + std::to_string(x);
-  return out;
-}
-
-// format_diagnostics ends every line with a newline; a message does not.
-std::string trimmed(std::string s) {
-  while (!s.empty() && s.back() == '\n') s.pop_back();
-  return s;
-}
 
 // What a (local stage, microbatch) still holds between its actions.
 struct Slot {
@@ -63,46 +42,6 @@ struct PostedSend {
 };
 
 }  // namespace
-
-Plan prepare_plan(const Plan& plan, int rank, int world_size, Transport transport) {
-  const PlanMeta& meta = plan.meta;
-  if (meta.pp_degree != world_size)
-    throw InputError("the plan is for pp_degree=" + std::to_string(meta.pp_degree) +
-                     " ranks but the process group has world size " +
-                     std::to_string(world_size) + "; start exactly " +
-                     std::to_string(meta.pp_degree) + " ranks");
-  if (rank < 0 || rank >= world_size)
-    throw InputError("rank " + std::to_string(rank) + " is outside the world of " +
-                     std::to_string(world_size) + " ranks");
-  if (!plan.is_whole()) {
-    bool present = false;
-    for (int r : plan.rank_ids) present = present || r == rank;
-    throw InputError(std::string(present ? "" : "rank " + std::to_string(rank) +
-                                                    " is not in the plan; ") +
-                     "the plan holds the program of rank(s) " + join(plan.rank_ids) +
-                     " only, and the executor needs every rank's program to prove the "
-                     "plan deadlock-free before running it");
-  }
-  if (!detail::tag_space_ok(meta.num_stages(), meta.num_microbatches))
-    throw InputError("the plan has too many stages x microbatches for the message tags");
-  Plan runnable = plan;
-  if (runnable.is_compute_only()) {
-    std::vector<Diagnostic> diags = check_structure(runnable);
-    if (!diags.empty())
-      throw PlanRejected("the plan fails verification; refusing to run it:\n" +
-                             trimmed(format_diagnostics(diags)),
-                         diags);
-    runnable = lower(runnable, lowering_for(meta));
-  }
-  VerifyResult result = verify(runnable, {transport});
-  if (!result.ok())
-    throw PlanRejected("the plan is not proved deadlock-free under " +
-                           std::string(to_string(transport)) +
-                           " transport; refusing to run it:\n" +
-                           trimmed(format_diagnostics(result.diagnostics)),
-                       result.diagnostics);
-  return runnable;
-}
 
 struct Executor::Impl {
   Plan plan;
@@ -284,7 +223,8 @@ struct Executor::Impl {
     ops.push_back(comm->isend(detail::encode_spec(*specs[stage], comm->device()), peer,
                               tag(Dir::Shape, stage, 0, 1)));
     if (!specs[stage]->empty())
-      ops.push_back(comm->isend(pack(stage, out, *specs[stage]), peer, tag(Dir::Shape, stage, 0, 0)));
+      ops.push_back(
+          comm->isend(pack(stage, out, *specs[stage]), peer, tag(Dir::Shape, stage, 0, 0)));
     for (auto& op : ops) op->wait(timeout(), what);
   }
 
@@ -596,8 +536,8 @@ Executor& Executor::operator=(Executor&&) noexcept = default;
 void Executor::set_stage(int stage, StageModule module) {
   if (stage < 0 || stage >= impl_->num_stages || impl_->local_index[stage] < 0)
     throw InputError("stage " + std::to_string(stage) + " is not owned by rank " +
-                     std::to_string(impl_->rank) + " (it owns stages " + join(impl_->local) +
-                     ")");
+                     std::to_string(impl_->rank) + " (it owns stages " +
+                     detail::join(impl_->local) + ")");
   if (!module.forward) throw InputError("stage " + std::to_string(stage) + " has no forward");
   impl_->modules[impl_->local_index[stage]] = std::move(module);
 }
@@ -614,25 +554,6 @@ bool Executor::holds_last_stage() const { return impl_->holds_last(); }
 BoundarySpec Executor::output_spec(int stage) const {
   if (stage < 0 || stage >= impl_->num_stages || !impl_->specs[stage]) return {};
   return *impl_->specs[stage];
-}
-
-double run_unpipelined(const std::vector<StageModule>& stages, const LossFn& loss_fn,
-                       const std::vector<int>& input_stages, const Values& inputs,
-                       const Values& targets) {
-  if (!input_stages.empty() && input_stages.size() != inputs.size())
-    throw InputError("input_stages routes " + std::to_string(input_stages.size()) +
-                     " inputs but " + std::to_string(inputs.size()) + " were given");
-  Values carried;
-  for (std::size_t s = 0; s < stages.size(); ++s) {
-    Values in = std::move(carried);
-    for (std::size_t i = 0; i < inputs.size(); ++i)
-      if ((input_stages.empty() ? 0 : input_stages[i]) == static_cast<int>(s))
-        in.push_back(inputs[i]);
-    carried = stages[s].forward(in);
-  }
-  at::Tensor loss = loss_fn(carried, targets);
-  loss.backward();
-  return loss.item<double>();
 }
 
 }  // namespace pipeplan::exec

@@ -162,10 +162,14 @@ Plan parse_json_plan(std::string_view text, const std::string& source) {
     std::vector<Action> list;
     list.reserve(actions.size());
     for (std::size_t k = 0; k < actions.size(); ++k) {
-      const std::string apath = path + ".actions[" + std::to_string(k) + "]";
-      const std::string s = r.string(actions[k], apath);
+      // The path is spelled only for an error: building it per action cost
+      // more than parsing the action.
+      auto apath = [&] { return path + ".actions[" + std::to_string(k) + "]"; };
+      const json& cell = actions[k];
+      if (!cell.is_string()) r.expect(cell, json::value_t::string, apath(), "a string");
+      const std::string& s = cell.get_ref<const std::string&>();
       io::ActionParse parsed = io::parse_action_located(s);
-      if (!parsed.action) r.error(apath, io::describe_bad_action(s, parsed));
+      if (!parsed.action) r.error(apath(), io::describe_bad_action(s, parsed));
       list.push_back(*parsed.action);
     }
     plan.rank_ids.push_back(id);

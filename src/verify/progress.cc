@@ -9,6 +9,7 @@
 // action indices) plus 8 per (stage, microbatch), beside the shared index.
 // Reports (failure only) rebuild per-operation detail from those counters.
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <map>
 #include <string>
@@ -20,6 +21,16 @@ namespace pipeplan {
 namespace {
 
 std::string n2s(long long v) { return std::to_string(v); }
+
+constexpr std::size_t kPrefetchAhead = 12;  // actions (about four cache lines)
+
+inline void prefetch(const void* p) {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p);
+#else
+  (void)p;
+#endif
+}
 
 // Payload identity of a transfer: direction, sending stage, microbatch.
 struct Payload {
@@ -295,16 +306,20 @@ class Simulator {
     return l.present() && l.index < static_cast<int>(pc_[static_cast<std::size_t>(l.rank)]);
   }
 
-  // Whether the receive of direction `grad` into (s, mb) on its rank is done.
-  // Under the FIFO models an end completes in program order, so the receive
-  // at index j is done once the end's last completed operation is at j or
-  // later.
-  bool recv_done(bool grad, int s, int mb) const {
-    if (model_ == Transport::Eager)
-      return grad ? eager_send_posted(ActionType::SendB, s + 1, mb)
-                  : eager_send_posted(ActionType::SendF, s - 1, mb);
+  // Whether the receive of direction `grad` into (s, mb) on rank r is done.
+  // Eager: once its send is posted. FIFO models: an end completes in program
+  // order, so the receive at end position k is done once k < done; k comes
+  // from the rank's last few receives (a receive sits right before its
+  // consumer in lowered plans), else from the index.
+  bool recv_done(int r, bool grad, int s, int mb) const {
+    if (model_ == Transport::Eager) {
+      const int send_s = grad ? s + 1 : s - 1;
+      return sent_[grad ? 1 : 0][key(send_s, mb)];
+    }
     const End& e = ends_[static_cast<std::size_t>(grad ? down_[static_cast<std::size_t>(s)]
                                                       : up_[static_cast<std::size_t>(s)])];
+    for (const RecentRecv& x : recent_[static_cast<std::size_t>(r)])
+      if (x.stage == s && x.mb == mb && x.grad == grad) return e.done > x.pos;
     const std::int32_t j = index_.raw(s, mb, grad ? detail::kRecvB : detail::kRecvF);
     return e.done > 0 && idx_[e.begin + static_cast<std::size_t>(e.done) - 1] >= j;
   }
@@ -314,11 +329,11 @@ class Simulator {
     OpRef w;
     auto fwd = [&](int s, int mb) {
       if (w.valid() || s <= 0 || up_[static_cast<std::size_t>(s)] < 0) return;
-      if (!recv_done(false, s, mb)) w = {r, index_.raw(s, mb, detail::kRecvF)};
+      if (!recv_done(r, false, s, mb)) w = {r, index_.raw(s, mb, detail::kRecvF)};
     };
     auto bwd = [&](int s, int mb) {
       if (w.valid() || down_[static_cast<std::size_t>(s)] < 0) return;
-      if (!recv_done(true, s, mb)) w = {r, index_.raw(s, mb, detail::kRecvB)};
+      if (!recv_done(r, true, s, mb)) w = {r, index_.raw(s, mb, detail::kRecvB)};
     };
     if (a.type == ActionType::F) fwd(a.stage, a.microbatch);
     if (a.type == ActionType::B || a.type == ActionType::I) bwd(a.stage, a.microbatch);
@@ -330,6 +345,13 @@ class Simulator {
   }
 
   void simulate() {
+    recent_.assign(static_cast<std::size_t>(n_), {});
+    recent_next_.assign(static_cast<std::size_t>(n_), 0);
+    if (model_ == Transport::Eager) {
+      const std::size_t keys = static_cast<std::size_t>(index_.stages) * index_.mbs;
+      sent_[0].assign(keys, false);
+      sent_[1].assign(keys, false);
+    }
     pc_.assign(static_cast<std::size_t>(n_), 0);
     shead_.assign(static_cast<std::size_t>(n_), 0);
     if (model_ == Transport::Serial)
@@ -344,9 +366,18 @@ class Simulator {
       const auto& list = plan_.ranks[ru];
       std::size_t pc = pc_[ru];
       while (pc < list.size()) {
+        // Ranks take turns every few actions, so the hardware does not see
+        // a stream: fetch this rank's next lines ahead of time.
+        prefetch(list.data() + std::min(pc + kPrefetchAhead, list.size() - 1));
         const Action& a = list[pc];
         if (is_comm(a.type)) {
           End& e = ends_[static_cast<std::size_t>(end_of(a))];
+          if (is_recv(a.type)) {
+            recent_[ru][recent_next_[ru]++ % kRecent] = {a.stage, a.microbatch, e.posted,
+                                                          a.type == ActionType::RecvB};
+          } else if (model_ == Transport::Eager) {
+            sent_[a.type == ActionType::SendB ? 1 : 0][key(a.stage, a.microbatch)] = true;
+          }
           idx_[e.begin + static_cast<std::size_t>(e.posted++)] = static_cast<std::int32_t>(pc);
           pc_[ru] = ++pc;  // posted
           if (model_ == Transport::Rendezvous) try_pair(e);
@@ -538,6 +569,15 @@ class Simulator {
   std::vector<std::vector<int>> ends_of_;       // rank -> its ends
   std::vector<int> up_, down_;                  // per stage: end towards stage-1 / stage+1
   std::vector<std::int32_t> idx_;               // action indices, end by end
+  // A rank's last few posted receives: (stage, mb, end position, grad).
+  struct RecentRecv {
+    std::int32_t stage = -1, mb = -1, pos = 0;
+    bool grad = false;
+  };
+  static constexpr std::size_t kRecent = 4;
+  std::vector<std::array<RecentRecv, kRecent>> recent_;
+  std::vector<std::uint32_t> recent_next_;
+  std::vector<bool> sent_[2];                   // eager: SEND_F / SEND_B posted per (stage, mb)
   std::vector<std::size_t> pc_;
   std::vector<int> shead_;                      // serial: next SEND/RECV not done per rank
   std::vector<char> queued_;

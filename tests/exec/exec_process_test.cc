@@ -126,7 +126,8 @@ TEST_CASE("exec: train prints one loss per step, equal to --reference", "[exec][
 TEST_CASE("exec: train runs a plan file and lowers a compute-only one", "[exec][cli]") {
   const std::string dir = make_temp_dir("pipeplan-exec-plan");
   const std::string file = dir + "/zbv.json";
-  Ran planned = run({kCli, "plan", "-s", "zbv", "-p", "2", "-m", "3", "--compute-only", "-o", file});
+  Ran planned =
+      run({kCli, "plan", "-s", "zbv", "-p", "2", "-m", "3", "--compute-only", "-o", file});
   REQUIRE(planned.exit_code == 0);
   Ran ref = run({kCli, "train", "--reference", "--plan", file, "--steps", "2"});
   Ran piped = run({kCli, "train", "--plan", file, "--steps", "2", "--timeout", "30"});

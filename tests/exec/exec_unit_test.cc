@@ -99,8 +99,9 @@ TEST_CASE("exec: prepare_plan refuses without communicating", "[exec]") {
 TEST_CASE("exec: one rank running every stage matches the unpipelined reference", "[exec]") {
   // pp=1: every boundary is a same-rank handoff; I/W splits and V placement
   // run without any communication.
-  for (const Problem& pr : {Problem{"interleaved-1f1b", 1, 2, 3}, Problem{"interleaved-zb", 1, 3, 3},
-                            Problem{"zbv", 1, 2, 2}, Problem{"gpipe", 1, 3, 1}}) {
+  for (const Problem& pr : {Problem{"interleaved-1f1b", 1, 2, 3},
+                            Problem{"interleaved-zb", 1, 3, 3}, Problem{"zbv", 1, 2, 2},
+                            Problem{"gpipe", 1, 3, 1}}) {
     INFO(pr.schedule);
     Plan p = plan(pr);
     DemoConfig c;
@@ -121,7 +122,8 @@ TEST_CASE("exec: one rank running every stage matches the unpipelined reference"
     for (int k = 1; k <= 2; ++k) {
       DemoBatch b = demo_batch(c, 2 * p.meta.num_microbatches, k);
       std::optional<double> loss = ex.step(b.inputs, b.targets);
-      double want = run_unpipelined(ref_stages, demo_loss(c), opts.input_stages, b.inputs, b.targets);
+      double want =
+          run_unpipelined(ref_stages, demo_loss(c), opts.input_stages, b.inputs, b.targets);
       REQUIRE(loss.has_value());
       CHECK(*loss == Approx(want).epsilon(1e-12));
       for (int s = 0; s < c.num_stages; ++s)

@@ -1,0 +1,89 @@
+// What runs besides the pipeline: the plan check every rank makes before it
+// communicates, and the unpipelined reference a pipelined step must match.
+#include <ATen/ATen.h>
+
+#include "exec/boundary.h"
+#include "pipeplan/error.h"
+#include "pipeplan/exec/executor.h"
+#include "pipeplan/lower.h"
+#include "pipeplan/planner.h"
+
+namespace pipeplan::exec {
+
+namespace {
+
+// Lowering options for a compute-only plan: its schedule's when it names one.
+LowerOptions lowering_for(const PlanMeta& meta) {
+  for (const auto& s : schedules())
+    if (s.name == meta.schedule) return s.lowering;
+  return {};
+}
+
+// format_diagnostics ends every line with a newline; a message does not.
+std::string trimmed(std::string s) {
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+Plan prepare_plan(const Plan& plan, int rank, int world_size, Transport transport) {
+  const PlanMeta& meta = plan.meta;
+  if (meta.pp_degree != world_size)
+    throw InputError("the plan is for pp_degree=" + std::to_string(meta.pp_degree) +
+                     " ranks but the process group has world size " +
+                     std::to_string(world_size) + "; start exactly " +
+                     std::to_string(meta.pp_degree) + " ranks");
+  if (rank < 0 || rank >= world_size)
+    throw InputError("rank " + std::to_string(rank) + " is outside the world of " +
+                     std::to_string(world_size) + " ranks");
+  if (!plan.is_whole()) {
+    bool present = false;
+    for (int r : plan.rank_ids) present = present || r == rank;
+    throw InputError(std::string(present ? "" : "rank " + std::to_string(rank) +
+                                                    " is not in the plan; ") +
+                     "the plan holds the program of rank(s) " + detail::join(plan.rank_ids) +
+                     " only, and the executor needs every rank's program to prove the "
+                     "plan deadlock-free before running it");
+  }
+  if (!detail::tag_space_ok(meta.num_stages(), meta.num_microbatches))
+    throw InputError("the plan has too many stages x microbatches for the message tags");
+  Plan runnable = plan;
+  if (runnable.is_compute_only()) {
+    std::vector<Diagnostic> diags = check_structure(runnable);
+    if (!diags.empty())
+      throw PlanRejected("the plan fails verification; refusing to run it:\n" +
+                             trimmed(format_diagnostics(diags)),
+                         diags);
+    runnable = lower(runnable, lowering_for(meta));
+  }
+  VerifyResult result = verify(runnable, {transport});
+  if (!result.ok())
+    throw PlanRejected("the plan is not proved deadlock-free under " +
+                           std::string(to_string(transport)) +
+                           " transport; refusing to run it:\n" +
+                           trimmed(format_diagnostics(result.diagnostics)),
+                       result.diagnostics);
+  return runnable;
+}
+
+double run_unpipelined(const std::vector<StageModule>& stages, const LossFn& loss_fn,
+                       const std::vector<int>& input_stages, const Values& inputs,
+                       const Values& targets) {
+  if (!input_stages.empty() && input_stages.size() != inputs.size())
+    throw InputError("input_stages routes " + std::to_string(input_stages.size()) +
+                     " inputs but " + std::to_string(inputs.size()) + " were given");
+  Values carried;
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    Values in = std::move(carried);
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      if ((input_stages.empty() ? 0 : input_stages[i]) == static_cast<int>(s))
+        in.push_back(inputs[i]);
+    carried = stages[s].forward(in);
+  }
+  at::Tensor loss = loss_fn(carried, targets);
+  loss.backward();
+  return loss.item<double>();
+}
+
+}  // namespace pipeplan::exec
