@@ -12,12 +12,15 @@
 
 namespace pipeplan::bench {
 
-double min_time_s(int repeat, const std::function<void()>& fn) {
-  double best = std::numeric_limits<double>::infinity();
-  for (int k = 0; k < std::max(1, repeat); ++k) {
+double min_time_s(int repeat, double min_total_s, const std::function<void()>& fn) {
+  constexpr int kMaxRuns = 200;
+  double best = std::numeric_limits<double>::infinity(), total = 0.0;
+  for (int k = 0; k < kMaxRuns && (k < std::max(1, repeat) || total < min_total_s); ++k) {
     const double t0 = now_s();
     fn();
-    best = std::min(best, now_s() - t0);
+    const double t = now_s() - t0;
+    best = std::min(best, t);
+    total += t;
   }
   return best;
 }

@@ -16,8 +16,11 @@ inline double now_s() {
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }
 
-/// Minimum wall time of `repeat` runs of `fn`, in seconds (noise only adds).
-double min_time_s(int repeat, const std::function<void()>& fn);
+/// Minimum wall time of at least `repeat` runs of `fn`, in seconds (noise
+/// only adds); short passes keep repeating until `min_total_s` has been
+/// spent (at most 200 runs), so their minimum is as trustworthy as a long
+/// pass's.
+double min_time_s(int repeat, double min_total_s, const std::function<void()>& fn);
 
 /// Peak resident set size of this process so far, in bytes (getrusage).
 std::size_t peak_rss_bytes();

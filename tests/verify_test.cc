@@ -231,3 +231,34 @@ TEST_CASE("verify: diagnostics format names code, place and action", "[verify]")
   std::vector<Diagnostic> d = {{"w-before-i", 0, 1, "0W0", "msg"}, {"deadlock", -1, -1, "", "x"}};
   CHECK(format_diagnostics(d) == "error[w-before-i] rank 0 index 1 (0W0): msg\nerror[deadlock]: x\n");
 }
+
+TEST_CASE("verify: receives posted long before their consumers, and corruption on a finished run", "[verify]") {
+  // Rank 1 posts all six receives up front, so its forwards find their
+  // receive far behind them (beyond the few recent ones verify() keeps).
+  const std::string rank0 =
+      "0F0 0SEND_F0 0F1 0SEND_F1 0F2 0SEND_F2 0F3 0SEND_F3 0F4 0SEND_F4 0F5 0SEND_F5 "
+      "0RECV_B5 0RECV_B4 0RECV_B3 0RECV_B2 0RECV_B1 0RECV_B0 0B5 0B4 0B3 0B2 0B1 0B0";
+  const std::string rank1_head = "1RECV_F0 1RECV_F1 1RECV_F2 1RECV_F3 1RECV_F4 1RECV_F5 1F0 1F1 1F2 1F3 1F4 1F5 ";
+  Plan plan = custom(2, 6, {rank0, rank1_head + "1B5 1SEND_B5 1B4 1SEND_B4 1B3 1SEND_B3 1B2 1SEND_B2 "
+                                                "1B1 1SEND_B1 1B0 1SEND_B0"});
+  for (Transport t : {Transport::Rendezvous, Transport::Eager, Transport::Serial}) {
+    VerifyResult r = verify(plan, {t});
+    INFO(to_string(t) << "\n" << format_diagnostics(r.diagnostics));
+    CHECK(r.ok());
+  }
+  // Swapping two sends still lets every rank finish, but one pair position
+  // carries the wrong gradient: the one diagnostic is the corruption.
+  Plan swapped = custom(2, 6, {rank0, rank1_head + "1B5 1B4 1SEND_B4 1SEND_B5 1B3 1SEND_B3 1B2 1SEND_B2 "
+                                                   "1B1 1SEND_B1 1B0 1SEND_B0"});
+  for (Transport t : {Transport::Rendezvous, Transport::Serial}) {
+    VerifyResult r = verify(swapped, {t});
+    REQUIRE(r.diagnostics.size() == 1);
+    CHECK(r.diagnostics[0].code == "fifo-corruption");
+    CHECK(r.diagnostics[0].rank == 0);
+    CHECK(r.diagnostics[0].index == 12);
+    CHECK(r.diagnostics[0].message ==
+          "pair 0-1 position 6: rank 1 sends 1SEND_B4 while rank 0 receives 0RECV_B5 (payload "
+          "mismatch: the data would be silently corrupted)");
+  }
+  CHECK(verify(swapped, {Transport::Eager}).ok());
+}

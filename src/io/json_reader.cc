@@ -140,6 +140,7 @@ Plan parse_json_plan(std::string_view text, const std::string& source) {
     r.error("ranks", std::to_string(ranks.size()) + " entries for pp_degree " +
                          std::to_string(meta.pp_degree));
 
+  std::vector<long long> listed_at(static_cast<std::size_t>(meta.pp_degree), -1);  // rank id -> entry
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     const std::string path = "ranks[" + std::to_string(i) + "]";
     const json& entry = ranks[i];
@@ -149,10 +150,10 @@ Plan parse_json_plan(std::string_view text, const std::string& source) {
     if (id >= meta.pp_degree)
       r.error(path + ".rank", "rank " + std::to_string(id) + " is out of range 0.." +
                                   std::to_string(meta.pp_degree - 1));
-    for (std::size_t j = 0; j < plan.rank_ids.size(); ++j)
-      if (plan.rank_ids[j] == id)
-        r.error(path + ".rank", "rank " + std::to_string(id) + " appears twice (also ranks[" +
-                                    std::to_string(j) + "])");
+    if (const long long j = listed_at[static_cast<std::size_t>(id)]; j >= 0)  // no scan per rank
+      r.error(path + ".rank", "rank " + std::to_string(id) + " appears twice (also ranks[" +
+                                  std::to_string(j) + "])");
+    listed_at[static_cast<std::size_t>(id)] = static_cast<long long>(i);
     if (!plan.rank_ids.empty() && id < plan.rank_ids.back())
       r.error(path + ".rank", "rank " + std::to_string(id) + " listed after rank " +
                                   std::to_string(plan.rank_ids.back()) +

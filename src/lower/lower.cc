@@ -103,7 +103,7 @@ void walk_history(Transfers& tr, const std::vector<Seq>& seqs_in, const LowerOpt
     const std::size_t t = q.next;
     if (q.send) {
       // Right after the producer, or at the history's last op if later.
-      Pos s{static_cast<std::uint32_t>(tr.producer(k) + 1), kSubSend};
+      Pos s{static_cast<std::uint32_t>(tr.producer(t) + 1), kSubSend};
       if (options.send_placement == SendPlacement::ParityStaggered && !k.grad && k.src % 2 == 1 &&
           s.slot < tr.rank_length(k.src))
         s.sub = kSubDeferred;
@@ -177,15 +177,12 @@ void walk(Transfers& tr, int n_ranks, const LowerOptions& options) {
   report();
 }
 
-// The head of a sequence, keyed by its full position (slot, sub, sigma key).
+// The head of a sequence: its position, and its sigma key once a tie on the
+// position needed it (rare: most heads differ in slot or sub).
 struct PosHead {
   Pos pos;
+  bool keyed = false;
   TransferKey key;
-  bool operator<(const PosHead& o) const {
-    if (pos.slot != o.pos.slot) return pos.slot < o.pos.slot;
-    if (pos.sub != o.pos.sub) return pos.sub < o.pos.sub;
-    return key < o.key;
-  }
 };
 
 // Rank r's program: its compute actions with every op it posts merged in by
@@ -199,26 +196,38 @@ std::vector<Action> emit_rank(const Transfers& tr, int r, const std::vector<Acti
   for (const Seq& q : seqs) n_ops += q.end - q.next;
   auto head_of = [&](const Seq& q) {
     PosHead h;
-    h.key = tr.key(q.dir, q.next);
     h.pos = q.send ? unpack(tr.send_pos(q.next))
-                   : Pos{static_cast<std::uint32_t>(h.key.consumer), kSubRecv};
+                   : Pos{static_cast<std::uint32_t>(tr.consumer(q.next)), kSubRecv};
     return h;
   };
   std::vector<PosHead> heads(seqs.size());
   for (std::size_t q = 0; q < seqs.size(); ++q) heads[q] = head_of(seqs[q]);
+  auto less = [&](std::size_t x, std::size_t y) {
+    PosHead& a = heads[x];
+    PosHead& b = heads[y];
+    if (a.pos < b.pos) return true;
+    if (b.pos < a.pos) return false;
+    for (std::size_t q : {x, y})
+      if (!heads[q].keyed) {
+        heads[q].key = tr.key(seqs[q].dir, seqs[q].next);
+        heads[q].keyed = true;
+      }
+    return a.key < b.key;
+  };
 
   std::vector<Action> out;
   out.reserve(list.size() + n_ops);
   std::size_t i = 0;  // next compute action
   while (true) {
-    const std::size_t best = smallest(seqs, [&](std::size_t x, std::size_t y) { return heads[x] < heads[y]; });
+    const std::size_t best = smallest(seqs, less);
     if (best == seqs.size()) break;
     const PosHead& h = heads[best];
     if (h.pos.slot > list.size())
       throw InternalError("lower: op placed past the end of rank " + std::to_string(r));
     while (i < h.pos.slot) out.push_back(list[i++]);
     Seq& q = seqs[best];
-    out.push_back(q.send ? Transfers::send_action(h.key) : Transfers::recv_action(h.key));
+    out.push_back(q.send ? tr.send_action(q.dir, q.next)
+                         : Transfers::recv_action(tr.payload(q.dir, q.next)));
     if (++q.next < q.end) heads[best] = head_of(q);
   }
   while (i < list.size()) out.push_back(list[i++]);

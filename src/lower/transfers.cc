@@ -43,11 +43,13 @@ Transfers::Transfers(const Plan& compute, const Timing& timing)
     dirs_[d].begin = dirs_[d].end = total;
     total += count[d];
   }
-  consumer_.resize(total);
+  entries_.resize(total);
   send_pos_.assign(total, 0);
-  for_each_input([&](int r, std::size_t i, int from_stage, int, bool grad, int src) {
+  for_each_input([&](int r, std::size_t i, int from_stage, int mb, bool grad, int src) {
     Dir& d = dirs_[static_cast<std::size_t>(direction(src, r, from_stage, grad))];
-    consumer_[d.end++] = static_cast<std::uint32_t>(i) << 1 | (grad ? 1u : 0u);
+    const auto k = static_cast<std::size_t>(from_stage) * mbs_ + mb;
+    entries_[d.end++] = {static_cast<std::uint32_t>(i) << 1 | (grad ? 1u : 0u),
+                         grad ? bi_idx_[k] : f_idx_[k]};
   });
   for (const Dir& d : dirs_) sort_direction(d);
 
@@ -108,16 +110,19 @@ int Transfers::dir_of(int src, int dst) const {
   return it == dir_ids_.end() ? -1 : it->second;
 }
 
-TransferKey Transfers::key_of(const Dir& d, std::uint32_t entry) const {
+TransferKey Transfers::key_of(const Dir& d, Entry entry) const {
+  TransferKey k = payload_of(d, entry);
+  k.tc = timing_.start[static_cast<std::size_t>(d.dst)][static_cast<std::size_t>(k.consumer)];
+  return k;
+}
+
+TransferKey Transfers::payload_of(const Dir& d, Entry entry) const {
   TransferKey k;
   k.src = d.src;
   k.dst = d.dst;
-  k.consumer = static_cast<int>(entry >> 1);
-  k.grad = (entry & 1u) != 0;
-  const auto dst = static_cast<std::size_t>(d.dst);
-  const auto c = static_cast<std::size_t>(k.consumer);
-  const Action& a = plan_.ranks[dst][c];
-  k.tc = timing_.start[dst][c];
+  k.consumer = static_cast<int>(entry.consumer >> 1);
+  k.grad = (entry.consumer & 1u) != 0;
+  const Action& a = plan_.ranks[static_cast<std::size_t>(d.dst)][static_cast<std::size_t>(k.consumer)];
   if (k.grad) {
     const bool overlap = a.type == ActionType::OverlapFB;
     k.send_stage = (overlap ? a.sub_stage : a.stage) + 1;
@@ -130,35 +135,45 @@ TransferKey Transfers::key_of(const Dir& d, std::uint32_t entry) const {
 }
 
 TransferKey Transfers::key(int d, std::size_t t) const {
-  return key_of(dirs_[static_cast<std::size_t>(d)], consumer_[t]);
+  return key_of(dirs_[static_cast<std::size_t>(d)], entries_[t]);
 }
 
-int Transfers::producer(const TransferKey& k) const {
-  const auto at = static_cast<std::size_t>(k.send_stage) * mbs_ + k.mb;
-  return k.grad ? bi_idx_[at] : f_idx_[at];
+TransferKey Transfers::payload(int d, std::size_t t) const {
+  return payload_of(dirs_[static_cast<std::size_t>(d)], entries_[t]);
+}
+
+Action Transfers::send_action(int d, std::size_t t) const {
+  const Entry e = entries_[t];
+  const Action& p = plan_.ranks[static_cast<std::size_t>(dirs_[static_cast<std::size_t>(d)].src)]
+                               [static_cast<std::size_t>(e.producer)];
+  // The producer is F (or an overlap's forward) for an activation, B/I (or
+  // an overlap's backward) for a gradient.
+  if ((e.consumer & 1u) == 0) return make(ActionType::SendF, p.stage, p.microbatch);
+  return p.type == ActionType::OverlapFB ? make(ActionType::SendB, p.sub_stage, p.sub_microbatch)
+                                         : make(ActionType::SendB, p.stage, p.microbatch);
 }
 
 // Consumer order is sigma order up to ties in the consumer's start time (an
 // OVERLAP_F_B takes two inputs at once); sort those runs. A full sort is the
 // fallback for cost models where start times could decrease.
 void Transfers::sort_direction(const Dir& d) {
-  auto less = [&](std::uint32_t x, std::uint32_t y) { return key_of(d, x) < key_of(d, y); };
+  auto less = [&](Entry x, Entry y) { return key_of(d, x) < key_of(d, y); };
   auto sorted = [&] {
     if (d.begin == d.end) return true;
-    TransferKey prev = key_of(d, consumer_[d.begin]);
+    TransferKey prev = key_of(d, entries_[d.begin]);
     for (std::size_t t = d.begin + 1; t < d.end; ++t) {
-      const TransferKey k = key_of(d, consumer_[t]);
+      const TransferKey k = key_of(d, entries_[t]);
       if (k < prev) return false;
       prev = k;
     }
     return true;
   };
   if (sorted()) return;
-  const auto first = consumer_.begin();
+  const auto first = entries_.begin();
   for (std::size_t t = d.begin; t < d.end;) {
     std::size_t u = t + 1;
-    const double tc = key_of(d, consumer_[t]).tc;
-    while (u < d.end && key_of(d, consumer_[u]).tc == tc) ++u;
+    const double tc = key_of(d, entries_[t]).tc;
+    while (u < d.end && key_of(d, entries_[u]).tc == tc) ++u;
     if (u - t > 1)
       std::sort(first + static_cast<std::ptrdiff_t>(t), first + static_cast<std::ptrdiff_t>(u), less);
     t = u;

@@ -1,5 +1,5 @@
 // Internal: the cross-rank transfers of a compute-only plan, grouped by
-// direction (src rank -> dst rank) and kept in sigma order, 8 bytes each.
+// direction (src rank -> dst rank) and kept in sigma order, 12 bytes each.
 // Shared by lower()'s pair walk and its per-rank emission.
 #pragma once
 
@@ -47,8 +47,15 @@ class Transfers {
 
   /// Key of transfer t of direction d.
   TransferKey key(int d, std::size_t t) const;
-  /// Index of the transfer's producer on its source rank.
-  int producer(const TransferKey& k) const;
+  /// The key without its start time (tc = 0): enough to name the actions.
+  TransferKey payload(int d, std::size_t t) const;
+  /// Index of transfer t's consumer on its destination rank.
+  int consumer(std::size_t t) const { return static_cast<int>(entries_[t].consumer >> 1); }
+  /// Index of transfer t's producer on its source rank.
+  int producer(std::size_t t) const { return entries_[t].producer; }
+  /// The SEND of transfer t, named from its producer (an action of the
+  /// sending rank, near where the send is emitted).
+  Action send_action(int d, std::size_t t) const;
   std::uint32_t rank_length(int r) const {
     return static_cast<std::uint32_t>(plan_.ranks[static_cast<std::size_t>(r)].size());
   }
@@ -75,7 +82,13 @@ class Transfers {
   template <typename F>
   void for_each_input(F&& f) const;
   int direction(int src, int dst, int from_stage, bool grad);
-  TransferKey key_of(const Dir& d, std::uint32_t entry) const;
+  // A transfer as stored: consumer index << 1 | grad, and producer index.
+  struct Entry {
+    std::uint32_t consumer = 0;
+    std::int32_t producer = 0;
+  };
+  TransferKey key_of(const Dir& d, Entry e) const;
+  TransferKey payload_of(const Dir& d, Entry e) const;
   int dir_of(int src, int dst) const;
   void sort_direction(const Dir& d);
 
@@ -87,7 +100,7 @@ class Transfers {
   std::vector<Dir> dirs_;
   std::map<std::pair<int, int>, int> dir_ids_;
   std::vector<std::pair<int, int>> memo_;  // per (from_stage, grad): (dst, direction)
-  std::vector<std::uint32_t> consumer_;    // consumer index << 1 | grad
+  std::vector<Entry> entries_;
   std::vector<std::uint32_t> send_pos_;
   std::vector<std::vector<int>> sends_of_, recvs_of_;
 };

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <vector>
 
 #include "pipeplan/ir.h"
@@ -24,11 +26,12 @@ Slot slot_of(ActionType t);
 
 /// Index of every action by (stage, microbatch, slot). Only actions on their
 /// stage's own rank are recorded, so a slot stores just the index (4 bytes)
-/// and the rank comes from the stage.
-struct PlanIndex {
+/// and the rank comes from the stage. Slots hold index + 1 in calloc'ed
+/// memory: the table starts zeroed without a pass of its own.
+class PlanIndex {
+ public:
   int stages = 0, mbs = 0;
   std::vector<std::int32_t> rank_of;  ///< per stage
-  std::vector<std::int32_t> index;    ///< [(stage * mbs + mb) * kNumSlots + slot], -1 absent
   /// SEND/RECV recorded per stage: [stage * 4 + slot - kSendF].
   std::vector<std::int32_t> comm_count;
 
@@ -38,16 +41,25 @@ struct PlanIndex {
   bool crosses(int s) const {
     return rank_of[static_cast<std::size_t>(s)] != rank_of[static_cast<std::size_t>(s) + 1];
   }
-  std::int32_t& raw(int s, int mb, Slot k) {
-    return index[(static_cast<std::size_t>(s) * mbs + mb) * kNumSlots + k];
-  }
-  std::int32_t raw(int s, int mb, Slot k) const {
-    return index[(static_cast<std::size_t>(s) * mbs + mb) * kNumSlots + k];
-  }
+  /// Index of slot k of (s, mb) on its rank, -1 when absent.
+  std::int32_t raw(int s, int mb, Slot k) const { return cells_[cell(s, mb, k)] - 1; }
+  void set(int s, int mb, Slot k, std::int32_t index) { cells_[cell(s, mb, k)] = index + 1; }
+  /// First slot of (s, mb) (all kNumSlots of them are adjacent).
+  const std::int32_t* row(int s, int mb) const { return &cells_[cell(s, mb, kF)]; }
   Loc at(int s, int mb, Slot k) const {
     const std::int32_t i = raw(s, mb, k);
     return i < 0 ? Loc{} : Loc{rank_of[static_cast<std::size_t>(s)], i};
   }
+
+ private:
+  struct Free {
+    void operator()(std::int32_t* p) const { std::free(p); }
+  };
+  std::size_t cell(int s, int mb, Slot k) const {
+    return (static_cast<std::size_t>(s) * static_cast<std::size_t>(mbs) + static_cast<std::size_t>(mb)) *
+               kNumSlots + k;
+  }
+  std::unique_ptr<std::int32_t[], Free> cells_;
 };
 
 /// check_structure() that keeps the index it built for verify()'s progress

@@ -66,24 +66,25 @@ class Simulator {
   void run(std::vector<Diagnostic>& out) {
     build();
     simulate();
-    // Ends were filled as ranks posted; when some rank did not get through,
-    // add what it never posted so the reports see every operation.
+    // A clean run needs no per-operation record; reports rebuild one.
     const bool finished = all_done();
-    if (!finished) fill_unposted();
+    if (!finished || corrupt_) fill_ends();
     if (model_ != Transport::Eager) {
       if (finished) report_corruption(out);  // every position was checked on completion
       else fifo_check(out);
     }
-    report(out);
+    if (!finished) report(out);  // else no rank is stuck
   }
 
  private:
   // One end: the operations `rank` posts towards `peer`, in program order.
   struct End {
     int rank = 0, peer = 0, rev = -1;
-    std::size_t begin = 0, end = 0;  // range in idx_
+    std::size_t begin = 0, end = 0;  // range in idx_ (filled for reports only)
     int posted = 0, done = 0;
-    int corrupt = -1;  // first completed position whose payloads differ
+    std::deque<std::int32_t> pending;  // FIFO models: indices posted, not done yet
+    std::int32_t last_done = -1;       // index of the last completed operation
+    int corrupt = -1;      // first completed position whose payloads differ
     bool stalled = false;  // a non-complementary position was reached
     int count() const { return static_cast<int>(end - begin); }
   };
@@ -92,7 +93,11 @@ class Simulator {
 
   int end_id(int rank, int peer) {
     auto [it, inserted] = end_ids_.emplace(std::make_pair(rank, peer), static_cast<int>(ends_.size()));
-    if (inserted) ends_.push_back(End{rank, peer});
+    if (inserted) {
+      ends_.emplace_back();
+      ends_.back().rank = rank;
+      ends_.back().peer = peer;
+    }
     return it->second;
   }
 
@@ -139,7 +144,7 @@ class Simulator {
       total += count[e];
       ends_[e].end = total;
     }
-    idx_.assign(total, -1);
+    idx_total_ = total;
   }
 
   std::size_t key(int s, int mb) const { return static_cast<std::size_t>(s) * index_.mbs + mb; }
@@ -220,17 +225,16 @@ class Simulator {
     return true;
   }
 
-  // Appends every operation a rank did not post to its end (program order).
-  void fill_unposted() {
-    std::vector<int> filled(ends_.size());
-    for (std::size_t e = 0; e < ends_.size(); ++e) filled[e] = ends_[e].posted;
+  // Every end's operations (action indices, program order), for reports.
+  void fill_ends() {
+    idx_.assign(idx_total_, -1);
+    std::vector<std::size_t> next(ends_.size());
+    for (std::size_t e = 0; e < ends_.size(); ++e) next[e] = ends_[e].begin;
     for (int r = 0; r < n_; ++r) {
       const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
-      for (std::size_t i = pc_[static_cast<std::size_t>(r)]; i < list.size(); ++i) {
-        if (!is_comm(list[i].type)) continue;
-        const auto e = static_cast<std::size_t>(end_of(list[i]));
-        idx_[ends_[e].begin + static_cast<std::size_t>(filled[e]++)] = static_cast<std::int32_t>(i);
-      }
+      for (std::size_t i = 0; i < list.size(); ++i)
+        if (is_comm(list[i].type))
+          idx_[next[static_cast<std::size_t>(end_of(list[i]))]++] = static_cast<std::int32_t>(i);
     }
   }
 
@@ -247,13 +251,20 @@ class Simulator {
   // models); notes the first payload mismatch. False at a non-complementary
   // position, which never completes.
   bool complete_next(End& e, End& f) {
-    const Action& x = action(e.rank, idx_[e.begin + static_cast<std::size_t>(e.done)]);
-    const Action& y = action(f.rank, idx_[f.begin + static_cast<std::size_t>(f.done)]);
+    const Action& x = action(e.rank, e.pending.front());
+    const Action& y = action(f.rank, f.pending.front());
     if (is_send(x.type) == is_send(y.type)) {
       e.stalled = f.stalled = true;
       return false;
     }
-    if (e.corrupt < 0 && !(payload_of(x) == payload_of(y))) e.corrupt = f.corrupt = e.done;
+    if (e.corrupt < 0 && !(payload_of(x) == payload_of(y))) {
+      e.corrupt = f.corrupt = e.done;
+      corrupt_ = true;
+    }
+    e.last_done = e.pending.front();
+    f.last_done = f.pending.front();
+    e.pending.pop_front();
+    f.pending.pop_front();
     ++e.done;
     ++f.done;
     return true;
@@ -264,9 +275,8 @@ class Simulator {
   void try_pair(End& e) {
     if (e.rev < 0 || e.stalled) return;
     End& f = ends_[static_cast<std::size_t>(e.rev)];
-    const int upto = std::min(e.posted, f.posted);
-    if (upto <= e.done) return;
-    while (e.done < upto && complete_next(e, f)) {
+    if (e.pending.empty() || f.pending.empty()) return;
+    while (!e.pending.empty() && !f.pending.empty() && complete_next(e, f)) {
     }
     wake(e.rank);
     wake(f.rank);
@@ -288,8 +298,8 @@ class Simulator {
       End& e = ends_[static_cast<std::size_t>(end_of(action(a, h)))];
       if (e.rev < 0 || e.stalled) return;
       End& f = ends_[static_cast<std::size_t>(e.rev)];
-      if (e.done >= f.posted) return;  // the partner is not posted (or does not exist)
-      const int p = idx_[f.begin + static_cast<std::size_t>(e.done)];
+      if (f.pending.empty()) return;  // the partner is not posted (or does not exist)
+      const int p = f.pending.front();
       const auto pb = static_cast<std::size_t>(f.rank);
       if (shead_[pb] != p) return;
       if (!complete_next(e, f)) return;
@@ -321,7 +331,7 @@ class Simulator {
     for (const RecentRecv& x : recent_[static_cast<std::size_t>(r)])
       if (x.stage == s && x.mb == mb && x.grad == grad) return e.done > x.pos;
     const std::int32_t j = index_.raw(s, mb, grad ? detail::kRecvB : detail::kRecvF);
-    return e.done > 0 && idx_[e.begin + static_cast<std::size_t>(e.done) - 1] >= j;
+    return e.last_done >= j;  // an end completes in program order
   }
 
   // The receive a compute action still waits for, or an invalid ref.
@@ -378,7 +388,8 @@ class Simulator {
           } else if (model_ == Transport::Eager) {
             sent_[a.type == ActionType::SendB ? 1 : 0][key(a.stage, a.microbatch)] = true;
           }
-          idx_[e.begin + static_cast<std::size_t>(e.posted++)] = static_cast<std::int32_t>(pc);
+          ++e.posted;
+          if (model_ != Transport::Eager) e.pending.push_back(static_cast<std::int32_t>(pc));
           pc_[ru] = ++pc;  // posted
           if (model_ == Transport::Rendezvous) try_pair(e);
           else if (model_ == Transport::Serial) try_serial(r);
@@ -568,7 +579,9 @@ class Simulator {
   std::vector<End> ends_;
   std::vector<std::vector<int>> ends_of_;       // rank -> its ends
   std::vector<int> up_, down_;                  // per stage: end towards stage-1 / stage+1
-  std::vector<std::int32_t> idx_;               // action indices, end by end
+  std::vector<std::int32_t> idx_;               // action indices, end by end (reports)
+  std::size_t idx_total_ = 0;
+  bool corrupt_ = false;                        // some pair completed a payload mismatch
   // A rank's last few posted receives: (stage, mb, end position, grad).
   struct RecentRecv {
     std::int32_t stage = -1, mb = -1, pos = 0;
@@ -586,21 +599,6 @@ class Simulator {
 
 }  // namespace
 
-std::string_view to_string(Transport t) {
-  switch (t) {
-    case Transport::Rendezvous: return "rendezvous";
-    case Transport::Eager: return "eager";
-    default: return "serial";
-  }
-}
-
-std::optional<Transport> parse_transport(std::string_view s) {
-  if (s == "rendezvous") return Transport::Rendezvous;
-  if (s == "eager") return Transport::Eager;
-  if (s == "serial") return Transport::Serial;
-  return std::nullopt;
-}
-
 VerifyResult verify(const Plan& plan, const VerifyOptions& options) {
   VerifyResult res;
   if (!plan.is_whole()) {
@@ -612,18 +610,6 @@ VerifyResult verify(const Plan& plan, const VerifyOptions& options) {
   if (!res.diagnostics.empty()) return res;
   Simulator(plan, options.transport, index).run(res.diagnostics);
   return res;
-}
-
-std::string format_diagnostics(const std::vector<Diagnostic>& diags) {
-  std::string out;
-  for (const auto& d : diags) {
-    out += "error[" + d.code + "]";
-    if (d.rank >= 0) out += " rank " + n2s(d.rank);
-    if (d.index >= 0) out += " index " + n2s(d.index);
-    if (!d.action.empty()) out += " (" + d.action + ")";
-    out += ": " + d.message + "\n";
-  }
-  return out;
 }
 
 }  // namespace pipeplan

@@ -2,6 +2,7 @@
 //
 // Hot loops touch only the flat index; every message is built on the error
 // path, so a clean plan costs a few table lookups per action.
+#include <new>
 #include <string>
 
 #include "pipeplan/verify.h"
@@ -27,8 +28,10 @@ Slot slot_of(ActionType t) {
 PlanIndex::PlanIndex(const PlanMeta& meta)
     : stages(meta.num_stages()), mbs(meta.num_microbatches),
       rank_of(static_cast<std::size_t>(meta.num_stages())),
-      index(static_cast<std::size_t>(meta.num_stages()) * meta.num_microbatches * kNumSlots, -1),
       comm_count(static_cast<std::size_t>(meta.num_stages()) * 4, 0) {
+  const std::size_t n = static_cast<std::size_t>(stages) * static_cast<std::size_t>(mbs) * kNumSlots;
+  cells_.reset(static_cast<std::int32_t*>(std::calloc(n > 0 ? n : 1, sizeof(std::int32_t))));
+  if (!cells_) throw std::bad_alloc();
   for (int s = 0; s < stages; ++s) rank_of[static_cast<std::size_t>(s)] = meta.rank_of(s);
 }
 
@@ -54,8 +57,10 @@ class Checker {
   std::vector<Diagnostic> run() {
     for (std::size_t r = 0; r < plan_.ranks.size() && !full(); ++r) scan_rank(static_cast<int>(r));
     if (!diags_.empty()) return diags_;  // counts and order assume in-range actions
-    check_counts();
-    if (with_comms_) check_comm_pairs();
+    if (!counts_and_pairs_clean()) {  // then word the diagnostics, in their order
+      check_counts();
+      if (with_comms_) check_comm_pairs();
+    }
     if (diags_.empty() && !order_doubt_ && !(with_comms_ && comm_order_doubt_)) return diags_;
     for (std::size_t r = 0; r < plan_.ranks.size() && !full(); ++r) check_order(static_cast<int>(r));
     return diags_;
@@ -87,7 +92,7 @@ class Checker {
       return false;
     }
     const Slot k = detail::slot_of(t);
-    std::int32_t& l = index_.raw(s, mb, k);
+    const std::int32_t l = index_.raw(s, mb, k);
     if (l >= 0) {
       const std::string name = act(t, s, mb);
       add("duplicate-action", rank, index, name,
@@ -95,7 +100,7 @@ class Checker {
               n2s(rank) + " index " + n2s(index));
       return false;
     }
-    l = index;
+    index_.set(s, mb, k, index);
     if (comm) {
       with_comms_ = true;
       ++index_.comm_count[static_cast<std::size_t>(s) * 4 + (k - detail::kSendF)];
@@ -197,6 +202,26 @@ class Checker {
         break;
       default: break;
     }
+  }
+
+  // One sweep over the index: whether check_counts and check_comm_pairs
+  // would both stay silent.
+  bool counts_and_pairs_clean() const {
+    for (int s = 0; s < index_.stages; ++s) {
+      const bool pairs = with_comms_ && s + 1 < index_.stages && index_.crosses(s);
+      for (int mb = 0; mb < index_.mbs; ++mb) {
+        const std::int32_t* c = index_.row(s, mb);  // stored index + 1, 0 = absent
+        const bool f = c[detail::kF] != 0, b = c[detail::kB] != 0, i = c[detail::kI] != 0,
+                   w = c[detail::kW] != 0;
+        if (!f || !((b && !i && !w) || (!b && i && w))) return false;
+        if (!pairs) continue;
+        const std::int32_t* n = index_.row(s + 1, mb);
+        if ((c[detail::kSendF] != 0) != (n[detail::kRecvF] != 0) || c[detail::kSendF] == 0 ||
+            (n[detail::kSendB] != 0) != (c[detail::kRecvB] != 0) || n[detail::kSendB] == 0)
+          return false;
+      }
+    }
+    return true;
   }
 
   void check_counts() {

@@ -1,0 +1,36 @@
+// pipeplan bench: the performance benchmark (bench/bench.h, docs/performance.md).
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "bench/bench.h"
+#include "cli/commands.h"
+#include "cli/common.h"
+
+namespace pipeplan::cli {
+
+std::function<int()> setup_bench(CLI::App& app) {
+  auto o = std::make_shared<bench::BenchOptions>();
+  app.add_option("-s,--schedule", o->schedules,
+                 "Schedule to measure (repeatable; default: interleaved-1f1b, zbv, dualpipev)");
+  app.add_option("-p,--pp", o->pp, "Pipeline-parallel degree")->check(CLI::PositiveNumber);
+  app.add_option("-v,--stages-per-rank", o->stages_per_rank,
+                 "Stages per rank (default: 4 for loop-mapped schedules, 2 for V ones)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("-m,--microbatches", o->microbatches, "Microbatch counts, e.g. -m 128,512,2048")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  app.add_option("--repeat", o->repeat, "Runs per pass at least (the minimum time is reported)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--min-time", o->min_time, "Seconds per pass at least (up to 200 runs)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--no-memory", [o](std::int64_t) { o->memory = false; },
+               "Skip the per-pass peak-RSS measurement (one forked run per pass)");
+  app.add_flag("--csv", o->csv, "One CSV row per case and pass instead of the tables");
+  return [o]() {
+    bench::run_bench(*o, std::cout);
+    return kExitOk;
+  };
+}
+
+}  // namespace pipeplan::cli
