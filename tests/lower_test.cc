@@ -209,3 +209,14 @@ TEST_CASE("lower: 64-rank plans keep sends and receives paired and verify under 
     }
   }
 }
+
+TEST_CASE("lower: refuses non-positive unit costs", "[lower]") {
+  Plan compute = plan_compute(problem("1f1b", 2, 2));
+  LowerOptions zero;
+  zero.cost_f = 0.0;
+  CHECK_THROWS_WITH(lower(compute, zero), Catch::StartsWith("lower: every unit cost must be positive and finite (F=0"));
+  LowerOptions custom;
+  custom.cost_f = 3.0;
+  custom.cost_b = 0.5;
+  CHECK(verify(lower(compute, custom)).ok());
+}

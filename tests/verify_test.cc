@@ -262,3 +262,20 @@ TEST_CASE("verify: receives posted long before their consumers, and corruption o
   }
   CHECK(verify(swapped, {Transport::Eager}).ok());
 }
+
+TEST_CASE("verify: a ring of serial stream heads is named once, as a cycle", "[verify]") {
+  // Without serial_safe, interleaved-1f1b p=3 closes a ring of sends through
+  // the rank 2 -> rank 0 link: fine per pair, stuck with one stream per rank.
+  Plan plan = lower(plan_compute(Problem{"interleaved-1f1b", 3, 6, 2}), LowerOptions{});
+  REQUIRE(verify(plan, {Transport::Rendezvous}).ok());
+  VerifyResult r = verify(plan, {Transport::Serial});
+  REQUIRE(r.diagnostics.size() == 4);
+  CHECK(r.diagnostics[0].message ==
+        "rank 0 is stuck at index 7 (3F0): it needs 3RECV_F0, but it queues behind 0SEND_F2 (pair 0-1 "
+        "position 2 on rank 0), which waits on 1SEND_F1 (pair 1-2 position 1 on rank 1), which waits on "
+        "2SEND_F0 (pair 0-2 position 0 on rank 2), which waits on 0SEND_F2 (pair 0-1 position 2 on rank "
+        "0), again: these stream heads wait on each other in a cycle");
+  CHECK(r.diagnostics[3].code == "deadlock");
+  // The table's lowering for this schedule keeps one order per rank.
+  CHECK(verify(pipeplan::plan(Problem{"interleaved-1f1b", 3, 6, 2}), {Transport::Serial}).ok());
+}

@@ -243,6 +243,14 @@ Plan lower(const Plan& plan, const LowerOptions& options) {
   if (!plan.is_compute_only())
     throw InputError("lower: the plan already has SEND/RECV actions");
 
+  // The ordering argument needs every compute to take time: with zero-length
+  // actions, consumer start times stop separating transfers.
+  for (double c : {options.cost_f, options.cost_b, options.cost_i, options.cost_w})
+    if (!(c > 0.0) || c > 1e12)
+      throw InputError("lower: every unit cost must be positive and finite (F=" +
+                       std::to_string(options.cost_f) + ", B=" + std::to_string(options.cost_b) +
+                       ", I=" + std::to_string(options.cost_i) + ", W=" +
+                       std::to_string(options.cost_w) + ")");
   detail::ComputeCosts costs{options.cost_f, options.cost_b, options.cost_i, options.cost_w};
   detail::Timing timing = detail::time_compute(plan, costs, /*with_end=*/false);
   if (!timing.complete)

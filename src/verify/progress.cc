@@ -466,9 +466,16 @@ class Simulator {
   std::string why(OpRef id, int& waits_for) const {
     waits_for = -1;
     std::string prefix;
+    // Serial streams can wait on each other in a ring: name each head once.
+    std::vector<OpRef> seen{id};
+    auto lead = [&] { return prefix.empty() ? prefix : prefix + "and "; };
     auto queue_behind = [&](OpRef blocker) {
-      prefix += "it queues behind " + act(blocker) + " (pair " + pair_name(blocker) + " position " +
-                n2s(pair_pos(blocker)) + " on rank " + n2s(blocker.rank) + "), and ";
+      bool again = std::find(seen.begin(), seen.end(), blocker) != seen.end();
+      prefix += std::string(seen.size() == 1 ? "it queues behind " : "which waits on ") +
+                act(blocker) + " (pair " + pair_name(blocker) + " position " +
+                n2s(pair_pos(blocker)) + " on rank " + n2s(blocker.rank) + "), ";
+      seen.push_back(blocker);
+      return !again;
     };
     for (int step = 0; step < 2 * n_ + 2; ++step) {
       std::string where = "pair " + pair_name(id) + " position " + n2s(pair_pos(id));
@@ -482,32 +489,32 @@ class Simulator {
         return "rank " + n2s(waits_for) + " has not posted " + act({s.rank, s.index}) + " yet";
       }
       if (OpRef h = head_of(id); h != id) {
-        queue_behind(h);
+        if (!queue_behind(h)) break;
         id = h;
         continue;
       }
       const OpRef p = partner(id);
       if (!p.valid())
-        return prefix + act(id) + " (" + where + ") has no partner: rank " + n2s(peer_of(id)) +
+        return lead() + act(id) + " (" + where + ") has no partner: rank " + n2s(peer_of(id)) +
                " posts fewer operations towards rank " + n2s(id.rank);
       if (!posted(p)) {
         waits_for = p.rank;
-        return prefix + "rank " + n2s(p.rank) + " has not posted its " + act(p) + " (" + where +
+        return lead() + "rank " + n2s(p.rank) + " has not posted its " + act(p) + " (" + where +
                ") yet";
       }
       const bool id_send = is_send(action(id).type);
       if (id_send == is_send(action(p).type))
-        return prefix + where + " is non-complementary: rank " + n2s(id.rank) + " posts " + act(id) +
+        return lead() + where + " is non-complementary: rank " + n2s(id.rank) + " posts " + act(id) +
                " while rank " + n2s(p.rank) + " posts " + act(p) +
                (id_send ? " (both send)" : " (both receive)");
       if (OpRef h = head_of(p); h != p) {
-        queue_behind(h);
+        if (!queue_behind(h)) break;
         id = h;
         continue;
       }
-      return prefix + act(id) + " is ready but did not complete (internal)";
+      return lead() + act(id) + " is ready but did not complete (internal)";
     }
-    return prefix + "the stream heads wait on each other in a cycle";
+    return prefix + "again: these stream heads wait on each other in a cycle";
   }
 
   void report(std::vector<Diagnostic>& out) {
