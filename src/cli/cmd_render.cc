@@ -47,13 +47,10 @@ std::function<int()> setup_render(CLI::App& app) {
       throw InputError("nothing to render: give --svg FILE, --chrome-trace FILE and/or --text");
     if (args->svg == "-" && args->chrome_trace == "-")
       throw InputError("--svg and --chrome-trace cannot both write to stdout");
-    const SimOptions options = make_sim_options(args->costs);
-    std::vector<Diagnostic> defects;
-    const Plan plan = load_plan_source(args->source, defects);
-    if (!defects.empty()) return report_invalid(args->source.file + " is not a valid plan", defects);
-    const SimResult result = simulate(plan, options);
-    if (plan.is_compute_only() && plan.meta.pp_degree > 1 && app.count("--model") > 0)
-      spdlog::warn("--model has no effect on a compute-only plan (add --lower to lower it)");
+    const Simulated sim = load_and_simulate(args->source, args->costs, app);
+    if (sim.exit_code != 0) return sim.exit_code;
+    const Plan& plan = sim.plan;
+    const SimResult& result = sim.result;
     if (!result.ok()) return report_invalid("cannot draw: the simulation failed", result.problems);
     args->svg_options.title = !args->no_title;
     if (!args->svg.empty()) {

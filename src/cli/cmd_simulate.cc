@@ -26,13 +26,11 @@ std::function<int()> setup_simulate(CLI::App& app) {
       ->check(CLI::IsMember({"text", "json"}));
   app.add_option("-o,--output", args->output, "Output file (default: stdout)");
   return [args, &app]() {
-    const SimOptions options = make_sim_options(args->costs);
-    std::vector<Diagnostic> defects;
-    const Plan plan = load_plan_source(args->source, defects);
-    if (!defects.empty()) return report_invalid(args->source.file + " is not a valid plan", defects);
-    const SimResult result = simulate(plan, options);
-    if (plan.is_compute_only() && plan.meta.pp_degree > 1 && app.count("--model") > 0)
-      spdlog::warn("--model has no effect on a compute-only plan (add --lower to lower it)");
+    const Simulated sim = load_and_simulate(args->source, args->costs, app);
+    if (sim.exit_code != 0) return sim.exit_code;
+    const Plan& plan = sim.plan;
+    const SimOptions& options = sim.options;
+    const SimResult& result = sim.result;
     Output out(args->output);
     if (args->format == "json") write_sim_json(plan, options, result, out.stream());
     else write_sim_text(plan, options, result, out.stream());

@@ -113,4 +113,19 @@ int report_invalid(const std::string& what, const std::vector<Diagnostic>& probl
   return kExitInvalid;
 }
 
+Simulated load_and_simulate(const PlanSource& src, const CostArgs& costs, const CLI::App& app) {
+  Simulated s;
+  s.options = make_sim_options(costs);
+  std::vector<Diagnostic> defects;
+  s.plan = load_plan_source(src, defects);
+  if (!defects.empty()) {
+    s.exit_code = report_invalid(src.file + " is not a valid plan", defects);
+    return s;
+  }
+  s.result = simulate(s.plan, s.options);
+  if (s.plan.is_compute_only() && s.plan.meta.pp_degree > 1 && app.count("--model") > 0)
+    spdlog::warn("--model has no effect on a compute-only plan (add --lower to lower it)");
+  return s;
+}
+
 }  // namespace pipeplan::cli

@@ -47,4 +47,15 @@ Plan load_plan_source(const PlanSource& src, std::vector<Diagnostic>& defects);
 /// Prints defects or simulation problems to stderr; returns kExitInvalid.
 int report_invalid(const std::string& what, const std::vector<Diagnostic>& problems);
 
+/// A loaded plan with its cost model and simulation result.
+struct Simulated {
+  Plan plan;
+  SimOptions options;
+  SimResult result;
+  int exit_code = 0;  ///< non-zero: the plan had structural defects (reported)
+};
+/// Loads or plans the source and simulates it, warning when --model cannot
+/// apply (compute-only plan). Structural defects are reported and set exit_code.
+Simulated load_and_simulate(const PlanSource& src, const CostArgs& costs, const CLI::App& app);
+
 }  // namespace pipeplan::cli
