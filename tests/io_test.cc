@@ -153,6 +153,49 @@ TEST_CASE("io: JSON rank lists are ascending and non-empty", "[io]") {
   CHECK(json_error(flipped) == "plan.json: compute_only: false, but the plan holds no SEND/RECV action");
 }
 
+// The reader streams the document, but a complaint never depends on where
+// the keys sit: a syntax error outranks everything, the metadata outranks the
+// ranks, an entry's "rank" outranks its "actions", a repeated key counts once
+// (the last). Expected texts are the ones the DOM reader gave.
+TEST_CASE("io: JSON errors do not depend on key order (streamed reading)", "[io]") {
+  const std::string meta =
+      R"("format": "pipeplan.plan", "version": 1, "schedule": "custom", "pp_degree": 2, )"
+      R"("num_microbatches": 1, "stages_per_rank": 1, "stage_to_rank": "loop", "compute_only": true)";
+  auto doc = [&](const std::string& ranks, const std::string& extra = "") {
+    return "{\"ranks\": " + ranks + ", " + meta + extra + "}";
+  };
+  const std::string good = R"([{"actions": ["0F0", "0B0"], "rank": 0}, {"rank": 1, "actions": ["1F0", "1B0"]}])";
+  Plan p = parse_json_plan(doc(good));
+  CHECK(p.rank_ids == std::vector<int>{0, 1});
+  CHECK(p.ranks[1] == actions("1F0 1B0"));
+
+  const std::string bad_action = R"([{"rank": 0, "actions": ["0BW0"]}])";
+  CHECK(json_error(doc(bad_action, R"(, "version": 2)")) ==
+        "plan.json: version: 2 is not supported (this pipeplan reads version 1)");
+  CHECK(json_error(doc(bad_action) + " x") ==
+        "plan.json: not valid JSON: parse error at line 1, column 218: syntax error while parsing value - "
+        "invalid literal; last read: '\"compute_only\": true} x'; expected end of input");
+  CHECK(json_error(doc(R"([{"actions": ["0BW0"], "rank": 5}])")) ==
+        "plan.json: ranks[0].rank: rank 5 is out of range 0..1");
+  CHECK(json_error(doc(R"([{"rank": "0", "b": 1, "actions": [], "a": {}}])")) ==
+        "plan.json: ranks[0]: unknown field 'a'");
+  CHECK(json_error(doc(R"([{"rank": 0, "actions": [3]}, 7])")) ==
+        "plan.json: ranks[0].actions[0]: expected a string, got number");
+  CHECK(json_error(doc(R"([{"rank": 1, "actions": ["1F0"]}, {"actions": [3], "rank": 0}])")) ==
+        "plan.json: ranks[1].rank: rank 0 listed after rank 1 (ranks are listed in ascending order)");
+
+  // Repeated keys: the last one counts.
+  CHECK(parse_json_plan("{\"ranks\": " + bad_action + ", \"version\": 2, " + meta + ", \"ranks\": " + good + "}") ==
+        p);
+  CHECK(parse_json_plan(doc(R"([{"rank": 0, "actions": ["0BW0"], "actions": ["0F0", "0B0"], "rank": 1}])"))
+            .rank_ids == std::vector<int>{1});
+
+  // nlohmann reports a number out of double range apart from syntax errors;
+  // it is malformed input all the same (the DOM reader let it escape as an
+  // internal error).
+  CHECK(json_error(R"({"version": 1e400})") == "plan.json: not valid JSON: number overflow parsing '1e400'");
+}
+
 TEST_CASE("io: detect_format looks at the first non-blank character", "[io]") {
   CHECK(detect_format("  \n{\"format\": 1}") == PlanFormat::Json);
   CHECK(detect_format("\xEF\xBB\xBF{}") == PlanFormat::Json);

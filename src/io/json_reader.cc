@@ -1,7 +1,17 @@
 // parse_json_plan: strict reading of schemas/plan.schema.json documents.
+//
+// The document is streamed through nlohmann's SAX interface and never built:
+// each "actions" array becomes a std::vector<Action> as it is read (a DOM
+// cost about 60 bytes per action on top of the plan). Keys may come in any
+// order and a syntax error anywhere outranks every other complaint, so the
+// events are only recorded while reading; the checks run afterwards, in a
+// fixed order, and report what the first failing one finds.
 #include <nlohmann/json.hpp>
 
-#include <set>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "io/action_text.h"
 #include "io/limits.h"
@@ -14,189 +24,503 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kTopFields[] = {"format",          "version",        "schedule",
-                                      "pp_degree",       "num_microbatches", "stages_per_rank",
-                                      "stage_to_rank",   "compute_only",   "ranks"};
+enum class TopField : std::uint8_t {
+  Format,
+  Version,
+  Schedule,
+  PpDegree,
+  NumMicrobatches,
+  StagesPerRank,
+  StageToRank,
+  ComputeOnly,
+  Ranks,
+  Unknown
+};
+constexpr const char* kTopFields[] = {"format",        "version",          "schedule",
+                                      "pp_degree",     "num_microbatches", "stages_per_rank",
+                                      "stage_to_rank", "compute_only",     "ranks"};
+enum class RankField : std::uint8_t { Rank, Actions, Unknown };
 constexpr const char* kRankFields[] = {"rank", "actions"};
 
-// Every error names the source and the JSON path of the offending field.
-class JsonReader {
- public:
-  explicit JsonReader(std::string source) : source_(std::move(source)) {}
+template <typename Field, std::size_t N>
+Field lookup(const std::string& key, const char* const (&names)[N]) {
+  for (std::size_t i = 0; i < N; ++i)
+    if (key == names[i]) return static_cast<Field>(i);
+  return Field::Unknown;
+}
 
-  [[noreturn]] void error(const std::string& path, const std::string& what) const {
-    throw InputError(source_ + ": " + (path.empty() ? "" : path + ": ") + what);
-  }
+// One JSON value as the checks see it: scalars keep their value, containers
+// only their kind (their content is either streamed elsewhere or irrelevant).
+struct Value {
+  enum class Kind : std::uint8_t { Absent, Null, Boolean, Integer, Unsigned, Float, String, Array, Object };
+  Kind kind = Kind::Absent;
+  bool boolean = false;
+  long long integer = 0;             // Kind::Integer: negative literals (and -0)
+  unsigned long long unsigned_ = 0;  // Kind::Unsigned: the other integers
+  double fractional = 0;
+  std::string string;
 
-  const json& field(const json& obj, const std::string& parent, const char* name) const {
-    auto it = obj.find(name);
-    if (it == obj.end())
-      error(parent, std::string("missing field '") + name + "'");
-    return *it;
-  }
-
-  template <std::size_t N>
-  void reject_unknown(const json& obj, const std::string& path, const char* const (&known)[N]) const {
-    for (auto it = obj.begin(); it != obj.end(); ++it) {
-      bool ok = false;
-      for (const char* k : known) ok = ok || it.key() == k;
-      if (!ok) error(path, "unknown field '" + it.key() + "'");
-    }
-  }
-
-  void expect(const json& v, json::value_t type, const std::string& path, const char* what) const {
-    bool ok = v.type() == type ||
-              (type == json::value_t::number_integer && v.is_number_integer());
-    if (!ok) error(path, std::string("expected ") + what + ", got " + describe(v));
-  }
-
-  int integer(const json& v, const std::string& path, long long min, long long max) const {
-    expect(v, json::value_t::number_integer, path, "an integer");
-    if (v.is_number_unsigned()) {
-      auto u = v.get<unsigned long long>();
-      if (min > 0 && u < static_cast<unsigned long long>(min))
-        error(path, std::to_string(u) + " is below the minimum " + std::to_string(min));
-      if (u > static_cast<unsigned long long>(max))
-        error(path, std::to_string(u) + " is larger than the supported " + std::to_string(max));
-      return static_cast<int>(u);
-    }
-    long long x = v.get<long long>();
-    if (x < min) error(path, std::to_string(x) + " is below the minimum " + std::to_string(min));
-    if (x > max)
-      error(path, std::to_string(x) + " is larger than the supported " + std::to_string(max));
-    return static_cast<int>(x);
-  }
-
-  std::string string(const json& v, const std::string& path) const {
-    expect(v, json::value_t::string, path, "a string");
-    return v.get<std::string>();
-  }
-
-  static std::string describe(const json& v) {
-    if (v.is_number_float()) return "a fractional number " + v.dump();
-    if (v.is_string()) return "string " + v.dump();
-    return v.type_name();
-  }
-
- private:
-  std::string source_;
+  bool present() const { return kind != Kind::Absent; }
+  bool is_integer() const { return kind == Kind::Integer || kind == Kind::Unsigned; }
 };
 
-}  // namespace
-
-Plan parse_json_plan(std::string_view text, const std::string& source) {
-  JsonReader r(source);
-  json doc;
-  try {
-    doc = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    // Drop nlohmann's "[json.exception.parse_error.101] " tag; keep line/column.
-    if (auto close = what.find("] "); what.rfind("[json.exception", 0) == 0 && close != std::string::npos)
-      what = what.substr(close + 2);
-    r.error("", "not valid JSON: " + what);
+// nlohmann's wording for a value of the wrong type, as the DOM reader gave it.
+std::string describe(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::Float: return "a fractional number " + json(v.fractional).dump();
+    case Value::Kind::String: return "string " + json(v.string).dump();
+    case Value::Kind::Null: return "null";
+    case Value::Kind::Boolean: return "boolean";
+    case Value::Kind::Integer:
+    case Value::Kind::Unsigned: return "number";
+    case Value::Kind::Array: return "array";
+    case Value::Kind::Object: return "object";
+    case Value::Kind::Absent: break;
   }
-  if (!doc.is_object()) r.error("", "expected a JSON object at the top level, got " + JsonReader::describe(doc));
-  r.reject_unknown(doc, "", kTopFields);
+  return "nothing";
+}
 
-  const std::string format = r.string(r.field(doc, "", "format"), "format");
+// Why `v` is not an integer in [min, max]; empty when it is.
+std::string integer_problem(const Value& v, long long min, long long max) {
+  if (!v.is_integer()) return "expected an integer, got " + describe(v);
+  if (v.kind == Value::Kind::Unsigned) {
+    const unsigned long long u = v.unsigned_;
+    if (min > 0 && u < static_cast<unsigned long long>(min))
+      return std::to_string(u) + " is below the minimum " + std::to_string(min);
+    if (u > static_cast<unsigned long long>(max))
+      return std::to_string(u) + " is larger than the supported " + std::to_string(max);
+    return {};
+  }
+  if (v.integer < min) return std::to_string(v.integer) + " is below the minimum " + std::to_string(min);
+  if (v.integer > max)
+    return std::to_string(v.integer) + " is larger than the supported " + std::to_string(max);
+  return {};
+}
+
+// Only after integer_problem(v, ...) came back empty.
+int as_int(const Value& v) {
+  return v.kind == Value::Kind::Unsigned ? static_cast<int>(v.unsigned_) : static_cast<int>(v.integer);
+}
+
+/// An input error not yet raised: the JSON path ("" for the document) and why.
+struct Failure {
+  std::string path;
+  std::string what;
+};
+
+std::string entry_path(std::size_t i) { return "ranks[" + std::to_string(i) + "]"; }
+
+// The first rank entry that fails a check of its own. Entries before it may
+// still fail the checks that need pp_degree or earlier entries (range,
+// duplicates, order), which run after reading; so does this entry's, when
+// the failure comes after them (`id` set).
+struct BadEntry {
+  std::size_t index = 0;
+  std::optional<int> id;
+  Failure failure;
+};
+
+// The SAX handler (nlohmann's json_sax protocol, called statically). Every
+// callback returns true but parse_error, which stops the parser.
+class PlanEvents {
+ public:
+  // ---- the json_sax protocol
+  bool null() { return scalar(with_kind(Value::Kind::Null)); }
+  bool boolean(bool b) {
+    Value v = with_kind(Value::Kind::Boolean);
+    v.boolean = b;
+    return scalar(std::move(v));
+  }
+  bool number_integer(json::number_integer_t x) {
+    Value v = with_kind(Value::Kind::Integer);
+    v.integer = x;
+    return scalar(std::move(v));
+  }
+  bool number_unsigned(json::number_unsigned_t u) {
+    Value v = with_kind(Value::Kind::Unsigned);
+    v.unsigned_ = u;
+    return scalar(std::move(v));
+  }
+  bool number_float(json::number_float_t d, const std::string& /*literal*/) {
+    Value v = with_kind(Value::Kind::Float);
+    v.fractional = d;
+    return scalar(std::move(v));
+  }
+  bool string(std::string& s) {
+    if (skip_ == 0 && at_ == At::Actions) {  // the hot path: one action
+      action(s);
+      return true;
+    }
+    if (skip_ > 0) return true;
+    Value v = with_kind(Value::Kind::String);
+    v.string = s;
+    return scalar(std::move(v));
+  }
+  bool binary(json::binary_t& /*unused*/) { return true; }  // not produced by JSON text
+  bool start_object(std::size_t /*unknown*/) { return open(Value::Kind::Object); }
+  bool start_array(std::size_t /*unknown*/) { return open(Value::Kind::Array); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  bool key(std::string& k) {
+    if (skip_ > 0) return true;
+    if (at_ == At::Top) {
+      top_field_ = lookup<TopField>(k, kTopFields);
+      if (top_field_ == TopField::Unknown) note_unknown(unknown_, k);
+    } else if (at_ == At::Entry) {
+      rank_field_ = lookup<RankField>(k, kRankFields);
+      if (rank_field_ == RankField::Unknown) note_unknown(entry_.unknown, k);
+    }
+    return true;
+  }
+  bool parse_error(std::size_t /*position*/, const std::string& /*token*/,
+                   const nlohmann::detail::exception& e) {
+    syntax_error_ = e.what();
+    return false;
+  }
+
+  // ---- after reading
+  const std::string& syntax_error() const { return syntax_error_; }
+
+  /// Runs every check in the DOM reader's order; throws the first failure.
+  Plan finish(const std::string& source) &&;
+
+ private:
+  enum class At : std::uint8_t { Root, Top, Ranks, Entry, Actions, End };
+
+  // What one rank entry held; reset per entry.
+  struct Entry {
+    Value rank;
+    Value actions;  // Absent, an Array (streamed into scratch_) or the wrong type
+    std::optional<std::string> unknown;
+    std::size_t count = 0;  // elements of "actions" read so far
+    std::optional<std::pair<std::size_t, std::string>> bad_action;  // the first: index, why
+  };
+
+  static Value with_kind(Value::Kind k) {
+    Value v;
+    v.kind = k;
+    return v;
+  }
+
+  // nlohmann's DOM kept keys in a std::map, so its check met the smallest
+  // unknown key first.
+  static void note_unknown(std::optional<std::string>& smallest, const std::string& key) {
+    if (!smallest || key < *smallest) smallest = key;
+  }
+
+  // A later "ranks" replaces an earlier one, as in the DOM (last key wins).
+  void reset_ranks() {
+    plan_.rank_ids.clear();
+    plan_.ranks.clear();
+    entries_ = 0;
+    bad_.reset();
+  }
+
+  void reset_actions(Value::Kind kind) {
+    entry_.actions = with_kind(kind);
+    entry_.count = 0;
+    entry_.bad_action.reset();
+    scratch_.clear();
+  }
+
+  void action(const std::string& s) {
+    const std::size_t k = entry_.count++;
+    if (entry_.bad_action) return;
+    io::ActionParse parsed = io::parse_action_located(s);
+    if (parsed.action)
+      scratch_.push_back(*parsed.action);
+    else
+      entry_.bad_action.emplace(k, io::describe_bad_action(s, parsed));
+  }
+
+  // A value that is not a container, at the current position.
+  bool scalar(Value v) {
+    if (skip_ > 0) return true;
+    switch (at_) {
+      case At::Root:
+        root_ = std::move(v);
+        at_ = At::End;
+        break;
+      case At::Top:
+        if (top_field_ == TopField::Ranks) {
+          reset_ranks();
+          ranks_ = std::move(v);
+        } else if (top_field_ != TopField::Unknown) {
+          top_[static_cast<std::size_t>(top_field_)] = std::move(v);
+        }
+        break;
+      case At::Ranks:
+        ++entries_;
+        if (!bad_) bad_ = BadEntry{entries_ - 1, std::nullopt, not_an_object(v)};
+        break;
+      case At::Entry:
+        if (rank_field_ == RankField::Rank) entry_.rank = std::move(v);
+        if (rank_field_ == RankField::Actions) {
+          reset_actions(v.kind);
+          entry_.actions = std::move(v);  // its value names the wrong type
+        }
+        break;
+      case At::Actions:
+        if (!entry_.bad_action)
+          entry_.bad_action.emplace(entry_.count, "expected a string, got " + describe(v));
+        ++entry_.count;
+        break;
+      case At::End: break;
+    }
+    return true;
+  }
+
+  // The start of an object or array: either a level this reader follows, or
+  // one whose content is skipped (only its kind matters).
+  bool open(Value::Kind kind) {
+    if (skip_ > 0) {
+      ++skip_;
+      return true;
+    }
+    const bool object = kind == Value::Kind::Object;
+    switch (at_) {
+      case At::Root:
+        root_ = with_kind(kind);
+        at_ = object ? At::Top : At::End;
+        skip_ = object ? 0 : 1;
+        return true;
+      case At::Top:
+        if (top_field_ == TopField::Ranks) {
+          reset_ranks();
+          ranks_ = with_kind(kind);
+          if (!object) {
+            at_ = At::Ranks;
+            return true;
+          }
+        } else if (top_field_ != TopField::Unknown) {
+          top_[static_cast<std::size_t>(top_field_)] = with_kind(kind);
+        }
+        break;
+      case At::Ranks:
+        ++entries_;
+        if (object && !bad_) {
+          entry_ = Entry{};
+          scratch_.clear();
+          at_ = At::Entry;
+          return true;
+        }
+        if (!bad_) bad_ = BadEntry{entries_ - 1, std::nullopt, not_an_object(with_kind(kind))};
+        break;
+      case At::Entry:
+        if (rank_field_ == RankField::Rank) entry_.rank = with_kind(kind);
+        if (rank_field_ == RankField::Actions) {
+          reset_actions(kind);
+          if (!object) {
+            at_ = At::Actions;
+            return true;
+          }
+        }
+        break;
+      case At::Actions:
+        if (!entry_.bad_action)
+          entry_.bad_action.emplace(entry_.count, "expected a string, got " + describe(with_kind(kind)));
+        ++entry_.count;
+        break;
+      case At::End: break;
+    }
+    skip_ = 1;
+    return true;
+  }
+
+  bool close() {
+    if (skip_ > 0) {
+      --skip_;  // back to 0: the enclosing level (at_) continues
+      return true;
+    }
+    switch (at_) {
+      case At::Top: at_ = At::End; break;
+      case At::Ranks: at_ = At::Top; break;
+      case At::Entry:
+        finish_entry();
+        at_ = At::Ranks;
+        break;
+      case At::Actions: at_ = At::Entry; break;
+      case At::Root:
+      case At::End: break;
+    }
+    return true;
+  }
+
+  Failure not_an_object(const Value& v) const {
+    return {entry_path(entries_ - 1),
+            "expected an object {\"rank\": .., \"actions\": [..]}, got " + describe(v)};
+  }
+
+  // An entry's own checks, in the DOM reader's order. The ones that need
+  // pp_degree or earlier entries sit between "rank" and "actions" and run in
+  // finish().
+  void finish_entry() {
+    const std::size_t i = entries_ - 1;
+    const std::string path = entry_path(i);
+    if (entry_.unknown) {
+      bad_ = BadEntry{i, std::nullopt, {path, "unknown field '" + *entry_.unknown + "'"}};
+      return;
+    }
+    if (!entry_.rank.present()) {
+      bad_ = BadEntry{i, std::nullopt, {path, "missing field 'rank'"}};
+      return;
+    }
+    if (std::string why = integer_problem(entry_.rank, 0, io::kMaxRanks); !why.empty()) {
+      bad_ = BadEntry{i, std::nullopt, {path + ".rank", std::move(why)}};
+      return;
+    }
+    const int id = as_int(entry_.rank);
+    if (!entry_.actions.present()) {
+      bad_ = BadEntry{i, id, {path, "missing field 'actions'"}};
+    } else if (entry_.actions.kind != Value::Kind::Array) {
+      bad_ = BadEntry{
+          i, id, {path + ".actions", "expected an array of action strings, got " + describe(entry_.actions)}};
+    } else if (entry_.bad_action) {
+      bad_ = BadEntry{i,
+                      id,
+                      {path + ".actions[" + std::to_string(entry_.bad_action->first) + "]",
+                       std::move(entry_.bad_action->second)}};
+    } else {
+      plan_.rank_ids.push_back(id);
+      plan_.ranks.emplace_back(scratch_.begin(), scratch_.end());  // exact size; scratch is reused
+    }
+  }
+
+  At at_ = At::Root;
+  int skip_ = 0;                            // depth inside a container whose content is not followed
+  TopField top_field_ = TopField::Unknown;  // the field whose value comes next
+  RankField rank_field_ = RankField::Unknown;
+  std::string syntax_error_;
+
+  Value root_;
+  std::optional<std::string> unknown_;  // smallest unknown top-level key
+  Value top_[static_cast<std::size_t>(TopField::Ranks)];
+  Value ranks_;
+  std::size_t entries_ = 0;      // of "ranks", including any after bad_
+  std::optional<BadEntry> bad_;  // once set, later entries are only counted
+  Entry entry_;
+  std::vector<Action> scratch_;  // the current entry's actions
+  Plan plan_;                    // meta is filled by finish()
+};
+
+Plan PlanEvents::finish(const std::string& source) && {
+  auto fail = [&](const std::string& path, const std::string& what) {
+    throw InputError(source + ": " + (path.empty() ? "" : path + ": ") + what);
+  };
+  auto field = [&](TopField f) -> const Value& {
+    const Value& v = f == TopField::Ranks ? ranks_ : top_[static_cast<std::size_t>(f)];
+    if (!v.present())
+      fail("", std::string("missing field '") + kTopFields[static_cast<std::size_t>(f)] + "'");
+    return v;
+  };
+  auto text_field = [&](TopField f, const char* path) -> const std::string& {
+    const Value& v = field(f);
+    if (v.kind != Value::Kind::String) fail(path, "expected a string, got " + describe(v));
+    return v.string;
+  };
+  auto int_field = [&](TopField f, const char* path, long long min, long long max) {
+    const Value& v = field(f);
+    if (std::string why = integer_problem(v, min, max); !why.empty()) fail(path, why);
+    return as_int(v);
+  };
+
+  if (root_.kind != Value::Kind::Object)
+    fail("", "expected a JSON object at the top level, got " + describe(root_));
+  if (unknown_) fail("", "unknown field '" + *unknown_ + "'");
+
+  const std::string& format = text_field(TopField::Format, "format");
   if (format != kPlanFormatName)
-    r.error("format", "expected \"" + std::string(kPlanFormatName) + "\", got \"" + format +
-                          "\" (not a pipeplan plan)");
-  const json& version = r.field(doc, "", "version");
-  r.expect(version, json::value_t::number_integer, "version", "an integer");
-  if (!(version == kPlanFormatVersion))
-    r.error("version", version.dump() + " is not supported (this pipeplan reads version " +
-                           std::to_string(kPlanFormatVersion) + ")");
+    fail("format",
+         "expected \"" + std::string(kPlanFormatName) + "\", got \"" + format + "\" (not a pipeplan plan)");
+  const Value& version = field(TopField::Version);
+  if (!version.is_integer()) fail("version", "expected an integer, got " + describe(version));
+  const bool supported = version.kind == Value::Kind::Unsigned
+                             ? version.unsigned_ == static_cast<unsigned long long>(kPlanFormatVersion)
+                             : version.integer == kPlanFormatVersion;
+  if (!supported)
+    fail("version", (version.kind == Value::Kind::Unsigned ? std::to_string(version.unsigned_)
+                                                           : std::to_string(version.integer)) +
+                        " is not supported (this pipeplan reads version " +
+                        std::to_string(kPlanFormatVersion) + ")");
 
-  Plan plan;
-  PlanMeta& meta = plan.meta;
-  meta.schedule = r.string(r.field(doc, "", "schedule"), "schedule");
-  if (meta.schedule.empty()) r.error("schedule", "must not be empty");
-  meta.pp_degree = r.integer(r.field(doc, "", "pp_degree"), "pp_degree", 1, io::kMaxRanks);
-  meta.num_microbatches =
-      r.integer(r.field(doc, "", "num_microbatches"), "num_microbatches", 1, io::kMaxMicrobatches);
-  meta.stages_per_rank =
-      r.integer(r.field(doc, "", "stages_per_rank"), "stages_per_rank", 1, io::kMaxStagesPerRank);
-  if (static_cast<long long>(meta.pp_degree) * meta.stages_per_rank > io::kMaxStages)
-    r.error("stages_per_rank", "pp_degree * stages_per_rank = " +
-                                   std::to_string(static_cast<long long>(meta.pp_degree) *
-                                                  meta.stages_per_rank) +
-                                   " stages is more than the supported " +
-                                   std::to_string(io::kMaxStages));
-  const std::string mapping = r.string(r.field(doc, "", "stage_to_rank"), "stage_to_rank");
+  PlanMeta& meta = plan_.meta;
+  meta.schedule = text_field(TopField::Schedule, "schedule");
+  if (meta.schedule.empty()) fail("schedule", "must not be empty");
+  meta.pp_degree = int_field(TopField::PpDegree, "pp_degree", 1, io::kMaxRanks);
+  meta.num_microbatches = int_field(TopField::NumMicrobatches, "num_microbatches", 1, io::kMaxMicrobatches);
+  meta.stages_per_rank = int_field(TopField::StagesPerRank, "stages_per_rank", 1, io::kMaxStagesPerRank);
+  const long long stages = static_cast<long long>(meta.pp_degree) * meta.stages_per_rank;
+  if (stages > io::kMaxStages)
+    fail("stages_per_rank", "pp_degree * stages_per_rank = " + std::to_string(stages) +
+                                " stages is more than the supported " + std::to_string(io::kMaxStages));
+  const std::string& mapping = text_field(TopField::StageToRank, "stage_to_rank");
   auto parsed_mapping = parse_stage_mapping(mapping);
-  if (!parsed_mapping)
-    r.error("stage_to_rank", "expected \"loop\" or \"v\", got \"" + mapping + "\"");
+  if (!parsed_mapping) fail("stage_to_rank", "expected \"loop\" or \"v\", got \"" + mapping + "\"");
   meta.mapping = *parsed_mapping;
 
-  const json& compute_only = r.field(doc, "", "compute_only");
-  r.expect(compute_only, json::value_t::boolean, "compute_only", "true or false");
+  const Value& compute_only = field(TopField::ComputeOnly);
+  if (compute_only.kind != Value::Kind::Boolean)
+    fail("compute_only", "expected true or false, got " + describe(compute_only));
 
-  const json& ranks = r.field(doc, "", "ranks");
-  r.expect(ranks, json::value_t::array, "ranks", "an array");
-  if (ranks.empty()) r.error("ranks", "must hold at least one rank");
-  if (ranks.size() > static_cast<std::size_t>(meta.pp_degree))
-    r.error("ranks", std::to_string(ranks.size()) + " entries for pp_degree " +
-                         std::to_string(meta.pp_degree));
+  const Value& ranks = field(TopField::Ranks);
+  if (ranks.kind != Value::Kind::Array) fail("ranks", "expected an array, got " + describe(ranks));
+  if (entries_ == 0) fail("ranks", "must hold at least one rank");
+  if (entries_ > static_cast<std::size_t>(meta.pp_degree))
+    fail("ranks", std::to_string(entries_) + " entries for pp_degree " + std::to_string(meta.pp_degree));
 
-  std::vector<long long> listed_at(static_cast<std::size_t>(meta.pp_degree), -1);  // rank id -> entry
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    const std::string path = "ranks[" + std::to_string(i) + "]";
-    const json& entry = ranks[i];
-    r.expect(entry, json::value_t::object, path, "an object {\"rank\": .., \"actions\": [..]}");
-    r.reject_unknown(entry, path, kRankFields);
-    const int id = r.integer(r.field(entry, path, "rank"), path + ".rank", 0, io::kMaxRanks);
+  // The checks between an entry's "rank" and its "actions", entry by entry up
+  // to the first entry that failed one of its own.
+  std::vector<long long> listed_at(static_cast<std::size_t>(meta.pp_degree), -1);  // id -> entry
+  auto check_id = [&](std::size_t i, int id, int previous) {
+    const std::string path = entry_path(i) + ".rank";
     if (id >= meta.pp_degree)
-      r.error(path + ".rank", "rank " + std::to_string(id) + " is out of range 0.." +
-                                  std::to_string(meta.pp_degree - 1));
-    if (const long long j = listed_at[static_cast<std::size_t>(id)]; j >= 0)  // no scan per rank
-      r.error(path + ".rank", "rank " + std::to_string(id) + " appears twice (also ranks[" +
-                                  std::to_string(j) + "])");
+      fail(path, "rank " + std::to_string(id) + " is out of range 0.." + std::to_string(meta.pp_degree - 1));
+    if (const long long j = listed_at[static_cast<std::size_t>(id)]; j >= 0)
+      fail(path, "rank " + std::to_string(id) + " appears twice (also ranks[" + std::to_string(j) + "])");
     listed_at[static_cast<std::size_t>(id)] = static_cast<long long>(i);
-    if (!plan.rank_ids.empty() && id < plan.rank_ids.back())
-      r.error(path + ".rank", "rank " + std::to_string(id) + " listed after rank " +
-                                  std::to_string(plan.rank_ids.back()) +
-                                  " (ranks are listed in ascending order)");
-    const json& actions = r.field(entry, path, "actions");
-    r.expect(actions, json::value_t::array, path + ".actions", "an array of action strings");
-    std::vector<Action> list;
-    list.reserve(actions.size());
-    for (std::size_t k = 0; k < actions.size(); ++k) {
-      // The path is spelled only for an error: building it per action cost
-      // more than parsing the action.
-      auto apath = [&] { return path + ".actions[" + std::to_string(k) + "]"; };
-      const json& cell = actions[k];
-      if (!cell.is_string()) r.expect(cell, json::value_t::string, apath(), "a string");
-      const std::string& s = cell.get_ref<const std::string&>();
-      io::ActionParse parsed = io::parse_action_located(s);
-      if (!parsed.action) r.error(apath(), io::describe_bad_action(s, parsed));
-      list.push_back(*parsed.action);
-    }
-    plan.rank_ids.push_back(id);
-    plan.ranks.push_back(std::move(list));
+    if (previous >= 0 && id < previous)
+      fail(path, "rank " + std::to_string(id) + " listed after rank " + std::to_string(previous) +
+                     " (ranks are listed in ascending order)");
+  };
+  for (std::size_t i = 0; i < plan_.rank_ids.size(); ++i)
+    check_id(i, plan_.rank_ids[i], i > 0 ? plan_.rank_ids[i - 1] : -1);
+  if (bad_) {
+    if (bad_->id) check_id(bad_->index, *bad_->id, plan_.rank_ids.empty() ? -1 : plan_.rank_ids.back());
+    fail(bad_->failure.path, bad_->failure.what);
   }
 
   // The flag is redundant with the actions; a disagreement means a hand edit
   // went wrong, so say where.
-  const bool declared = compute_only.get<bool>();
-  if (declared) {
-    for (std::size_t i = 0; i < plan.ranks.size(); ++i)
-      for (std::size_t k = 0; k < plan.ranks[i].size(); ++k)
-        if (is_comm(plan.ranks[i][k].type))
-          r.error("compute_only", "true, but ranks[" + std::to_string(i) + "].actions[" +
-                                      std::to_string(k) + "] is " + to_string(plan.ranks[i][k]));
-  } else if (plan.is_compute_only()) {
-    r.error("compute_only", "false, but the plan holds no SEND/RECV action");
+  if (compute_only.boolean) {
+    for (std::size_t i = 0; i < plan_.ranks.size(); ++i)
+      for (std::size_t k = 0; k < plan_.ranks[i].size(); ++k)
+        if (is_comm(plan_.ranks[i][k].type))
+          fail("compute_only", "true, but ranks[" + std::to_string(i) + "].actions[" + std::to_string(k) +
+                                   "] is " + to_string(plan_.ranks[i][k]));
+  } else if (plan_.is_compute_only()) {
+    fail("compute_only", "false, but the plan holds no SEND/RECV action");
   }
-  return plan;
+  return std::move(plan_);
+}
+
+}  // namespace
+
+Plan parse_json_plan(std::string_view text, const std::string& source) {
+  PlanEvents events;
+  if (!json::sax_parse(text.begin(), text.end(), &events)) {
+    std::string what = events.syntax_error();
+    // Drop nlohmann's "[json.exception.parse_error.101] " tag; keep line/column.
+    if (auto close = what.find("] "); what.rfind("[json.exception", 0) == 0 && close != std::string::npos)
+      what = what.substr(close + 2);
+    throw InputError(source + ": not valid JSON: " + what);
+  }
+  return std::move(events).finish(source);
 }
 
 PlanFormat detect_format(std::string_view text) {
   std::size_t i = 0;
   if (text.substr(0, 3) == "\xEF\xBB\xBF") i = 3;  // UTF-8 byte order mark
-  while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n'))
-    ++i;
+  while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n')) ++i;
   return i < text.size() && text[i] == '{' ? PlanFormat::Json : PlanFormat::Csv;
 }
 
