@@ -23,89 +23,129 @@ Engine::Engine(const Plan& plan, const SimOptions& options)
       num_mb_(plan.meta.num_microbatches),
       transfer_time_(options.costs.transfer_time()) {}
 
-bool Engine::validate() {
-  const std::size_t keys = static_cast<std::size_t>(num_stages_) * static_cast<std::size_t>(num_mb_);
-  for (auto* v : {&f_end_, &bi_end_, &w_end_}) v->assign(keys, kUnknown);
-  for (auto* v : {&f_at_, &bi_at_, &w_at_}) v->assign(keys, Loc{});
-  for (int d = 0; d < 2; ++d) {
-    recv_done_[d].assign(keys, kUnknown);
-    send_op_[d].assign(keys, -1);
-    recv_op_[d].assign(keys, -1);
-  }
-  compute_only_ = plan_.is_compute_only();
-  std::size_t comms = 0;
-  for (const auto& list : plan_.ranks)
-    for (const Action& a : list) comms += is_comm(a.type);
-  ops_.reserve(comms);
-  result_.transfers.reserve(comms / 2);
-  const int n_ranks = static_cast<int>(plan_.ranks.size());
-  for (int r = 0; r < n_ranks; ++r) {
-    const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
-    for (int i = 0; i < static_cast<int>(list.size()); ++i) {
-      if (!validate_action(r, i, list[static_cast<std::size_t>(i)])) {
-        if (result_.problems.size() >= kMaxProblems) return false;
-      }
+// One pair per pair of ranks that some stage boundary joins, so every
+// SEND/RECV (and every compute-only value) finds its pair by its boundary.
+void Engine::make_pairs() {
+  stage_rank_.resize(static_cast<std::size_t>(num_stages_));
+  for (int s = 0; s < num_stages_; ++s) stage_rank_[static_cast<std::size_t>(s)] = meta_.rank_of(s);
+  boundary_pair_.assign(static_cast<std::size_t>(std::max(0, num_stages_ - 1)), -1);
+  std::vector<std::vector<std::pair<int, int>>> by_lo(static_cast<std::size_t>(meta_.pp_degree));
+  for (int b = 0; b + 1 < num_stages_; ++b) {
+    const int x = rank_of(b), y = rank_of(b + 1);
+    if (x == y) continue;
+    const int lo = std::min(x, y), hi = std::max(x, y);
+    int id = -1;
+    for (const auto& [peer, pid] : by_lo[static_cast<std::size_t>(lo)])
+      if (peer == hi) id = pid;
+    if (id < 0) {
+      id = static_cast<int>(pairs_.size());
+      pairs_.push_back(Pair{lo, hi});
+      by_lo[static_cast<std::size_t>(lo)].push_back({hi, id});
     }
+    boundary_pair_[static_cast<std::size_t>(b)] = id;
   }
-  return result_.problems.empty();
+  ends_.resize(2 * pairs_.size());
+  for (std::size_t p = 0; p < pairs_.size(); ++p) {
+    ends_[2 * p].rank = pairs_[p].lo;
+    ends_[2 * p + 1].rank = pairs_[p].hi;
+  }
 }
 
-bool Engine::in_range(int stage, int mb) const {
-  return stage >= 0 && stage < num_stages_ && mb >= 0 && mb < num_mb_;
+// After the run: checks what no rank reached (a halted rank resumes past
+// the action that stopped it), so that bad actions anywhere are reported and
+// a stuck rank's diagnostics can name where its inputs sit. Problems are
+// kept per rank and reported in (rank, index) order, the first 20.
+bool Engine::check_rest() {
+  for (std::size_t r = 0; r < plan_.ranks.size(); ++r) {
+    const auto& list = plan_.ranks[r];
+    RankState& st = ranks_[r];
+    for (std::size_t i = st.checked; i < list.size(); ++i) {
+      prefetch_ahead(list, i);
+      if (!validate_action(static_cast<int>(r), static_cast<int>(i), list[i]) &&
+          rank_problems_[r].size() >= kMaxProblems)
+        break;
+    }
+    st.checked = list.size();
+  }
+  std::vector<Diagnostic> bad_actions;
+  for (auto& found : rank_problems_)
+    for (auto& d : found)
+      if (bad_actions.size() < kMaxProblems) bad_actions.push_back(std::move(d));
+  if (bad_actions.empty()) return true;
+  // A plan with bad actions reports only those (what ran is meaningless).
+  result_.problems = std::move(bad_actions);
+  return false;
 }
 
 void Engine::bad(int rank, int index, const Action& a, const std::string& message) {
-  if (result_.problems.size() < kMaxProblems)
-    result_.problems.push_back({"sim-bad-action", rank, index, to_string(a), message});
+  auto& found = rank_problems_[static_cast<std::size_t>(rank)];
+  if (found.size() < kMaxProblems)
+    found.push_back({"sim-bad-action", rank, index, to_string(a), message});
 }
 
-bool Engine::claim(std::vector<Loc>& slot, int stage, int mb, int rank, int index,
-                   const Action& a, const char* what) {
-  Loc& loc = slot[key(stage, mb)];
-  if (loc.rank >= 0) {
-    bad(rank, index, a,
-        std::string("second ") + what + " of stage " + std::to_string(stage) + " microbatch " +
-            std::to_string(mb) + " (the first is rank " + std::to_string(loc.rank) + " index " +
-            std::to_string(loc.index) + ")");
-    return false;
+void Engine::misplaced(int r, int i, const Action& a, int stage, int mb) {
+  if (!in_range(stage, mb)) {
+    bad(r, i, a,
+        "stage " + std::to_string(stage) + " microbatch " + std::to_string(mb) +
+            " is out of range (" + std::to_string(num_stages_) + " stages, " +
+            std::to_string(num_mb_) + " microbatches)");
+  } else {
+    bad(r, i, a,
+        "stage " + std::to_string(stage) + " belongs to rank " + std::to_string(rank_of(stage)) +
+            ", not rank " + std::to_string(r));
   }
-  loc = Loc{rank, index};
-  return true;
 }
 
+// Only a stage's own rank claims its records (placed() holds), so the first
+// claimer ran on this rank.
+void Engine::duplicate(int first, int stage, int mb, int rank, int index, const Action& a,
+                       const char* what) {
+  bad(rank, index, a,
+      std::string("second ") + what + " of stage " + std::to_string(stage) + " microbatch " +
+          std::to_string(mb) + " (the first is rank " + std::to_string(rank) + " index " +
+          std::to_string(first) + ")");
+}
+
+// A W is only noted; a second one finds the first by a scan of its rank.
+bool Engine::claim_w(int rank, int index, const Action& a) {
+  std::uint8_t& seen = seen_[key(a.stage, a.microbatch)];
+  if (!(seen & kSeenW)) {
+    seen |= kSeenW;
+    return true;
+  }
+  const auto& list = plan_.ranks[static_cast<std::size_t>(rank)];
+  int first = 0;
+  for (;; ++first) {  // stops at `index` at the latest
+    const Action& w = list[static_cast<std::size_t>(first)];
+    if (w.type == ActionType::W && w.stage == a.stage && w.microbatch == a.microbatch) break;
+  }
+  duplicate(first, a.stage, a.microbatch, rank, index, a, "weight backward");
+  return false;
+}
+
+// Checks one action and records where it sits. Only a stage's own rank
+// claims its records, in list order, so when each rank's actions are checked
+// relative to other ranks' does not change the outcome.
 bool Engine::validate_action(int r, int i, const Action& a) {
   if (is_passthrough(a.type)) return true;
-  auto check_place = [&](int stage, int mb) {
-    if (!in_range(stage, mb)) {
-      bad(r, i, a,
-          "stage " + std::to_string(stage) + " microbatch " + std::to_string(mb) +
-              " is out of range (" + std::to_string(num_stages_) + " stages, " +
-              std::to_string(num_mb_) + " microbatches)");
-      return false;
-    }
-    if (meta_.rank_of(stage) != r) {
-      bad(r, i, a,
-          "stage " + std::to_string(stage) + " belongs to rank " +
-              std::to_string(meta_.rank_of(stage)) + ", not rank " + std::to_string(r));
-      return false;
-    }
-    return true;
-  };
+  if (!placed(r, i, a, a.stage, a.microbatch)) return false;
   if (is_compute(a.type)) {
-    if (!check_place(a.stage, a.microbatch)) return false;
+    KeyState& k = keys_[key(a.stage, a.microbatch)];
     switch (a.type) {
-      case ActionType::F: return claim(f_at_, a.stage, a.microbatch, r, i, a, "forward");
+      case ActionType::F:
+        return claim(k.f_at, a.stage, a.microbatch, r, i, a, "forward");
       case ActionType::B:
-      case ActionType::I: return claim(bi_at_, a.stage, a.microbatch, r, i, a, "backward");
-      case ActionType::W: return claim(w_at_, a.stage, a.microbatch, r, i, a, "weight backward");
+      case ActionType::I:
+        return claim(k.bi_at, a.stage, a.microbatch, r, i, a, "backward");
+      case ActionType::W: return claim_w(r, i, a);
       default:  // OverlapFB: a forward and a full backward in one group
-        if (!check_place(a.sub_stage, a.sub_microbatch)) return false;
-        return claim(f_at_, a.stage, a.microbatch, r, i, a, "forward") &&
-               claim(bi_at_, a.sub_stage, a.sub_microbatch, r, i, a, "backward");
+        if (!placed(r, i, a, a.sub_stage, a.sub_microbatch)) return false;
+        return claim(k.f_at, a.stage, a.microbatch, r, i, a, "forward") &&
+               claim(keys_[key(a.sub_stage, a.sub_microbatch)].bi_at, a.sub_stage,
+                     a.sub_microbatch, r, i, a, "backward");
     }
   }
   // SEND/RECV: the boundary must exist and cross ranks.
-  if (!check_place(a.stage, a.microbatch)) return false;
   const bool fwd = a.type == ActionType::SendF || a.type == ActionType::RecvF;
   const int peer_stage =
       (a.type == ActionType::SendF || a.type == ActionType::RecvB) ? a.stage + 1 : a.stage - 1;
@@ -114,22 +154,32 @@ bool Engine::validate_action(int r, int i, const Action& a) {
                      (peer_stage < 0 ? "previous" : "next") + " stage to exchange with");
     return false;
   }
-  if (meta_.rank_of(peer_stage) == r) {
+  if (rank_of(peer_stage) == r) {
     bad(r, i, a, "the boundary between stages " + std::to_string(std::min(a.stage, peer_stage)) +
                      " and " + std::to_string(std::max(a.stage, peer_stage)) +
                      " stays on rank " + std::to_string(r) + " and needs no transfer");
     return false;
   }
   // Payloads are keyed by the receiving side's (stage, microbatch).
-  const int recv_stage = is_send(a.type) ? peer_stage : a.stage;
-  auto& slot = is_send(a.type) ? send_op_[fwd ? 0 : 1] : recv_op_[fwd ? 0 : 1];
-  int& existing = slot[key(recv_stage, a.microbatch)];
-  if (existing != -1) {
-    bad(r, i, a, std::string("the same ") + (is_send(a.type) ? "send" : "receive") +
+  const bool send = is_send(a.type);
+  const int recv_stage = send ? peer_stage : a.stage;
+  const std::size_t k = key(recv_stage, a.microbatch);
+  bool again;
+  if (send) {
+    const std::uint8_t bit = fwd ? kSeenSendF : kSeenSendB;
+    again = seen_[k] & bit;
+    seen_[k] |= bit;
+    if (!again && transport_ == Transport::Eager) send_at_[k][fwd ? 0 : 1] = i;
+  } else {
+    std::int32_t& at = keys_[k].recv_at[fwd ? 0 : 1];
+    again = at != -1;
+    if (!again) at = i;
+  }
+  if (again) {
+    bad(r, i, a, std::string("the same ") + (send ? "send" : "receive") +
                      " appears twice on rank " + std::to_string(r));
     return false;
   }
-  existing = -2;  // claimed; becomes the op id once posted
   return true;
 }
 
@@ -138,17 +188,32 @@ SimResult Engine::run() {
     throw InputError("simulate needs every rank's program (the plan holds " +
                      std::to_string(plan_.ranks.size()) + " of " +
                      std::to_string(meta_.pp_degree) + " ranks)");
-  result_.compute_only = plan_.is_compute_only();
-  if (!validate()) return std::move(result_);
+  compute_only_ = plan_.is_compute_only();
+  result_.compute_only = compute_only_;
+  const std::size_t keys =
+      static_cast<std::size_t>(num_stages_) * static_cast<std::size_t>(num_mb_);
+  if (keys >= (std::size_t{1} << 31))
+    throw InputError("simulate handles at most 2^31 (stage, microbatch) values; the plan has " +
+                     std::to_string(keys));
+  keys_.assign(keys, KeyState{});
+  seen_.assign(keys, 0);
+  if (transport_ == Transport::Eager) send_at_.assign(keys, {-1, -1});
+  make_pairs();
   const int n_ranks = meta_.pp_degree;
   ranks_.assign(static_cast<std::size_t>(n_ranks), RankState{});
+  rank_problems_.resize(static_cast<std::size_t>(n_ranks));
+  // Each rank's timeline grows as the rank runs (one write per action);
+  // finish() pads the lists of ranks that got stuck.
   result_.times.resize(static_cast<std::size_t>(n_ranks));
-  for (int r = 0; r < n_ranks; ++r)
-    result_.times[static_cast<std::size_t>(r)].assign(plan_.ranks[static_cast<std::size_t>(r)].size(),
-                                                      ActionTime{});
-  streams_.assign(static_cast<std::size_t>(n_ranks), Stream{});
+  for (std::size_t r = 0; r < result_.times.size(); ++r)
+    result_.times[r].reserve(plan_.ranks[r].size());
+  streams_.resize(static_cast<std::size_t>(n_ranks));
   for (int r = n_ranks - 1; r >= 0; --r) wake(r);
   drain();
+  if (!check_rest()) {
+    result_.times.clear();
+    return std::move(result_);
+  }
   finish();
   return std::move(result_);
 }
@@ -175,29 +240,38 @@ void Engine::drain() {
   }
 }
 
-double Engine::forward_input(int stage, int mb, int rank, Loc* from, bool* received) {
+// When `rank`'s RECV of the value keyed (dir, k) completed; kUnknown while
+// it has not, or was not even posted.
+double Engine::received(int dir, std::size_t k, int rank) const {
+  const int at = keys_[k].recv_at[dir];
+  return passed(rank, at) ? time_at(rank, at).end : kUnknown;
+}
+
+double Engine::forward_input(int stage, int mb, int rank, Loc* from, bool* via_recv) {
   if (stage == 0) return 0.0;
-  if (meta_.rank_of(stage - 1) == rank) return f_end_[key(stage - 1, mb)];
-  if (!compute_only_) {
-    *received = true;
-    return recv_done_[0][key(stage, mb)];
+  const int src_rank = rank_of(stage - 1);
+  if (src_rank != rank && !compute_only_) {
+    *via_recv = true;
+    return received(0, key(stage, mb), rank);
   }
-  double t = f_end_[key(stage - 1, mb)];
-  if (t == kUnknown) return kUnknown;
-  *from = f_at_[key(stage - 1, mb)];
+  const KeyState& src = keys_[key(stage - 1, mb)];
+  const double t = src.f_end;
+  if (src_rank == rank || t == kUnknown) return t;
+  *from = Loc{src_rank, src.f_at};
   return t + transfer_time_;
 }
 
-double Engine::grad_input(int stage, int mb, int rank, Loc* from, bool* received) {
+double Engine::grad_input(int stage, int mb, int rank, Loc* from, bool* via_recv) {
   if (stage == num_stages_ - 1) return 0.0;
-  if (meta_.rank_of(stage + 1) == rank) return bi_end_[key(stage + 1, mb)];
-  if (!compute_only_) {
-    *received = true;
-    return recv_done_[1][key(stage, mb)];
+  const int src_rank = rank_of(stage + 1);
+  if (src_rank != rank && !compute_only_) {
+    *via_recv = true;
+    return received(1, key(stage, mb), rank);
   }
-  double t = bi_end_[key(stage + 1, mb)];
-  if (t == kUnknown) return kUnknown;
-  *from = bi_at_[key(stage + 1, mb)];
+  const KeyState& src = keys_[key(stage + 1, mb)];
+  const double t = src.bi_end;
+  if (src_rank == rank || t == kUnknown) return t;
+  *from = Loc{src_rank, src.bi_at};
   return t + transfer_time_;
 }
 
@@ -220,13 +294,13 @@ bool Engine::ready_time(const Action& a, int rank, Loc implicit[2], double* data
       break;
     case ActionType::B:
     case ActionType::I:
-      need(f_end_[key(a.stage, a.microbatch)], false);
+      need(keys_[key(a.stage, a.microbatch)].f_end, false);
       need(grad_input(a.stage, a.microbatch, rank, &implicit[1], &r1), r1);
       break;
-    case ActionType::W: need(bi_end_[key(a.stage, a.microbatch)], false); break;
+    case ActionType::W: need(keys_[key(a.stage, a.microbatch)].bi_end, false); break;
     case ActionType::OverlapFB:
       need(forward_input(a.stage, a.microbatch, rank, &implicit[0], &r0), r0);
-      need(f_end_[key(a.sub_stage, a.sub_microbatch)], false);
+      need(keys_[key(a.sub_stage, a.sub_microbatch)].f_end, false);
       need(grad_input(a.sub_stage, a.sub_microbatch, rank, &implicit[1], &r1), r1);
       break;
     default: break;
@@ -241,21 +315,30 @@ void Engine::advance(int r) {
   RankState& st = ranks_[static_cast<std::size_t>(r)];
   const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
   auto& times = result_.times[static_cast<std::size_t>(r)];
+  if (st.halted) return;
   while (st.next < list.size()) {
+    prefetch_ahead(list, st.next);
     const Action& a = list[st.next];
     const int index = static_cast<int>(st.next);
+    if (st.checked == st.next) {  // first visit (a rank may wait at an action and come back)
+      ++st.checked;
+      if (!validate_action(r, index, a)) {
+        st.halted = true;  // check_rest() reports it with the rest
+        return;
+      }
+    }
     if (is_passthrough(a.type)) {
-      times[st.next] = {st.host, st.host};
+      times.push_back({st.host, st.host});
     } else if (is_comm(a.type)) {
       double ready = st.host;
       if (is_send(a.type)) {
         // A send ships a value this rank produced earlier in its list.
-        const double produced = a.type == ActionType::SendF ? f_end_[key(a.stage, a.microbatch)]
-                                                            : bi_end_[key(a.stage, a.microbatch)];
+        const KeyState& k = keys_[key(a.stage, a.microbatch)];
+        const double produced = a.type == ActionType::SendF ? k.f_end : k.bi_end;
         if (produced == kUnknown) return;  // stuck: reported by finish()
         ready = std::max(ready, produced);
       }
-      times[st.next] = {st.host, kUnknown};
+      times.push_back({st.host, kUnknown});
       post(r, index, a, ready);
     } else {
       Loc implicit[2];
@@ -264,30 +347,32 @@ void Engine::advance(int r) {
       st.host = std::max(st.host, received);
       const double start = std::max({st.cursor, st.host, data});
       const double end = start + costs_.duration(a);
-      times[st.next] = {start, end};
+      times.push_back({start, end});
       if (st.computes == 0) st.first_start = start;
       ++st.computes;
       st.busy += end - start;
       st.cursor = st.last_end = end;
-      for (int k = 0; k < 2; ++k)
-        if (implicit[k].rank >= 0) add_implicit_transfer(implicit[k], Loc{r, index});
+      // Forward values cross the boundary below this stage, gradients the
+      // one above the backward's stage.
+      if (implicit[0].rank >= 0)
+        add_implicit_transfer(a.stage - 1, implicit[0], a.stage, a.microbatch, true);
+      if (implicit[1].rank >= 0) {
+        const bool overlap = a.type == ActionType::OverlapFB;
+        const int stage = overlap ? a.sub_stage : a.stage;
+        add_implicit_transfer(stage, implicit[1], stage, overlap ? a.sub_microbatch : a.microbatch,
+                              false);
+      }
       complete_compute(r, a, end);
     }
     ++st.next;
   }
 }
 
-void Engine::add_implicit_transfer(Loc producer, Loc consumer) {
-  const double t0 = result_.times[static_cast<std::size_t>(producer.rank)]
-                                 [static_cast<std::size_t>(producer.index)].end;
-  Transfer x;
-  x.src_rank = producer.rank;
-  x.src_index = x.producer = producer.index;
-  x.dst_rank = consumer.rank;
-  x.dst_index = x.consumer = consumer.index;
-  x.start = t0;
-  x.end = t0 + transfer_time_;
-  result_.transfers.push_back(x);
+// A compute-only value of (stage, mb) that crossed `boundary` when produced.
+void Engine::add_implicit_transfer(int boundary, Loc producer, int stage, int mb, bool fwd) {
+  const double t0 = time_at(producer.rank, producer.index).end;
+  add_hop(end_of(boundary, producer.rank),
+          Hop{t0, producer.index, static_cast<std::uint32_t>(2 * key(stage, mb) + (fwd ? 0 : 1))});
 }
 
 // Records produced values, counts activations, wakes cross-rank consumers of
@@ -295,23 +380,20 @@ void Engine::add_implicit_transfer(Loc producer, Loc consumer) {
 void Engine::complete_compute(int r, const Action& a, double end) {
   RankState& st = ranks_[static_cast<std::size_t>(r)];
   auto produced_f = [&](int s, int mb) {
-    f_end_[key(s, mb)] = end;
+    keys_[key(s, mb)].f_end = end;
     ++st.live;
     st.peak = std::max(st.peak, st.live);
-    if (compute_only_ && s + 1 < num_stages_ && meta_.rank_of(s + 1) != r) wake(meta_.rank_of(s + 1));
+    if (compute_only_ && s + 1 < num_stages_ && rank_of(s + 1) != r) wake(rank_of(s + 1));
   };
   auto produced_grad = [&](int s, int mb) {
-    bi_end_[key(s, mb)] = end;
-    if (compute_only_ && s > 0 && meta_.rank_of(s - 1) != r) wake(meta_.rank_of(s - 1));
+    keys_[key(s, mb)].bi_end = end;
+    if (compute_only_ && s > 0 && rank_of(s - 1) != r) wake(rank_of(s - 1));
   };
   switch (a.type) {
     case ActionType::F: produced_f(a.stage, a.microbatch); break;
     case ActionType::B: produced_grad(a.stage, a.microbatch), --st.live; break;
     case ActionType::I: produced_grad(a.stage, a.microbatch); break;
-    case ActionType::W:
-      w_end_[key(a.stage, a.microbatch)] = end;
-      --st.live;
-      break;
+    case ActionType::W: --st.live; break;
     case ActionType::OverlapFB:
       produced_f(a.stage, a.microbatch);
       produced_grad(a.sub_stage, a.sub_microbatch);

@@ -6,6 +6,9 @@
 //               (+ transfer time); nothing is ordered.
 //   serial:     pair matching as rendezvous, but all of a rank's ops, to any
 //               peer, run one at a time in the order the rank posted them.
+// A posted op is held only while it waits for its partner: in its pair end's
+// queue (rendezvous, serial) or, under eager, found through its key. Its post
+// and completion times are the timeline's start and end.
 #include <algorithm>
 
 #include "pipeplan/error.h"
@@ -13,13 +16,24 @@
 
 namespace pipeplan::detail {
 
+namespace {
+
+int dir_of(ActionType t) { return (t == ActionType::SendF || t == ActionType::RecvF) ? 0 : 1; }
+
+// The stage on the other side of a SEND/RECV's boundary.
+int peer_stage_of(const Action& a) {
+  return (a.type == ActionType::SendF || a.type == ActionType::RecvB) ? a.stage + 1 : a.stage - 1;
+}
+
+}  // namespace
+
 std::string Engine::action_at(int rank, int index) const {
   return to_string(plan_.ranks[static_cast<std::size_t>(rank)][static_cast<std::size_t>(index)]);
 }
 
-std::string Engine::describe(const Op& op) const {
-  return action_at(op.rank, op.index) + " (rank " + std::to_string(op.rank) + " index " +
-         std::to_string(op.index) + ")";
+std::string Engine::describe(int rank, int index) const {
+  return action_at(rank, index) + " (rank " + std::to_string(rank) + " index " +
+         std::to_string(index) + ")";
 }
 
 std::string Engine::peer_state(int rank) const {
@@ -30,169 +44,183 @@ std::string Engine::peer_state(int rank) const {
          to_string(list[st.next]) + ")";
 }
 
-int Engine::pair_of(int a, int b) {
-  if (pair_index_.empty()) pair_index_.resize(static_cast<std::size_t>(meta_.pp_degree));
-  const int lo = std::min(a, b), hi = std::max(a, b);
-  for (const auto& [peer, id] : pair_index_[static_cast<std::size_t>(lo)])
-    if (peer == hi) return id;
-  // A rank talks to few peers, so a short list per rank is enough.
-  const int id = static_cast<int>(pairs_.size());
-  pairs_.push_back(Pair{lo, hi, {}, 0, 0.0, false});
-  pair_index_[static_cast<std::size_t>(lo)].push_back({hi, id});
-  return id;
-}
-
 void Engine::post(int rank, int index, const Action& a, double ready) {
-  const int dir = (a.type == ActionType::SendF || a.type == ActionType::RecvF) ? 0 : 1;
+  const int dir = dir_of(a.type);
   const bool send = is_send(a.type);
-  const int peer_stage =
-      (a.type == ActionType::SendF || a.type == ActionType::RecvB) ? a.stage + 1 : a.stage - 1;
-  const int recv_stage = send ? peer_stage : a.stage;
-  Op op{rank, index, meta_.rank_of(peer_stage), dir, key(recv_stage, a.microbatch), send, -1, -1,
-        ranks_[static_cast<std::size_t>(rank)].host, ready};
-  const int id = static_cast<int>(ops_.size());
-  (send ? send_op_ : recv_op_)[dir][op.key] = id;
+  const int peer_stage = peer_stage_of(a);
+  const std::size_t k = key(send ? peer_stage : a.stage, a.microbatch);
+  const std::uint64_t tag = (static_cast<std::uint64_t>(k) << 2) |
+                            static_cast<std::uint64_t>(dir << 1) | (send ? 1u : 0u);
+  const std::uint32_t seq = posted_++;
+  const int end = end_of(std::min(a.stage, peer_stage), rank);
   if (transport_ == Transport::Eager) {
-    ops_.push_back(op);
-    const int other = (send ? recv_op_ : send_op_)[dir][op.key];
-    if (other >= 0) {
-      const int s = send ? id : other;
-      settle(s, send ? other : id, ops_[static_cast<std::size_t>(s)].ready);
+    const KeyState& ks = keys_[k];
+    const int peer = rank_of(peer_stage);
+    const int other = send ? ks.recv_at[dir] : send_at_[k][static_cast<std::size_t>(dir)];
+    if (!passed(peer, other)) {
+      // Waits for its partner; kept only to be reported if it never comes.
+      pending_.push_back({seq, rank, index});
+      if (pending_.size() >= 2 * std::max<std::size_t>(pending_kept_, 1024)) {
+        pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                      [&](const Pending& p) {
+                                        return time_at(p.rank, p.index).end != kUnknown;
+                                      }),
+                       pending_.end());
+        pending_kept_ = pending_.size();
+      }
+      return;
+    }
+    if (send) {
+      settle(rank, index, end, peer, other, tag, ready);
+    } else {
+      // The send was ready once posted and its value produced.
+      const KeyState& src = keys_[producer_key(k, dir == 0)];
+      const double send_ready =
+          std::max(time_at(peer, other).start, dir == 0 ? src.f_end : src.bi_end);
+      settle(peer, other, end ^ 1, rank, index, tag, send_ready);
     }
     return;
   }
-  op.pair = pair_of(rank, op.peer);
-  Pair& p = pairs_[static_cast<std::size_t>(op.pair)];
-  auto& mine = p.from[rank == p.lo ? 0 : 1];
-  op.pos = static_cast<int>(mine.size());
-  mine.push_back(id);
-  ops_.push_back(op);
+  End& e = ends_[static_cast<std::size_t>(end)];
+  e.queue.push(Posted{ready, tag, index, seq});
+  ++e.posted;
   if (transport_ == Transport::Rendezvous) {
-    try_pair(op.pair);
+    try_pair(end / 2);
   } else {
-    streams_[static_cast<std::size_t>(rank)].ops.push_back(id);
+    streams_[static_cast<std::size_t>(rank)].ends.push(end);
     try_serial(rank);
   }
 }
 
-bool Engine::complementary(const Op& x, const Op& y) const {
-  return x.send != y.send && x.dir == y.dir && x.key == y.key;
-}
-
-void Engine::settle(int send_id, int recv_id, double start) {
-  Op& s = ops_[static_cast<std::size_t>(send_id)];
-  Op& r = ops_[static_cast<std::size_t>(recv_id)];
+// `tag` is either side's: key * 4 + direction * 2 + send, so tag / 2 is the
+// value's key * 2 + direction, which the transfer list resolves later.
+void Engine::settle(int send_rank, int send_index, int send_end, int recv_rank, int recv_index,
+                    std::uint64_t tag, double start) {
   const double end = start + transfer_time_;
-  s.done = end;
-  r.done = std::max(r.post, end);
-  result_.times[static_cast<std::size_t>(s.rank)][static_cast<std::size_t>(s.index)].end = s.done;
-  result_.times[static_cast<std::size_t>(r.rank)][static_cast<std::size_t>(r.index)].end = r.done;
-  recv_done_[r.dir][r.key] = r.done;
-  // The value's producer sits next to the sender's stage, its consumer is
-  // the receiver's compute of the same (stage, microbatch).
-  const std::size_t producer_key =
-      r.dir == 0 ? r.key - static_cast<std::size_t>(num_mb_) : r.key + static_cast<std::size_t>(num_mb_);
-  Transfer x;
-  x.src_rank = s.rank;
-  x.src_index = s.index;
-  x.dst_rank = r.rank;
-  x.dst_index = r.index;
-  x.producer = (r.dir == 0 ? f_at_ : bi_at_)[producer_key].index;
-  x.consumer = (r.dir == 0 ? f_at_ : bi_at_)[r.key].index;
-  x.start = start;
-  x.end = end;
-  result_.transfers.push_back(x);
-  wake(r.rank);
+  ActionTime& recv = time_at(recv_rank, recv_index);
+  const double done = std::max(recv.start, end);  // a receive completes no earlier than posted
+  time_at(send_rank, send_index).end = end;
+  recv.end = done;
+  makespan_ = std::max(makespan_, done);
+  add_hop(send_end, Hop{start, send_index, static_cast<std::uint32_t>(tag >> 1)});
+  wake(recv_rank);
 }
 
-void Engine::mismatch(Pair& p, const Op& x, const Op& y) {
+void Engine::mismatch(Pair& p, int x_end, int y_end) {
   p.broken = true;
-  const Op& lo = x.rank == p.lo ? x : y;
-  const Op& hi = x.rank == p.lo ? y : x;
+  const End& ex = ends_[static_cast<std::size_t>(x_end)];
+  const End& ey = ends_[static_cast<std::size_t>(y_end)];
+  const bool x_send = ex.queue.front().tag & 1u, y_send = ey.queue.front().tag & 1u;
+  const End& lo = ex.rank == p.lo ? ex : ey;
+  const End& hi = ex.rank == p.lo ? ey : ex;
+  const int lo_index = lo.queue.front().index, hi_index = hi.queue.front().index;
+  const std::size_t pos = static_cast<std::size_t>(lo.posted) - lo.queue.size();
   std::string why;
-  if (x.send && y.send) why = "both ranks send, so neither transfer completes";
-  else if (!x.send && !y.send) why = "both ranks receive, so neither transfer completes";
+  if (x_send && y_send) why = "both ranks send, so neither transfer completes";
+  else if (!x_send && !y_send) why = "both ranks receive, so neither transfer completes";
   else why = "a send meets a receive of another value (data would be corrupted)";
   result_.problems.push_back(
-      {"sim-mismatch", lo.rank, lo.index, action_at(lo.rank, lo.index),
+      {"sim-mismatch", lo.rank, lo_index, action_at(lo.rank, lo_index),
        "pair " + std::to_string(p.lo) + "-" + std::to_string(p.hi) + " position " +
-           std::to_string(lo.pos) + ": " + describe(lo) + " meets " + describe(hi) + ": " + why});
+           std::to_string(pos) + ": " + describe(lo.rank, lo_index) + " meets " +
+           describe(hi.rank, hi_index) + ": " + why});
 }
 
 void Engine::try_pair(int pair) {
   Pair& p = pairs_[static_cast<std::size_t>(pair)];
-  while (!p.broken && p.head < p.from[0].size() && p.head < p.from[1].size()) {
-    const int xi = p.from[0][p.head], yi = p.from[1][p.head];
-    const Op& x = ops_[static_cast<std::size_t>(xi)];
-    const Op& y = ops_[static_cast<std::size_t>(yi)];
-    if (!complementary(x, y)) return mismatch(p, x, y);
+  End& a = ends_[2 * static_cast<std::size_t>(pair)];
+  End& b = ends_[2 * static_cast<std::size_t>(pair) + 1];
+  while (!p.broken && !a.queue.empty() && !b.queue.empty()) {
+    const Posted x = a.queue.front(), y = b.queue.front();
+    if ((x.tag ^ y.tag) != 1u) return mismatch(p, 2 * pair, 2 * pair + 1);
     const double start = std::max({x.ready, y.ready, p.last_end});
-    settle(x.send ? xi : yi, x.send ? yi : xi, start);
+    if (x.tag & 1u) settle(a.rank, x.index, 2 * pair, b.rank, y.index, x.tag, start);
+    else settle(b.rank, y.index, 2 * pair + 1, a.rank, x.index, x.tag, start);
     p.last_end = start + transfer_time_;
-    ++p.head;
+    a.queue.pop();
+    b.queue.pop();
   }
 }
 
+// A rank's stream head meets its partner when that is the head of the
+// peer's stream too. Pair ends match in posting order under this model, so
+// both partners are at the front of their ends' queues.
 void Engine::try_serial(int rank) {
   Stream& mine = streams_[static_cast<std::size_t>(rank)];
-  while (mine.head < mine.ops.size()) {
-    const int xi = mine.ops[mine.head];
-    const Op& x = ops_[static_cast<std::size_t>(xi)];
-    Pair& p = pairs_[static_cast<std::size_t>(x.pair)];
-    const auto& theirs = p.from[x.rank == p.lo ? 1 : 0];
-    if (p.broken || static_cast<std::size_t>(x.pos) >= theirs.size()) return;
-    const int yi = theirs[static_cast<std::size_t>(x.pos)];
-    const Op& y = ops_[static_cast<std::size_t>(yi)];
-    Stream& other = streams_[static_cast<std::size_t>(y.rank)];
-    if (other.head >= other.ops.size() || other.ops[other.head] != yi) return;
-    if (!complementary(x, y)) return mismatch(p, x, y);
+  while (!mine.ends.empty()) {
+    const int xe = mine.ends.front(), ye = xe ^ 1;
+    End& ex = ends_[static_cast<std::size_t>(xe)];
+    End& ey = ends_[static_cast<std::size_t>(ye)];
+    Pair& p = pairs_[static_cast<std::size_t>(xe / 2)];
+    if (p.broken || ey.queue.empty()) return;
+    Stream& other = streams_[static_cast<std::size_t>(ey.rank)];
+    if (other.ends.empty() || other.ends.front() != ye) return;
+    const Posted x = ex.queue.front(), y = ey.queue.front();
+    if ((x.tag ^ y.tag) != 1u) return mismatch(p, xe, ye);
     const double start = std::max({x.ready, y.ready, mine.last_end, other.last_end});
-    settle(x.send ? xi : yi, x.send ? yi : xi, start);
+    if (x.tag & 1u) settle(rank, x.index, xe, ey.rank, y.index, x.tag, start);
+    else settle(ey.rank, y.index, ye, rank, x.index, x.tag, start);
     mine.last_end = other.last_end = start + transfer_time_;
-    ++mine.head;
-    ++other.head;
-    stream_work_.push_back(y.rank);  // its next op may now meet its partner
+    ex.queue.pop();
+    ey.queue.pop();
+    mine.ends.pop();
+    other.ends.pop();
+    stream_work_.push_back(ey.rank);  // its next op may now meet its partner
   }
+}
+
+int Engine::find_posted(int end, int index) const {
+  const End& e = ends_[static_cast<std::size_t>(end)];
+  for (std::size_t j = 0; j < e.queue.size(); ++j)
+    if (e.queue[j].index == index) return static_cast<int>(j);
+  return -1;
 }
 
 std::string Engine::why_not_received(int dir, std::size_t k, int rank) {
-  const int stage = static_cast<int>(k / static_cast<std::size_t>(num_mb_));
-  const int mb = static_cast<int>(k % static_cast<std::size_t>(num_mb_));
+  const int stage = static_cast<int>(k % static_cast<std::size_t>(num_stages_));
+  const int mb = static_cast<int>(k / static_cast<std::size_t>(num_stages_));
   const Action recv = make(dir == 0 ? ActionType::RecvF : ActionType::RecvB, stage, mb);
   const int send_stage = dir == 0 ? stage - 1 : stage + 1;
   const Action send = make(dir == 0 ? ActionType::SendF : ActionType::SendB, send_stage, mb);
-  const int peer = meta_.rank_of(send_stage);
-  const int id = recv_op_[dir][k];
-  if (id < 0)
+  const int peer = rank_of(send_stage);
+  const int at = keys_[k].recv_at[dir];
+  if (!passed(rank, at))
     return "its input arrives by " + to_string(recv) + ", which rank " + std::to_string(rank) +
            " has not posted before it";
-  const Op& r = ops_[static_cast<std::size_t>(id)];
   if (transport_ == Transport::Eager)
     return to_string(recv) + " waits for " + to_string(send) + " from rank " +
            std::to_string(peer) + ", never posted: " + peer_state(peer);
-  const Pair& p = pairs_[static_cast<std::size_t>(r.pair)];
-  const auto& theirs = p.from[rank == p.lo ? 1 : 0];
-  const std::string pos = "pair " + std::to_string(p.lo) + "-" + std::to_string(p.hi) +
-                          " position " + std::to_string(r.pos);
+  const int e = end_of(std::min(stage, send_stage), rank);
+  const End& mine = ends_[static_cast<std::size_t>(e)];
+  const End& theirs = ends_[static_cast<std::size_t>(e ^ 1)];
+  const Pair& p = pairs_[static_cast<std::size_t>(e / 2)];
+  // Not complete, so still queued; its position counts every op before it.
+  const std::size_t pos = static_cast<std::size_t>(mine.posted) - mine.queue.size() +
+                          static_cast<std::size_t>(find_posted(e, at));
+  const std::string pos_s = "pair " + std::to_string(p.lo) + "-" + std::to_string(p.hi) +
+                            " position " + std::to_string(pos);
   if (p.broken)
     return to_string(recv) + " is on pair " + std::to_string(p.lo) + "-" + std::to_string(p.hi) +
            ", which is blocked at a mismatched position (see sim-mismatch)";
-  if (static_cast<std::size_t>(r.pos) >= theirs.size())
-    return to_string(recv) + " is " + pos + ", but rank " + std::to_string(peer) +
-           " posted only " + std::to_string(theirs.size()) + " operation(s) toward rank " +
+  if (pos >= static_cast<std::size_t>(theirs.posted))
+    return to_string(recv) + " is " + pos_s + ", but rank " + std::to_string(peer) +
+           " posted only " + std::to_string(theirs.posted) + " operation(s) toward rank " +
            std::to_string(rank) + ": " + peer_state(peer);
   // Serial only: the match exists but one of the streams is busy with an
   // earlier operation that cannot complete.
-  const Op& y = ops_[static_cast<std::size_t>(theirs[static_cast<std::size_t>(r.pos)])];
+  const std::size_t their_matched = static_cast<std::size_t>(theirs.posted) - theirs.queue.size();
+  const Posted& y = theirs.queue[pos - their_matched];
   const Stream& own = streams_[static_cast<std::size_t>(rank)];
-  const Stream& other = streams_[static_cast<std::size_t>(y.rank)];
-  if (own.head < own.ops.size() && own.ops[own.head] != id)
-    return to_string(recv) + " waits behind " +
-           describe(ops_[static_cast<std::size_t>(own.ops[own.head])]) +
-           " on rank " + std::to_string(rank) + "'s serial stream";
-  return to_string(recv) + " meets " + describe(y) + ", which waits behind " +
-         describe(ops_[static_cast<std::size_t>(other.ops[other.head])]) + " on rank " +
-         std::to_string(y.rank) + "'s serial stream";
+  const Stream& other = streams_[static_cast<std::size_t>(theirs.rank)];
+  auto head_index = [&](const Stream& s) {
+    return ends_[static_cast<std::size_t>(s.ends.front())].queue.front().index;
+  };
+  if (!own.ends.empty() && head_index(own) != at)
+    return to_string(recv) + " waits behind " + describe(rank, head_index(own)) + " on rank " +
+           std::to_string(rank) + "'s serial stream";
+  return to_string(recv) + " meets " + describe(theirs.rank, y.index) + ", which waits behind " +
+         describe(theirs.rank, head_index(other)) + " on rank " + std::to_string(theirs.rank) +
+         "'s serial stream";
 }
 
 void Engine::report_stuck_rank(int r) {
@@ -200,36 +228,36 @@ void Engine::report_stuck_rank(int r) {
   const Action& a = plan_.ranks[static_cast<std::size_t>(r)][st.next];
   const std::string rank_s = std::to_string(r);
   // Where a same-rank input that has not run sits, if anywhere.
-  auto local = [&](const std::vector<Loc>& at, ActionType t, int s, int mb) {
-    const Loc loc = at[key(s, mb)];
+  auto local = [&](std::int32_t KeyState::*at, ActionType t, int s, int mb) {
+    const int index = keys_[key(s, mb)].*at;
     std::string name = to_string(make(t, s, mb));
-    if (loc.rank < 0) return "needs " + name + ", which no rank runs";
+    if (index < 0) return "needs " + name + ", which no rank runs";
     return "needs " + name + ", which rank " + rank_s + " runs later (index " +
-           std::to_string(loc.index) + ")";
+           std::to_string(index) + ")";
   };
   auto cross = [&](int dir, int s, int mb) {
     if (!compute_only_) return why_not_received(dir, key(s, mb), r);
     const int src = dir == 0 ? s - 1 : s + 1;
-    const Loc loc = (dir == 0 ? f_at_ : bi_at_)[key(src, mb)];
+    const int index = dir == 0 ? keys_[key(src, mb)].f_at : keys_[key(src, mb)].bi_at;
     const std::string name = dir == 0 ? to_string(make(ActionType::F, src, mb))
                                       : "the backward of stage " + std::to_string(src) +
                                             " microbatch " + std::to_string(mb);
-    if (loc.rank < 0) return "needs " + name + ", which no rank runs";
-    return "needs " + name + " from rank " + std::to_string(loc.rank) + ": " +
-           peer_state(loc.rank);
+    if (index < 0) return "needs " + name + ", which no rank runs";
+    return "needs " + name + " from rank " + std::to_string(rank_of(src)) + ": " +
+           peer_state(rank_of(src));
   };
   auto fwd = [&](int s, int mb) {
-    if (meta_.rank_of(s - 1) == r) return local(f_at_, ActionType::F, s - 1, mb);
+    if (rank_of(s - 1) == r) return local(&KeyState::f_at, ActionType::F, s - 1, mb);
     return cross(0, s, mb);
   };
   auto grad = [&](int s, int mb) -> std::string {
-    if (f_end_[key(s, mb)] == kUnknown) return local(f_at_, ActionType::F, s, mb);
-    if (meta_.rank_of(s + 1) == r) {
-      const Loc loc = bi_at_[key(s + 1, mb)];
-      const bool split = loc.rank >= 0 &&
-                         plan_.ranks[static_cast<std::size_t>(loc.rank)]
-                                    [static_cast<std::size_t>(loc.index)].type == ActionType::I;
-      return local(bi_at_, split ? ActionType::I : ActionType::B, s + 1, mb);
+    if (keys_[key(s, mb)].f_end == kUnknown) return local(&KeyState::f_at, ActionType::F, s, mb);
+    if (rank_of(s + 1) == r) {
+      const int index = keys_[key(s + 1, mb)].bi_at;
+      const bool split = index >= 0 && plan_.ranks[static_cast<std::size_t>(r)]
+                                                  [static_cast<std::size_t>(index)].type ==
+                                           ActionType::I;
+      return local(&KeyState::bi_at, split ? ActionType::I : ActionType::B, s + 1, mb);
     }
     return cross(1, s, mb);
   };
@@ -242,7 +270,7 @@ void Engine::report_stuck_rank(int r) {
     case ActionType::F: why = fwd(a.stage, a.microbatch); break;
     case ActionType::B:
     case ActionType::I: why = grad(a.stage, a.microbatch); break;
-    case ActionType::W: why = local(bi_at_, ActionType::I, a.stage, a.microbatch); break;
+    case ActionType::W: why = local(&KeyState::bi_at, ActionType::I, a.stage, a.microbatch); break;
     case ActionType::OverlapFB:
     {
       Loc unused;
@@ -258,39 +286,68 @@ void Engine::report_stuck_rank(int r) {
                               "stuck: " + why});
 }
 
+// Every posted op still waiting for its partner, in posting order.
+std::vector<Engine::Unmatched> Engine::unmatched_ops() const {
+  std::vector<Unmatched> out;
+  if (transport_ == Transport::Eager) {
+    for (const Pending& p : pending_)
+      if (result_.times[static_cast<std::size_t>(p.rank)][static_cast<std::size_t>(p.index)].end ==
+          kUnknown)
+        out.push_back({p.seq, p.rank, p.index, -1, -1});
+  } else {
+    for (std::size_t e = 0; e < ends_.size(); ++e) {
+      const End& end = ends_[e];
+      const int matched = end.posted - static_cast<int>(end.queue.size());
+      for (std::size_t j = 0; j < end.queue.size(); ++j)
+        out.push_back({end.queue[j].seq, end.rank, end.queue[j].index, static_cast<int>(e),
+                       matched + static_cast<int>(j)});
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const Unmatched& a, const Unmatched& b) { return a.seq < b.seq; });
+  return out;
+}
+
 void Engine::finish() {
   const int n_ranks = meta_.pp_degree;
+  // Actions a stuck rank never reached keep zero times.
+  for (std::size_t r = 0; r < result_.times.size(); ++r)
+    result_.times[r].resize(plan_.ranks[r].size());
   for (int r = 0; r < n_ranks; ++r)
     if (ranks_[static_cast<std::size_t>(r)].next < plan_.ranks[static_cast<std::size_t>(r)].size() &&
         result_.problems.size() < kMaxProblems)
       report_stuck_rank(r);
   // Ranks that reached their end still wait for every op they posted.
-  for (const Op& op : ops_) {
-    if (op.done != kUnknown || result_.problems.size() >= kMaxProblems) continue;
+  for (const Unmatched& op : unmatched_ops()) {
+    if (result_.problems.size() >= kMaxProblems) break;
     const RankState& st = ranks_[static_cast<std::size_t>(op.rank)];
     if (st.next < plan_.ranks[static_cast<std::size_t>(op.rank)].size()) continue;
+    const Action& a =
+        plan_.ranks[static_cast<std::size_t>(op.rank)][static_cast<std::size_t>(op.index)];
     std::string why;
-    if (!op.send) {
-      why = why_not_received(op.dir, op.key, op.rank);
+    if (!is_send(a.type)) {
+      why = why_not_received(dir_of(a.type), key(a.stage, a.microbatch), op.rank);
     } else if (transport_ == Transport::Eager) {
       why = "no rank posts its receive";
     } else {
-      const Pair& p = pairs_[static_cast<std::size_t>(op.pair)];
-      const std::size_t theirs = p.from[op.rank == p.lo ? 1 : 0].size();
-      why = theirs <= static_cast<std::size_t>(op.pos)
-                ? "rank " + std::to_string(op.peer) + " posted only " + std::to_string(theirs) +
-                      " operation(s) toward rank " + std::to_string(op.rank) + ": " +
-                      peer_state(op.peer)
+      const End& theirs = ends_[static_cast<std::size_t>(op.end ^ 1)];
+      why = theirs.posted <= op.pos
+                ? "rank " + std::to_string(theirs.rank) + " posted only " +
+                      std::to_string(theirs.posted) + " operation(s) toward rank " +
+                      std::to_string(op.rank) + ": " + peer_state(theirs.rank)
                 : "it is queued behind an operation that cannot complete";
     }
     result_.problems.push_back({"sim-unmatched", op.rank, op.index, action_at(op.rank, op.index),
-                                describe(op) + " never completes at the end of the step: " + why});
+                                describe(op.rank, op.index) +
+                                    " never completes at the end of the step: " + why});
   }
+  // A failed run still lists the transfers that happened.
+  order_transfers();
   if (!result_.problems.empty()) return;
 
   double makespan = 0.0, busy = 0.0;
   for (const RankState& st : ranks_) makespan = std::max(makespan, st.last_end);
-  for (const Op& op : ops_) makespan = std::max(makespan, op.done);
+  makespan = std::max(makespan, makespan_);
   result_.makespan = makespan;
   for (int r = 0; r < n_ranks; ++r) {
     const RankState& st = ranks_[static_cast<std::size_t>(r)];
@@ -306,12 +363,6 @@ void Engine::finish() {
     result_.ranks.push_back(s);
   }
   result_.bubble_fraction = makespan > 0 ? 1.0 - busy / (n_ranks * makespan) : 0.0;
-  std::sort(result_.transfers.begin(), result_.transfers.end(),
-            [](const Transfer& a, const Transfer& b) {
-              if (a.start != b.start) return a.start < b.start;
-              if (a.src_rank != b.src_rank) return a.src_rank < b.src_rank;
-              return a.src_index < b.src_index;
-            });
 }
 
 }  // namespace pipeplan::detail
