@@ -31,4 +31,10 @@ if [ "${PIPEPLAN_NO_TORCH:-0}" = "1" ]; then cmake_args+=(-DPIPEPLAN_WITH_TORCH=
 if [ ! -f "$PIPEPLAN_BUILD/CMakeCache.txt" ]; then
   cmake "${cmake_args[@]}" >&2
 fi
-cmake --build "$PIPEPLAN_BUILD" -j "$jobs" >&2
+# Quiet when nothing fails: the build log is kept, and shown on failure.
+log="$PIPEPLAN_BUILD/build.log"
+if ! cmake --build "$PIPEPLAN_BUILD" -j "$jobs" > "$log" 2>&1; then
+  cat "$log" >&2
+  echo "pipeplan setup: the build failed (log: $log)" >&2
+  exit 1
+fi
