@@ -32,6 +32,14 @@ struct CostModel {
   double comm_latency = 0.0;
   double comm_bandwidth = 0.0;  ///< bytes per time unit; 0 = infinite
   double transfer_bytes = 0.0;  ///< size of every transfer
+  /// Activation size of one microbatch of each stage (a layer profile's
+  /// unit); empty: every stage holds 1.
+  std::vector<double> stage_memory;
+
+  /// Activation size of one microbatch of `stage`.
+  double memory(int stage) const {
+    return stage_memory.empty() ? 1.0 : stage_memory[static_cast<std::size_t>(stage)];
+  }
 
   /// Duration of a compute action (0 for SEND/RECV and pass-through types).
   double duration(const Action& a) const;
@@ -79,6 +87,9 @@ struct RankStats {
   int peak_activations = 0;
   /// The same in whole-rank units: peak_activations / stages_per_rank.
   double peak_rank_activations = 0.0;
+  /// Most activation memory alive at once: the same count weighted by each
+  /// stage's CostModel::memory (equal to peak_activations without a profile).
+  double peak_memory = 0.0;
 };
 
 struct SimResult {
@@ -115,12 +126,15 @@ void write_sim_json(const Plan& plan, const SimOptions& options, const SimResult
 struct ComparisonRow {
   std::string schedule;
   int stages_per_rank = 0;
+  std::vector<int> partition;        ///< layers per stage (with a layer profile)
   std::string skipped;               ///< why the shape was rejected ("" when it ran)
   std::vector<Diagnostic> problems;  ///< why the simulation failed, if it did
   double makespan = 0.0, bubble_fraction = 0.0;
   std::vector<RankStats> ranks;
   /// Largest peak over ranks, in whole-rank activation units.
   double peak_rank_activations() const;
+  /// Largest peak_memory over ranks.
+  double peak_memory() const;
 };
 
 /// Orders rows that ran by makespan (ties keep their order), then failed

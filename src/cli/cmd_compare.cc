@@ -44,6 +44,7 @@ std::function<int()> setup_compare(CLI::App& app) {
   app.add_option("-o,--output", args->output, "Output file (default: stdout)");
   return [args]() {
     const SimOptions options = make_sim_options(args->costs);
+    const std::optional<LayerProfile> profile = load_layers(args->costs);
     std::vector<std::string> names = args->schedules;
     if (names.empty())
       for (const auto& s : schedules()) names.push_back(s.name);
@@ -65,8 +66,14 @@ std::function<int()> setup_compare(CLI::App& app) {
       row.stages_per_rank = p.meta.stages_per_rank;
       SimResult r;
       try {
-        r = simulate(p, per_stage(options, p.meta.stages_per_rank));
-      } catch (const InputError& e) {  // e.g. --stage-costs names stages this v lacks
+        // A layer profile splits the same model into each schedule's stages;
+        // without one, the rank share is divided among the v stages.
+        SimOptions o = options;
+        if (profile) row.partition = apply_layers(*profile, p.meta, o);
+        else o = per_stage(options, p.meta.stages_per_rank);
+        r = simulate(p, o);
+      } catch (const InputError& e) {  // e.g. --stage-costs names stages this v lacks,
+                                       // or the profile has fewer layers than stages
         row.skipped = e.what();
         rows.push_back(row);
         continue;

@@ -30,6 +30,9 @@ void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs) {
   app.add_option("--cost", args.cost,
                  "Action costs, e.g. F=1,B=2,I=1,W=1[,OVERLAP_F_B=2.5] (default F=1,B=2,I=1,W=1; "
                  "B defaults to I+W, I=W=B/2 when only B is given)");
+  app.add_option("--layers", args.layers,
+                 "Layer cost profile: CSV 'name,F,B,W,activation' (header required); stages "
+                 "cost the sum of their layers (the plan's partition, else the balanced one)");
   if (stage_costs)
     app.add_option("--stage-costs", args.stage_costs,
                    "Per-stage cost multipliers: CSV rows 'stage,F,B,I,W' or 'stage,SCALE', or JSON "
@@ -44,6 +47,10 @@ void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs) {
 }
 
 SimOptions make_sim_options(const CostArgs& args) {
+  if (!args.layers.empty() && !args.cost.empty())
+    throw InputError("--layers gives every stage's costs; drop --cost");
+  if (!args.layers.empty() && !args.stage_costs.empty())
+    throw InputError("--layers gives every stage's costs; drop --stage-costs");
   SimOptions o;
   o.costs = parse_cost_spec(args.cost);
   if (!args.stage_costs.empty())
@@ -59,6 +66,17 @@ SimOptions make_sim_options(const CostArgs& args) {
     spdlog::warn("--bytes has no effect without a bandwidth (--comm LATENCY,BANDWIDTH)");
   o.transport = *parse_transport(args.model);
   return o;
+}
+
+std::optional<LayerProfile> load_layers(const CostArgs& args) {
+  if (args.layers.empty()) return std::nullopt;
+  return parse_layer_profile(read_input(args.layers), args.layers);
+}
+
+Partition apply_layers(const LayerProfile& profile, const PlanMeta& meta, SimOptions& options) {
+  Partition partition = partition_for(profile, meta);
+  options.costs = stage_costs(profile, partition, options.costs);
+  return partition;
 }
 
 void add_plan_source(CLI::App& app, PlanSource& src) {
@@ -122,6 +140,8 @@ Simulated load_and_simulate(const PlanSource& src, const CostArgs& costs, const 
     s.exit_code = report_invalid(src.file + " is not a valid plan", defects);
     return s;
   }
+  if (const auto profile = load_layers(costs))
+    s.plan.meta.partition = apply_layers(*profile, s.plan.meta, s.options);
   s.result = simulate(s.plan, s.options);
   if (s.plan.is_compute_only() && s.plan.meta.pp_degree > 1 && app.count("--model") > 0)
     spdlog::warn("--model has no effect on a compute-only plan (add --lower to lower it)");

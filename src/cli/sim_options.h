@@ -2,11 +2,13 @@
 // and the cost model.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "pipeplan/ir.h"
 #include "pipeplan/problem.h"
+#include "pipeplan/profile.h"
 #include "pipeplan/simulate.h"
 #include "pipeplan/verify.h"
 
@@ -16,9 +18,10 @@ class App;
 
 namespace pipeplan::cli {
 
-/// --cost, --stage-costs, --comm, --bytes, --model as given.
+/// --cost, --stage-costs, --layers, --comm, --bytes, --model as given.
 struct CostArgs {
   std::string cost;
+  std::string layers;
   std::string stage_costs;
   std::string comm;
   double bytes = 0;
@@ -28,7 +31,13 @@ struct CostArgs {
 /// Adds the cost-model options (`stage_costs`: whether --stage-costs exists).
 void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs = true);
 /// Parses the cost options (reading --stage-costs FILE); throws InputError.
+/// With --layers the per-stage costs come later, from apply_layers().
 SimOptions make_sim_options(const CostArgs& args);
+/// Reads --layers FILE; nullopt when not given.
+std::optional<LayerProfile> load_layers(const CostArgs& args);
+/// Gives `options` the stage costs of `profile` split for `meta` (its
+/// recorded partition, else the balanced one); returns that partition.
+Partition apply_layers(const LayerProfile& profile, const PlanMeta& meta, SimOptions& options);
 
 /// A plan FILE, or -s NAME -p P -m M [-v V].
 struct PlanSource {

@@ -18,8 +18,13 @@ void write_json(const Plan& plan, std::ostream& out) {
       << "  \"num_microbatches\": " << m.num_microbatches << ",\n"
       << "  \"stages_per_rank\": " << m.stages_per_rank << ",\n"
       << "  \"stage_to_rank\": \"" << to_string(m.mapping) << "\",\n"
-      << "  \"compute_only\": " << (plan.is_compute_only() ? "true" : "false") << ",\n"
-      << "  \"ranks\": [";
+      << "  \"compute_only\": " << (plan.is_compute_only() ? "true" : "false") << ",\n";
+  if (!m.partition.empty()) {
+    out << "  \"partition\": [";
+    for (std::size_t s = 0; s < m.partition.size(); ++s) out << (s ? ", " : "") << m.partition[s];
+    out << "],\n";
+  }
+  out << "  \"ranks\": [";
   std::string line;
   for (std::size_t r = 0; r < plan.ranks.size(); ++r) {
     line.clear();

@@ -34,11 +34,13 @@ enum class TopField : std::uint8_t {
   StageToRank,
   ComputeOnly,
   Ranks,
+  Partition,
   Unknown
 };
 constexpr const char* kTopFields[] = {"format",        "version",          "schedule",
                                       "pp_degree",     "num_microbatches", "stages_per_rank",
-                                      "stage_to_rank", "compute_only",     "ranks"};
+                                      "stage_to_rank", "compute_only",     "ranks",
+                                      "partition"};
 enum class RankField : std::uint8_t { Rank, Actions, Unknown };
 constexpr const char* kRankFields[] = {"rank", "actions"};
 
@@ -185,7 +187,7 @@ class PlanEvents {
   Plan finish(const std::string& source) &&;
 
  private:
-  enum class At : std::uint8_t { Root, Top, Ranks, Entry, Actions, End };
+  enum class At : std::uint8_t { Root, Top, Ranks, Entry, Actions, Partition, End };
 
   // What one rank entry held; reset per entry.
   struct Entry {
@@ -245,6 +247,9 @@ class PlanEvents {
         if (top_field_ == TopField::Ranks) {
           reset_ranks();
           ranks_ = std::move(v);
+        } else if (top_field_ == TopField::Partition) {
+          partition_ = std::move(v);
+          partition_items_.clear();
         } else if (top_field_ != TopField::Unknown) {
           top_[static_cast<std::size_t>(top_field_)] = std::move(v);
         }
@@ -265,6 +270,7 @@ class PlanEvents {
           entry_.bad_action.emplace(entry_.count, "expected a string, got " + describe(v));
         ++entry_.count;
         break;
+      case At::Partition: partition_items_.push_back(std::move(v)); break;
       case At::End: break;
     }
     return true;
@@ -290,6 +296,13 @@ class PlanEvents {
           ranks_ = with_kind(kind);
           if (!object) {
             at_ = At::Ranks;
+            return true;
+          }
+        } else if (top_field_ == TopField::Partition) {
+          partition_ = with_kind(kind);
+          partition_items_.clear();
+          if (!object) {
+            at_ = At::Partition;
             return true;
           }
         } else if (top_field_ != TopField::Unknown) {
@@ -321,6 +334,7 @@ class PlanEvents {
           entry_.bad_action.emplace(entry_.count, "expected a string, got " + describe(with_kind(kind)));
         ++entry_.count;
         break;
+      case At::Partition: partition_items_.push_back(with_kind(kind)); break;
       case At::End: break;
     }
     skip_ = 1;
@@ -340,6 +354,7 @@ class PlanEvents {
         at_ = At::Ranks;
         break;
       case At::Actions: at_ = At::Entry; break;
+      case At::Partition: at_ = At::Top; break;
       case At::Root:
       case At::End: break;
     }
@@ -396,6 +411,8 @@ class PlanEvents {
   std::optional<std::string> unknown_;  // smallest unknown top-level key
   Value top_[static_cast<std::size_t>(TopField::Ranks)];
   Value ranks_;
+  Value partition_;                     // Absent, an Array (items below) or the wrong type
+  std::vector<Value> partition_items_;
   std::size_t entries_ = 0;      // of "ranks", including any after bad_
   std::optional<BadEntry> bad_;  // once set, later entries are only counted
   Entry entry_;
@@ -461,6 +478,20 @@ Plan PlanEvents::finish(const std::string& source) && {
   const Value& compute_only = field(TopField::ComputeOnly);
   if (compute_only.kind != Value::Kind::Boolean)
     fail("compute_only", "expected true or false, got " + describe(compute_only));
+
+  if (partition_.present()) {
+    if (partition_.kind != Value::Kind::Array)
+      fail("partition", "expected an array of layer counts, got " + describe(partition_));
+    if (partition_items_.size() != static_cast<std::size_t>(stages))
+      fail("partition", "holds " + std::to_string(partition_items_.size()) +
+                            " layer counts for " + std::to_string(stages) +
+                            " stages (pp_degree * stages_per_rank)");
+    for (std::size_t s = 0; s < partition_items_.size(); ++s) {
+      if (std::string why = integer_problem(partition_items_[s], 1, io::kMaxLayers); !why.empty())
+        fail("partition[" + std::to_string(s) + "]", why);
+      meta.partition.push_back(as_int(partition_items_[s]));
+    }
+  }
 
   const Value& ranks = field(TopField::Ranks);
   if (ranks.kind != Value::Kind::Array) fail("ranks", "expected an array, got " + describe(ranks));

@@ -8,5 +8,6 @@ inline constexpr int kMaxRanks = 65536;
 inline constexpr int kMaxStagesPerRank = 4096;
 inline constexpr int kMaxStages = 1 << 20;
 inline constexpr int kMaxMicrobatches = 1 << 20;
+inline constexpr int kMaxLayers = 1 << 20;
 
 }  // namespace pipeplan::io

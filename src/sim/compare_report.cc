@@ -32,6 +32,12 @@ double ComparisonRow::peak_rank_activations() const {
   return peak;
 }
 
+double ComparisonRow::peak_memory() const {
+  double peak = 0;
+  for (const RankStats& r : ranks) peak = std::max(peak, r.peak_memory);
+  return peak;
+}
+
 void sort_comparison(std::vector<ComparisonRow>& rows) {
   std::stable_sort(rows.begin(), rows.end(), [](const ComparisonRow& a, const ComparisonRow& b) {
     if (group(a) != group(b)) return group(a) < group(b);
@@ -45,11 +51,11 @@ void write_compare_text(int pp_degree, int num_microbatches, const SimOptions& o
   out << "pp " << pp_degree << ", microbatches " << num_microbatches << "; costs "
       << costs_text(options) << "\n";
   std::vector<std::vector<std::string>> table = {
-      {"schedule", "v", "makespan", "bubble", "peak act", "peak act per rank"}};
+      {"schedule", "v", "makespan", "bubble", "peak mem", "peak act", "peak act per rank"}};
   for (const ComparisonRow& r : rows) {
     if (!r.skipped.empty()) continue;
     if (!r.problems.empty()) {
-      table.push_back({r.schedule, std::to_string(r.stages_per_rank), "failed", "-", "-",
+      table.push_back({r.schedule, std::to_string(r.stages_per_rank), "failed", "-", "-", "-",
                        r.problems.front().code});
       continue;
     }
@@ -57,8 +63,8 @@ void write_compare_text(int pp_degree, int num_microbatches, const SimOptions& o
     for (const RankStats& s : r.ranks)
       per_rank += (per_rank.empty() ? "" : " ") + format_number(s.peak_rank_activations, 2);
     table.push_back({r.schedule, std::to_string(r.stages_per_rank), format_number(r.makespan, 4),
-                     percent(r.bubble_fraction), format_number(r.peak_rank_activations(), 2),
-                     per_rank});
+                     percent(r.bubble_fraction), format_number(r.peak_memory(), 3),
+                     format_number(r.peak_rank_activations(), 2), per_rank});
   }
   std::vector<std::size_t> width(table[0].size(), 0);
   for (const auto& row : table)
@@ -74,6 +80,8 @@ void write_compare_text(int pp_degree, int num_microbatches, const SimOptions& o
     }
     out << line << "\n";
   }
+  out << "peak mem: most activation memory alive on a rank (the layer profile's unit; 1 per "
+         "stage and microbatch without one)\n";
   out << "peak act: most live (stage, microbatch) activations on a rank, in whole-rank units\n";
   for (const ComparisonRow& r : rows)
     if (!r.skipped.empty()) out << "skipped " << r.schedule << ": " << r.skipped << "\n";
@@ -99,6 +107,8 @@ void write_compare_json(int pp_degree, int num_microbatches, const SimOptions& o
                   {"OVERLAP_F_B", c.overlap ? Json(*c.overlap) : Json(nullptr)},
                   {"transfer_time", tidy(c.transfer_time())},
                   {"per", "rank share; each of a rank's v stages costs 1/v"}};
+  for (const ComparisonRow& r : rows)
+    if (!r.partition.empty()) doc["costs"]["per"] = "layer profile: a stage costs the sum of its layers";
   Json results = Json::array(), skipped = Json::array();
   for (const ComparisonRow& r : rows) {
     if (!r.skipped.empty()) {
@@ -108,18 +118,22 @@ void write_compare_json(int pp_degree, int num_microbatches, const SimOptions& o
     Json row;
     row["schedule"] = r.schedule;
     row["stages_per_rank"] = r.stages_per_rank;
+    if (!r.partition.empty()) row["partition"] = r.partition;
     row["ok"] = r.problems.empty();
     if (!r.problems.empty()) {
       row["problem"] = r.problems.front().message;
     } else {
       row["makespan"] = tidy(r.makespan);
       row["bubble_fraction"] = tidy(r.bubble_fraction);
+      row["peak_memory"] = tidy(r.peak_memory());
       row["peak_rank_activations"] = tidy(r.peak_rank_activations());
-      Json peaks = Json::array(), rank_peaks = Json::array();
+      Json peaks = Json::array(), rank_peaks = Json::array(), memory = Json::array();
       for (const RankStats& s : r.ranks) {
         peaks.push_back(s.peak_activations);
         rank_peaks.push_back(tidy(s.peak_rank_activations));
+        memory.push_back(tidy(s.peak_memory));
       }
+      row["peak_memory_per_rank"] = memory;
       row["peak_activations_per_rank"] = peaks;
       row["peak_rank_activations_per_rank"] = rank_peaks;
     }

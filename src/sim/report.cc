@@ -65,11 +65,12 @@ void write_sim_text(const Plan& plan, const SimOptions& options, const SimResult
   out << "bubble: " << pct.str() << "% (1 - busy / (ranks x makespan))\n";
   // Right-aligned columns sized to their widest cell.
   std::vector<std::vector<std::string>> rows = {
-      {"rank", "busy", "idle", "first", "last", "peak act", "peak (rank units)"}};
+      {"rank", "busy", "idle", "first", "last", "peak act", "peak (rank units)", "peak mem"}};
   for (const RankStats& r : result.ranks)
     rows.push_back({std::to_string(r.rank), format_number(r.busy), format_number(r.idle),
                     format_number(r.first_start), format_number(r.last_end),
-                    std::to_string(r.peak_activations), format_number(r.peak_rank_activations, 3)});
+                    std::to_string(r.peak_activations), format_number(r.peak_rank_activations, 3),
+                    format_number(r.peak_memory, 3)});
   std::vector<std::size_t> width(rows[0].size(), 0);
   for (const auto& row : rows)
     for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
@@ -95,6 +96,7 @@ void write_sim_json(const Plan& plan, const SimOptions& options, const SimResult
   doc["pp_degree"] = m.pp_degree;
   doc["num_microbatches"] = m.num_microbatches;
   doc["stages_per_rank"] = m.stages_per_rank;
+  if (!m.partition.empty()) doc["partition"] = m.partition;
   doc["model"] = result.compute_only ? "compute-only" : std::string(to_string(options.transport));
   Json costs;
   costs["F"] = c.f;
@@ -124,7 +126,7 @@ void write_sim_json(const Plan& plan, const SimOptions& options, const SimResult
   } else {
     doc["makespan"] = tidy(result.makespan);
     doc["bubble_fraction"] = tidy(result.bubble_fraction);
-    double busy = 0;
+    double busy = 0, peak_memory = 0;
     Json ranks = Json::array();
     for (const RankStats& r : result.ranks) {
       busy += r.busy;
@@ -134,8 +136,11 @@ void write_sim_json(const Plan& plan, const SimOptions& options, const SimResult
                        {"first_start", tidy(r.first_start)},
                        {"last_end", tidy(r.last_end)},
                        {"peak_activations", r.peak_activations},
-                       {"peak_rank_activations", tidy(r.peak_rank_activations)}});
+                       {"peak_rank_activations", tidy(r.peak_rank_activations)},
+                       {"peak_memory", tidy(r.peak_memory)}});
+      peak_memory = std::max(peak_memory, r.peak_memory);
     }
+    doc["peak_memory"] = tidy(peak_memory);
     doc["busy"] = tidy(busy);
     doc["transfers"] = result.transfers.size();
     doc["ranks"] = ranks;

@@ -383,21 +383,27 @@ void Engine::complete_compute(int r, const Action& a, double end) {
     keys_[key(s, mb)].f_end = end;
     ++st.live;
     st.peak = std::max(st.peak, st.live);
+    st.memory += costs_.memory(s);
+    st.peak_memory = std::max(st.peak_memory, st.memory);
     if (compute_only_ && s + 1 < num_stages_ && rank_of(s + 1) != r) wake(rank_of(s + 1));
   };
   auto produced_grad = [&](int s, int mb) {
     keys_[key(s, mb)].bi_end = end;
     if (compute_only_ && s > 0 && rank_of(s - 1) != r) wake(rank_of(s - 1));
   };
+  auto released = [&](int s) {
+    --st.live;
+    st.memory -= costs_.memory(s);
+  };
   switch (a.type) {
     case ActionType::F: produced_f(a.stage, a.microbatch); break;
-    case ActionType::B: produced_grad(a.stage, a.microbatch), --st.live; break;
+    case ActionType::B: produced_grad(a.stage, a.microbatch), released(a.stage); break;
     case ActionType::I: produced_grad(a.stage, a.microbatch); break;
-    case ActionType::W: --st.live; break;
+    case ActionType::W: released(a.stage); break;
     case ActionType::OverlapFB:
       produced_f(a.stage, a.microbatch);
       produced_grad(a.sub_stage, a.sub_microbatch);
-      --st.live;
+      released(a.sub_stage);
       break;
     default: break;
   }
@@ -420,6 +426,12 @@ SimResult simulate(const Plan& plan, const SimOptions& options) {
       if (!std::isfinite(v) || v < 0)
         throw InputError("stage " + std::to_string(stage) + " cost multipliers must be non-negative");
   }
+  if (!c.stage_memory.empty() &&
+      c.stage_memory.size() != static_cast<std::size_t>(plan.meta.num_stages()))
+    throw InputError("activation sizes are given for " + std::to_string(c.stage_memory.size()) +
+                     " stages, but the plan has " + std::to_string(plan.meta.num_stages()));
+  for (double v : c.stage_memory)
+    if (!std::isfinite(v) || v < 0) throw InputError("activation sizes must be finite and non-negative");
   if (plan.meta.pp_degree < 1 || plan.meta.num_microbatches < 1 || plan.meta.stages_per_rank < 1)
     throw InputError("plan shape must have pp_degree, microbatches and stages_per_rank >= 1");
   detail::Engine engine(plan, options);
