@@ -92,6 +92,8 @@ struct PlanMeta {
   int num_microbatches = 1;
   int stages_per_rank = 1;
   StageMapping mapping = StageMapping::Loop;
+  /// An inference plan: forwards only (F, SEND_F, RECV_F), no backward owed.
+  bool forward_only = false;
   /// Layers per stage when the plan was made for a layer profile (JSON
   /// "partition"); empty when the plan records none.
   std::vector<int> partition;
@@ -106,7 +108,7 @@ struct PlanMeta {
     return a.schedule == b.schedule && a.pp_degree == b.pp_degree &&
            a.num_microbatches == b.num_microbatches &&
            a.stages_per_rank == b.stages_per_rank && a.mapping == b.mapping &&
-           a.partition == b.partition;
+           a.forward_only == b.forward_only && a.partition == b.partition;
   }
 };
 
