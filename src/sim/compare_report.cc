@@ -48,23 +48,34 @@ void sort_comparison(std::vector<ComparisonRow>& rows) {
 
 void write_compare_text(int pp_degree, int num_microbatches, const SimOptions& options,
                         const std::vector<ComparisonRow>& rows, std::ostream& out) {
-  out << "pp " << pp_degree << ", microbatches " << num_microbatches << "; costs "
-      << costs_text(options) << "\n";
+  // With a layer profile: peak memory in its unit, before the activation counts.
+  bool weighted = false;
+  for (const ComparisonRow& r : rows) weighted = weighted || !r.partition.empty();
+  out << "pp " << pp_degree << ", microbatches " << num_microbatches << "; costs ";
+  if (weighted)
+    out << "from the layer profile (a stage costs the sum of its layers), transfer "
+        << format_number(options.costs.transfer_time()) << ", " << to_string(options.transport)
+        << " model\n";
+  else
+    out << costs_text(options) << "\n";
   std::vector<std::vector<std::string>> table = {
-      {"schedule", "v", "makespan", "bubble", "peak mem", "peak act", "peak act per rank"}};
+      {"schedule", "v", "makespan", "bubble", "peak act", "peak act per rank"}};
+  if (weighted) table[0].insert(table[0].begin() + 4, "peak mem");
   for (const ComparisonRow& r : rows) {
     if (!r.skipped.empty()) continue;
     if (!r.problems.empty()) {
-      table.push_back({r.schedule, std::to_string(r.stages_per_rank), "failed", "-", "-", "-",
+      table.push_back({r.schedule, std::to_string(r.stages_per_rank), "failed", "-", "-",
                        r.problems.front().code});
+      if (weighted) table.back().insert(table.back().begin() + 4, "-");
       continue;
     }
     std::string per_rank;
     for (const RankStats& s : r.ranks)
       per_rank += (per_rank.empty() ? "" : " ") + format_number(s.peak_rank_activations, 2);
     table.push_back({r.schedule, std::to_string(r.stages_per_rank), format_number(r.makespan, 4),
-                     percent(r.bubble_fraction), format_number(r.peak_memory(), 3),
-                     format_number(r.peak_rank_activations(), 2), per_rank});
+                     percent(r.bubble_fraction), format_number(r.peak_rank_activations(), 2),
+                     per_rank});
+    if (weighted) table.back().insert(table.back().begin() + 4, format_number(r.peak_memory(), 3));
   }
   std::vector<std::size_t> width(table[0].size(), 0);
   for (const auto& row : table)
@@ -80,8 +91,8 @@ void write_compare_text(int pp_degree, int num_microbatches, const SimOptions& o
     }
     out << line << "\n";
   }
-  out << "peak mem: most activation memory alive on a rank (the layer profile's unit; 1 per "
-         "stage and microbatch without one)\n";
+  if (weighted)
+    out << "peak mem: most activation memory alive on a rank, in the layer profile's unit\n";
   out << "peak act: most live (stage, microbatch) activations on a rank, in whole-rank units\n";
   for (const ComparisonRow& r : rows)
     if (!r.skipped.empty()) out << "skipped " << r.schedule << ": " << r.skipped << "\n";

@@ -65,12 +65,16 @@ void write_sim_text(const Plan& plan, const SimOptions& options, const SimResult
   out << "bubble: " << pct.str() << "% (1 - busy / (ranks x makespan))\n";
   // Right-aligned columns sized to their widest cell.
   std::vector<std::vector<std::string>> rows = {
-      {"rank", "busy", "idle", "first", "last", "peak act", "peak (rank units)", "peak mem"}};
-  for (const RankStats& r : result.ranks)
+      {"rank", "busy", "idle", "first", "last", "peak act", "peak (rank units)"}};
+  // Peak memory differs from the activation count only with a layer profile.
+  const bool weighted = !options.costs.stage_memory.empty();
+  if (weighted) rows[0].push_back("peak mem");
+  for (const RankStats& r : result.ranks) {
     rows.push_back({std::to_string(r.rank), format_number(r.busy), format_number(r.idle),
                     format_number(r.first_start), format_number(r.last_end),
-                    std::to_string(r.peak_activations), format_number(r.peak_rank_activations, 3),
-                    format_number(r.peak_memory, 3)});
+                    std::to_string(r.peak_activations), format_number(r.peak_rank_activations, 3)});
+    if (weighted) rows.back().push_back(format_number(r.peak_memory, 3));
+  }
   std::vector<std::size_t> width(rows[0].size(), 0);
   for (const auto& row : rows)
     for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
