@@ -30,9 +30,10 @@ struct CostArgs {
 
 /// Adds the cost-model options (`stage_costs`: whether --stage-costs exists).
 void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs = true);
-/// Parses the cost options (reading --stage-costs FILE); throws InputError.
-/// With --layers the per-stage costs come later, from apply_layers().
-SimOptions make_sim_options(const CostArgs& args);
+/// Parses the cost options (reading --stage-costs FILE; a calibrated file
+/// sets absolute durations and its transfer cost); throws InputError.
+/// `file_out`, when given, receives the stage-costs file as read.
+SimOptions make_sim_options(const CostArgs& args, StageCosts* file_out = nullptr);
 /// Reads --layers FILE; nullopt when not given.
 std::optional<LayerProfile> load_layers(const CostArgs& args);
 /// Gives `options` the stage costs of `profile` split for `meta` (its
