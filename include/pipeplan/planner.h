@@ -35,6 +35,10 @@ const std::vector<ScheduleInfo>& schedules();
 /// InputError listing the names, with a "did you mean" when one is close.
 const ScheduleInfo& find_schedule(const std::string& name);
 
+/// The lowering `meta.schedule` uses when planned (its table row's), or the
+/// defaults for a name not in the table ("custom" plans read from files).
+LowerOptions schedule_lowering(const PlanMeta& meta);
+
 /// Resolves defaults (v) and checks the shape; throws ShapeError/InputError.
 PlanMeta resolve(const Problem& problem);
 

@@ -217,6 +217,12 @@ PlanMeta resolve(const Problem& problem) {
   return meta;
 }
 
+LowerOptions schedule_lowering(const PlanMeta& meta) {
+  for (const ScheduleInfo& s : schedules())
+    if (s.name == meta.schedule) return s.lowering;
+  return {};
+}
+
 Plan plan_compute_rank(const Problem& problem, int rank) {
   PlanMeta meta = resolve(problem);
   if (rank < 0 || rank >= meta.pp_degree)
