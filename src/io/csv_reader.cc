@@ -180,6 +180,7 @@ Plan build_plan(const std::vector<std::vector<Located>>& rows, const Locator& re
 
   Plan plan;
   plan.meta.schedule = options.schedule;
+  plan.meta.forward_only = options.forward_only;
   plan.meta.pp_degree = pp;
   plan.meta.stages_per_rank = num_stages / pp;
   if (options.num_microbatches) {
