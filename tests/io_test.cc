@@ -332,8 +332,8 @@ TEST_CASE("io: an in-memory action table reads like its CSV, errors by rank and 
   CHECK(table_error({Row{"0F0", std::nullopt, "0BW0"}}) ==
         "order: rank 0 step 2: unknown action '0BW0': 'BW' is not an action type (types: F, B, "
         "I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD)");
-  CHECK(table_error({Row{"0F0"}, Row{std::nullopt, "0B0"}}) ==
-        "order: rank 1 step 1: stage 0 is on rank 1 here but on rank 0 at rank 0 step 0; a "
+  CHECK(table_error({Row{"0F0"}, Row{"1F0", std::nullopt, "0B0"}}) ==
+        "order: rank 1 step 2: stage 0 is on rank 1 here but on rank 0 at rank 0 step 0; a "
         "stage belongs to one rank");
   CHECK(table_error({}) == "order: no ranks: expected one list of actions per rank");
   CHECK(table_error({Row{std::nullopt}}) == "order: no actions in any row");

@@ -20,6 +20,7 @@ std::string plan_repr(const Plan& p) {
   s << "<pipeplan.Plan " << p.meta.schedule << " pp=" << p.meta.pp_degree
     << " m=" << p.meta.num_microbatches << " v=" << p.meta.stages_per_rank << ", "
     << p.num_actions() << " actions, " << (p.is_compute_only() ? "compute-only" : "with comms");
+  if (p.meta.forward_only) s << ", forward-only";
   if (!p.is_whole()) {
     s << ", rank" << (p.rank_ids.size() == 1 ? " " : "s ");
     for (std::size_t i = 0; i < p.rank_ids.size(); ++i) s << (i ? "," : "") << p.rank_ids[i];
@@ -43,10 +44,11 @@ py::object meta_item(const PlanMeta& m, const std::string& key) {
   if (key == "stages_per_rank") return py::int_(m.stages_per_rank);
   if (key == "num_stages") return py::int_(m.num_stages());
   if (key == "stage_to_rank") return py::str(std::string(to_string(m.mapping)));
+  if (key == "forward_only") return py::bool_(m.forward_only);
   throw py::key_error(key);
 }
-const char* const kMetaKeys[] = {"schedule",        "pp_degree",  "num_microbatches",
-                                 "stages_per_rank", "num_stages", "stage_to_rank"};
+const char* const kMetaKeys[] = {"schedule",   "pp_degree",     "num_microbatches", "stages_per_rank",
+                                 "num_stages", "stage_to_rank", "forward_only"};
 
 }  // namespace
 
@@ -107,7 +109,7 @@ InputError). Actions compare equal to each other and to their string.)doc")
   py::class_<PlanMeta>(m, "PlanMeta", R"doc(
 A plan's shape and placement. Attributes and keys (``meta["pp_degree"]``)
 follow the JSON format: schedule, pp_degree, num_microbatches,
-stages_per_rank, num_stages, stage_to_rank ("loop" or "v").)doc")
+stages_per_rank, num_stages, stage_to_rank ("loop" or "v"), forward_only.)doc")
       .def_readonly("schedule", &PlanMeta::schedule, "Schedule name, or 'custom'.")
       .def_readonly("pp_degree", &PlanMeta::pp_degree, "Number of ranks.")
       .def_readonly("num_microbatches", &PlanMeta::num_microbatches, "Microbatches per step.")
@@ -116,6 +118,8 @@ stages_per_rank, num_stages, stage_to_rank ("loop" or "v").)doc")
       .def_property_readonly(
           "stage_to_rank", [](const PlanMeta& m) { return std::string(to_string(m.mapping)); },
           "Stage placement: 'loop' (stage s on rank s % pp) or 'v' (V-shaped).")
+      .def_readonly("forward_only", &PlanMeta::forward_only,
+                    "True for an inference plan (F/SEND_F/RECV_F only; no backward owed).")
       .def("rank_of", &PlanMeta::rank_of, py::arg("stage"), "The rank that owns `stage`.")
       .def("stages_of", &PlanMeta::stages_of, py::arg("rank"), "The stages of `rank`, ascending.")
       .def("__getitem__", &meta_item, py::arg("key"))
@@ -138,7 +142,7 @@ stages_per_rank, num_stages, stage_to_rank ("loop" or "v").)doc")
         s << "PlanMeta(schedule='" << m.schedule << "', pp_degree=" << m.pp_degree
           << ", num_microbatches=" << m.num_microbatches
           << ", stages_per_rank=" << m.stages_per_rank << ", stage_to_rank='"
-          << to_string(m.mapping) << "')";
+          << to_string(m.mapping) << "'" << (m.forward_only ? ", forward_only=True" : "") << ")";
         return s.str();
       });
 

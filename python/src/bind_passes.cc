@@ -17,12 +17,14 @@ namespace {
 using Release = py::gil_scoped_release;
 
 Plan make_plan(const std::string& schedule, int pp_degree, int num_microbatches,
-               std::optional<int> stages_per_rank, std::optional<int> rank, bool compute_only) {
+               std::optional<int> stages_per_rank, std::optional<int> rank, bool compute_only,
+               bool forward_only) {
   // The library reads 0 as "the schedule's default"; here that is None.
   if (stages_per_rank && *stages_per_rank == 0)
     throw ShapeError(schedule + ": stages_per_rank must be positive, got 0; pass 1 or more, or "
                      "None for the schedule's default");
-  const Problem problem{schedule, pp_degree, num_microbatches, stages_per_rank.value_or(0)};
+  Problem problem{schedule, pp_degree, num_microbatches, stages_per_rank.value_or(0)};
+  problem.forward_only = forward_only;
   Release release;
   if (rank) return compute_only ? plan_compute_rank(problem, *rank) : plan_rank(problem, *rank);
   return compute_only ? plan_compute(problem) : plan(problem);
@@ -106,8 +108,8 @@ std::vector<Diagnostic> verify_plan(const Plan& plan, const std::string& transpo
 
 Plan read_plan_text(const std::string& text, const std::string& source,
                     std::optional<int> num_microbatches, const std::optional<std::string>& mapping,
-                    const std::optional<std::string>& schedule) {
-  const CsvReadOptions csv = csv_options(num_microbatches, mapping, schedule);
+                    const std::optional<std::string>& schedule, bool forward_only) {
+  const CsvReadOptions csv = csv_options(num_microbatches, mapping, schedule, forward_only);
   Plan plan;
   {
     Release release;
@@ -127,6 +129,9 @@ Plan read_plan_text(const std::string& text, const std::string& source,
             "num_microbatches " + std::to_string(m.num_microbatches));
     if (schedule && *schedule != m.schedule)
       clash("schedule='" + *schedule + "'", "schedule " + m.schedule);
+    // forward_only states what the plan is for; a JSON plan that does not
+    // say so (older or hand-written) is taken at its word, as in the CLI.
+    if (forward_only) plan.meta.forward_only = true;
   }
   return plan;
 }
@@ -159,11 +164,13 @@ also accepts each row's aliases, case-insensitively).)doc");
   m.def("plan", &make_plan, py::arg("schedule"), py::arg("pp_degree"),
         py::arg("num_microbatches"), py::arg("stages_per_rank") = py::none(),
         py::arg("rank") = py::none(), py::arg("compute_only") = false,
-        R"doc(plan(schedule, pp_degree, num_microbatches, stages_per_rank=None, rank=None, compute_only=False) -> Plan
+        py::arg("forward_only") = false,
+        R"doc(plan(schedule, pp_degree, num_microbatches, stages_per_rank=None, rank=None, compute_only=False, forward_only=False) -> Plan
 
 Plans a schedule: the compute order of every rank, lowered (SEND/RECV
 inserted, each rank pair in one FIFO order) unless ``compute_only``.
-Equivalent to ``pipeplan plan -s SCHEDULE -p PP -m M [-v V] [-r R] [--compute-only]``.
+Equivalent to ``pipeplan plan -s SCHEDULE -p PP -m M [-v V] [-r R] [--compute-only]
+[--forward-only]``.
 
 schedule          name or alias from schedules(), e.g. "1f1b", "interleaved-1f1b", "zbv"
 pp_degree         number of ranks
@@ -171,6 +178,8 @@ num_microbatches  microbatches per step
 stages_per_rank   stages per rank (v); None takes the schedule's default
 rank              keep only this rank's program (the others are planned to time it)
 compute_only      F/B/I/W order only, no SEND/RECV (what torch's _load_csv lowers itself)
+forward_only      inference: each rank's forwards in the schedule's order, no backward
+                  (recorded in the plan's metadata, so verification owes none)
 
 Raises ShapeError (an InputError) when the schedule cannot run the shape, with
 the CLI's message and a fix, and InputError for an unknown schedule or a rank
@@ -232,31 +241,34 @@ it, ``.diagnostics`` the list) unless the plan is proved.
 
   m.def("loads", &read_plan_text, py::arg("text"), py::arg("source") = "<string>",
         py::arg("num_microbatches") = py::none(), py::arg("mapping") = py::none(),
-        py::arg("schedule") = py::none(),
-        R"doc(loads(text, source="<string>", num_microbatches=None, mapping=None, schedule=None) -> Plan
+        py::arg("schedule") = py::none(), py::arg("forward_only") = false,
+        R"doc(loads(text, source="<string>", num_microbatches=None, mapping=None, schedule=None, forward_only=False) -> Plan
 
 Parses a plan: JSON (schemas/plan.schema.json) or torch's CSV, told apart by
 content (JSON starts with '{'). A CSV carries no metadata: ``num_microbatches``,
 ``mapping`` ("loop" or "v") and ``schedule`` supply it, else it is inferred as
 torch's _load_csv does; given with JSON they must agree with the file.
+``forward_only=True`` marks an inference plan (F/SEND_F/RECV_F only), as the
+CLI's --forward-only does.
 Raises InputError "<source>:<line>:<column>: ..." on malformed input. The
 plan is returned as read; verify() judges it.)doc");
 
   m.def(
       "read",
       [](const py::object& path, std::optional<int> num_microbatches,
-         const std::optional<std::string>& mapping, const std::optional<std::string>& schedule) {
+         const std::optional<std::string>& mapping, const std::optional<std::string>& schedule,
+         bool forward_only) {
         const std::string p = path_from(path);
         std::string text;
         {
           Release release;
           text = read_text_file(p);
         }
-        return read_plan_text(text, p, num_microbatches, mapping, schedule);
+        return read_plan_text(text, p, num_microbatches, mapping, schedule, forward_only);
       },
       py::arg("path"), py::arg("num_microbatches") = py::none(), py::arg("mapping") = py::none(),
-      py::arg("schedule") = py::none(),
-      R"doc(read(path, num_microbatches=None, mapping=None, schedule=None) -> Plan
+      py::arg("schedule") = py::none(), py::arg("forward_only") = false,
+      R"doc(read(path, num_microbatches=None, mapping=None, schedule=None, forward_only=False) -> Plan
 
 loads() of a file (JSON or CSV, detected from content); errors name the path.)doc");
 }

@@ -30,7 +30,8 @@ std::vector<std::optional<std::string>> row_of(const py::handle& actions, std::s
 }
 
 Plan from_torch(const py::object& order, std::optional<int> num_microbatches,
-                const std::optional<std::string>& mapping, const std::string& schedule) {
+                const std::optional<std::string>& mapping, const std::string& schedule,
+                bool forward_only) {
   std::vector<std::vector<std::optional<std::string>>> rows;
   if (py::isinstance<py::dict>(order) || py::hasattr(order, "keys")) {
     // torch's pipeline_order: {rank: [actions]} with ranks 0..pp-1.
@@ -63,7 +64,7 @@ Plan from_torch(const py::object& order, std::optional<int> num_microbatches,
     std::size_t r = 0;
     for (const py::handle actions : order) rows.push_back(row_of(actions, r++));
   }
-  const CsvReadOptions options = csv_options(num_microbatches, mapping, schedule);
+  const CsvReadOptions options = csv_options(num_microbatches, mapping, schedule, forward_only);
   py::gil_scoped_release release;
   return parse_action_table(rows, "order", options);
 }
@@ -81,7 +82,8 @@ std::string to_torch_csv(const Plan& plan, std::optional<bool> reduce_grad) {
 void bind_torch(py::module_& m) {
   m.def("from_torch", &from_torch, py::arg("order"), py::arg("num_microbatches") = py::none(),
         py::arg("mapping") = py::none(), py::arg("schedule") = "custom",
-        R"doc(from_torch(order, num_microbatches=None, mapping=None, schedule="custom") -> Plan
+        py::arg("forward_only") = false,
+        R"doc(from_torch(order, num_microbatches=None, mapping=None, schedule="custom", forward_only=False) -> Plan
 
 Reads a torch.distributed.pipelining schedule's in-memory order, exactly
 ``schedule.pipeline_order`` (compute only) or
@@ -90,7 +92,9 @@ list of lists), each action a string or any object whose ``str()`` is torch
 grammar ("0F0", "1SEND_F3", "(0F7;7B3)OVERLAP_F_B"), None for an idle step.
 As for a CSV file, ``num_microbatches`` and ``mapping`` ("loop" or "v") are
 inferred when None (microbatches = largest + 1; placement from who runs
-which stage). Raises InputError "order: rank R step S: ..." for a bad entry.
+which stage); ``schedule`` is recorded (a known name also selects its
+lowering); ``forward_only=True`` marks an inference order (no backward owed).
+Raises InputError "order: rank R step S: ..." for a bad entry.
 
     >>> plan = pipeplan.from_torch(schedule.pipeline_order, num_microbatches=8)
     >>> assert pipeplan.verify(plan) == [])doc");

@@ -42,7 +42,7 @@ std::string read_text_file(const std::string& path);
 /// and --schedule give it.
 CsvReadOptions csv_options(std::optional<int> num_microbatches,
                            const std::optional<std::string>& mapping,
-                           const std::optional<std::string>& schedule);
+                           const std::optional<std::string>& schedule, bool forward_only);
 /// Joins diagnostics as the CLI prints them.
 std::string describe(const std::vector<Diagnostic>& diagnostics);
 

@@ -60,8 +60,9 @@ std::string read_text_file(const std::string& path) {
 
 CsvReadOptions csv_options(std::optional<int> num_microbatches,
                            const std::optional<std::string>& mapping,
-                           const std::optional<std::string>& schedule) {
+                           const std::optional<std::string>& schedule, bool forward_only) {
   CsvReadOptions o;
+  o.forward_only = forward_only;
   if (num_microbatches) {
     if (*num_microbatches < 1)
       throw InputError("num_microbatches must be at least 1, got " +

@@ -78,7 +78,8 @@ def test_meta_answers_attributes_and_json_keys():
     assert (meta.schedule, meta.pp_degree, meta.num_microbatches, meta.stages_per_rank) == ("zbv", 4, 8, 2)
     assert meta["stage_to_rank"] == meta.stage_to_rank == "v" and meta.num_stages == 8
     assert meta.to_dict() == {"schedule": "zbv", "pp_degree": 4, "num_microbatches": 8,
-                              "stages_per_rank": 2, "num_stages": 8, "stage_to_rank": "v"}
+                              "stages_per_rank": 2, "num_stages": 8, "stage_to_rank": "v",
+                              "forward_only": False}
     assert meta.rank_of(7) == 0 and meta.stages_of(1) == [1, 6]
     with pytest.raises(KeyError):
         meta["nope"]
@@ -116,6 +117,25 @@ def test_schedules_are_the_clis_list(cli):
         v = s.default_stages_per_rank
         plan = pipeplan.plan(s.name, 4, 16, stages_per_rank=v)
         assert plan.meta.schedule == s.name and pipeplan.verify(plan) == []
+
+
+@pytest.mark.parametrize("schedule,v", [("1f1b", None), ("interleaved-1f1b", 2), ("zbv", None)])
+def test_forward_only_plans_are_the_clis(cli, tmp_path, schedule, v):
+    plan = pipeplan.plan(schedule, 4, 8, stages_per_rank=v, forward_only=True)
+    args = ["-s", schedule, "-p", 4, "-m", 8] + (["-v", v] if v else [])
+    assert plan.to_json() == cli.out("plan", *args, "--forward-only")
+    assert plan.meta.forward_only and plan.meta["forward_only"] and "forward-only" in repr(plan)
+    assert {a.type for r in plan.ranks for a in r} <= {"F", "SEND_F", "RECV_F"}
+    assert pipeplan.verify(plan) == []
+    csv = plan.to_csv()
+    assert pipeplan.verify(pipeplan.loads(csv, forward_only=True)) == []
+    assert pipeplan.verify(pipeplan.loads(csv))  # owed backwards are missing
+    path = tmp_path / "f.csv"
+    path.write_text(csv)
+    assert cli.run("verify", path, "--forward-only").returncode == 0
+    order = {r: [str(a) for a in actions] for r, actions in enumerate(plan.ranks)}
+    assert pipeplan.verify(pipeplan.from_torch(order, forward_only=True)) == []
+    assert not pipeplan.plan(schedule, 4, 8, stages_per_rank=v).meta.forward_only
 
 
 def test_version_matches_the_cli(cli):
