@@ -155,9 +155,7 @@ void bind_passes(py::module_& m) {
 
   m.def(
       "schedules", [] { return schedules(); },
-      R"doc(schedules() -> list[ScheduleInfo]
-
-The schedule table in display order, as `pipeplan list -l` shows it:
+      R"doc(The schedule table in display order, as `pipeplan list -l` shows it:
 ``[s.name for s in pipeplan.schedules()]`` are the names plan() accepts (it
 also accepts each row's aliases, case-insensitively).)doc");
 
@@ -165,9 +163,7 @@ also accepts each row's aliases, case-insensitively).)doc");
         py::arg("num_microbatches"), py::arg("stages_per_rank") = py::none(),
         py::arg("rank") = py::none(), py::arg("compute_only") = false,
         py::arg("forward_only") = false,
-        R"doc(plan(schedule, pp_degree, num_microbatches, stages_per_rank=None, rank=None, compute_only=False, forward_only=False) -> Plan
-
-Plans a schedule: the compute order of every rank, lowered (SEND/RECV
+        R"doc(Plans a schedule: the compute order of every rank, lowered (SEND/RECV
 inserted, each rank pair in one FIFO order) unless ``compute_only``.
 Equivalent to ``pipeplan plan -s SCHEDULE -p PP -m M [-v V] [-r R] [--compute-only]
 [--forward-only]``.
@@ -191,9 +187,7 @@ out of range. Prove the result with verify().
 
   m.def("lower", &lower_plan, py::arg("plan"), py::arg("send_placement") = py::none(),
         py::arg("reduce_grad") = false,
-        R"doc(lower(plan, send_placement=None, reduce_grad=False) -> Plan
-
-Inserts SEND/RECV into a whole compute-only plan, as ``pipeplan lower``:
+        R"doc(Inserts SEND/RECV into a whole compute-only plan, as ``pipeplan lower``:
 each RECV right before its consumer, each rank pair's transfers in one common
 order (deadlock-free under rendezvous and eager transport). A plan of a known
 schedule is lowered exactly as plan() lowers it.
@@ -208,9 +202,7 @@ PlanError (with .diagnostics) when the compute order has defects or its ranks
 wait on each other.)doc");
 
   m.def("verify", &verify_plan, py::arg("plan"), py::arg("transport") = "rendezvous",
-        R"doc(verify(plan, transport="rendezvous") -> list[Diagnostic]
-
-Proves the plan: structural checks (counts, ranges, placement, dependencies,
+        R"doc(Proves the plan: structural checks (counts, ranges, placement, dependencies,
 each pair's FIFO) and a run showing every rank reaches the end of its list
 under ``transport``: "rendezvous" (NCCL-style in-order pair streams), "eager"
 (buffered sends) or "serial" (one stream per rank). An empty list means
@@ -232,9 +224,7 @@ partial plan (plan(rank=R)) gets a "partial-plan" diagnostic.
                             diagnostics};
       },
       py::arg("plan"), py::arg("transport") = "rendezvous",
-      R"doc(check(plan, transport="rendezvous") -> None
-
-verify() for tests: raises PlanError (message as ``pipeplan verify`` prints
+      R"doc(verify() for tests: raises PlanError (message as ``pipeplan verify`` prints
 it, ``.diagnostics`` the list) unless the plan is proved.
 
     >>> pipeplan.check(pipeplan.from_torch(schedule.pipeline_order_with_comms)))doc");
@@ -242,9 +232,7 @@ it, ``.diagnostics`` the list) unless the plan is proved.
   m.def("loads", &read_plan_text, py::arg("text"), py::arg("source") = "<string>",
         py::arg("num_microbatches") = py::none(), py::arg("mapping") = py::none(),
         py::arg("schedule") = py::none(), py::arg("forward_only") = false,
-        R"doc(loads(text, source="<string>", num_microbatches=None, mapping=None, schedule=None, forward_only=False) -> Plan
-
-Parses a plan: JSON (schemas/plan.schema.json) or torch's CSV, told apart by
+        R"doc(Parses a plan: JSON (schemas/plan.schema.json) or torch's CSV, told apart by
 content (JSON starts with '{'). A CSV carries no metadata: ``num_microbatches``,
 ``mapping`` ("loop" or "v") and ``schedule`` supply it, else it is inferred as
 torch's _load_csv does; given with JSON they must agree with the file.
@@ -268,9 +256,7 @@ plan is returned as read; verify() judges it.)doc");
       },
       py::arg("path"), py::arg("num_microbatches") = py::none(), py::arg("mapping") = py::none(),
       py::arg("schedule") = py::none(), py::arg("forward_only") = false,
-      R"doc(read(path, num_microbatches=None, mapping=None, schedule=None, forward_only=False) -> Plan
-
-loads() of a file (JSON or CSV, detected from content); errors name the path.)doc");
+      R"doc(loads() of a file (JSON or CSV, detected from content); errors name the path.)doc");
 }
 
 }  // namespace pipeplan::python

@@ -332,9 +332,7 @@ A simulation: ``makespan``, ``bubble_fraction``, ``ranks`` (RankStats),
         py::arg("stage_costs") = py::none(), py::arg("comm") = py::none(),
         py::arg("bytes") = 0.0, py::arg("model") = "rendezvous", py::arg("lower") = false,
         py::arg("compute_only") = false, py::arg("check") = true,
-        R"doc(simulate(plan, *, cost=None, stage_costs=None, comm=None, bytes=0.0, model="rendezvous", lower=False, compute_only=False, check=True) -> SimResult
-
-Runs a whole plan through the cost model, as ``pipeplan simulate``. The
+        R"doc(Runs a whole plan through the cost model, as ``pipeplan simulate``. The
 keyword arguments are the CLI's options:
 
 cost          --cost: "F=1,B=2,I=1,W=1[,OVERLAP_F_B=2.5]" or {"F": 1, "B": 2};
@@ -419,9 +417,7 @@ skipped schedules last), ``best`` (the first row that ran), ``to_text()`` and
         py::arg("stages_per_rank") = py::none(), py::kw_only(), py::arg("schedules") = py::none(),
         py::arg("cost") = py::none(), py::arg("stage_costs") = py::none(),
         py::arg("comm") = py::none(), py::arg("bytes") = 0.0, py::arg("model") = "rendezvous",
-        R"doc(compare(pp_degree, num_microbatches, stages_per_rank=None, *, schedules=None, cost=None, stage_costs=None, comm=None, bytes=0.0, model="rendezvous") -> Comparison
-
-Plans and simulates every schedule (or the ``schedules`` named) on one
+        R"doc(Plans and simulates every schedule (or the ``schedules`` named) on one
 shape, as ``pipeplan compare``; the cost options are simulate()'s. The costs
 are one rank's share of the model: a schedule with v stages per rank runs
 each stage at 1/v of them. Schedules that reject the shape are listed as

@@ -83,9 +83,7 @@ void bind_torch(py::module_& m) {
   m.def("from_torch", &from_torch, py::arg("order"), py::arg("num_microbatches") = py::none(),
         py::arg("mapping") = py::none(), py::arg("schedule") = "custom",
         py::arg("forward_only") = false,
-        R"doc(from_torch(order, num_microbatches=None, mapping=None, schedule="custom", forward_only=False) -> Plan
-
-Reads a torch.distributed.pipelining schedule's in-memory order, exactly
+        R"doc(Reads a torch.distributed.pipelining schedule's in-memory order, exactly
 ``schedule.pipeline_order`` (compute only) or
 ``schedule.pipeline_order_with_comms``: a dict rank -> list of actions (or a
 list of lists), each action a string or any object whose ``str()`` is torch
@@ -100,9 +98,7 @@ Raises InputError "order: rank R step S: ..." for a bad entry.
     >>> assert pipeplan.verify(plan) == [])doc");
 
   m.def("to_torch_csv", &to_torch_csv, py::arg("plan"), py::arg("reduce_grad") = py::none(),
-        R"doc(to_torch_csv(plan, reduce_grad=None) -> str
-
-The CSV torch's ``_PipelineScheduleRuntime._load_csv`` reads: one row per
+        R"doc(The CSV torch's ``_PipelineScheduleRuntime._load_csv`` reads: one row per
 rank, one action per cell. A compute-only plan is for ``format="compute_only"``
 (torch lowers it); a plan with comms for ``format="compute_comms"``, which
 runs it as written and needs ``<stage>REDUCE_GRAD`` after each stage's last

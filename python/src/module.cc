@@ -84,11 +84,16 @@ std::string describe(const std::vector<Diagnostic>& diagnostics) {
 
 PYBIND11_MODULE(_pipeplan, m) {
   namespace pp = pipeplan::python;
+  namespace py = pybind11;
   m.doc() = "pipeplan's compiled core; import pipeplan instead.";
+  // Types and signatures read pipeplan.Plan, not pipeplan._pipeplan.Plan.
+  const py::object own_name = m.attr("__name__");
+  m.attr("__name__") = "pipeplan";
   m.attr("__version__") = pipeplan::kVersion;
   pp::bind_errors(m);
   pp::bind_ir(m);
   pp::bind_passes(m);
   pp::bind_sim(m);
   pp::bind_torch(m);
+  m.attr("__name__") = own_name;
 }
