@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common.h"
+#include "pipeplan/cost_options.h"
 #include "pipeplan/error.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
@@ -35,7 +36,7 @@ std::string cost_spec(const py::object& cost) {
 
 // A stage-costs file path, or {stage: scale} / {stage: {"F": .., "B": ..}}
 // given as the JSON the file format takes (so the reader validates it).
-std::map<int, StageScale> stage_costs_from(const py::object& stage_costs) {
+void stage_costs_from(const py::object& stage_costs, CostOptions& out) {
   if (py::isinstance<py::dict>(stage_costs)) {
     py::list stages;
     for (const auto& item : stage_costs.cast<py::dict>()) {
@@ -50,55 +51,43 @@ std::map<int, StageScale> stage_costs_from(const py::object& stage_costs) {
     }
     py::dict doc;
     doc["stages"] = stages;
-    const std::string text = py::module_::import("json").attr("dumps")(doc).cast<std::string>();
-    return parse_stage_costs(text, "stage_costs");
+    out.stage_costs = py::module_::import("json").attr("dumps")(doc).cast<std::string>();
+    out.stage_costs_source = "stage_costs";
+    return;
   }
-  const std::string path = path_from(stage_costs);
-  return parse_stage_costs(read_text_file(path), path);
-}
-
-double non_negative(const py::object& v, const std::string& what) {
-  double x = 0;
-  try {
-    x = py::float_(v).cast<double>();
-  } catch (const py::error_already_set&) {
-    throw InputError(what + " " + py::repr(v).cast<std::string>() + " is not a non-negative number");
-  }
-  if (!(x >= 0) || x == std::numeric_limits<double>::infinity())
-    throw InputError(what + " '" + py::str(v).cast<std::string>() +
-                     "' is not a non-negative number");
-  return x;
+  out.stage_costs_source = path_from(stage_costs);
+  out.stage_costs = read_text_file(out.stage_costs_source);
 }
 
 // --comm LAT[,BW]: "LAT,BW", a latency, or (latency, bandwidth).
-void apply_comm(const py::object& comm, CostModel& c) {
-  if (comm.is_none()) return;
-  std::vector<py::object> parts;
-  if (py::isinstance<py::str>(comm)) {
-    const std::string s = comm.cast<std::string>();
-    const auto comma = s.find(',');
-    parts.push_back(py::str(s.substr(0, comma)));
-    if (comma != std::string::npos) parts.push_back(py::str(s.substr(comma + 1)));
-  } else if (py::isinstance<py::tuple>(comm) || py::isinstance<py::list>(comm)) {
-    for (const auto& x : comm) parts.push_back(py::reinterpret_borrow<py::object>(x));
-    if (parts.empty() || parts.size() > 2)
-      throw InputError("comm must be LATENCY or (LATENCY, BANDWIDTH)");
-  } else {
-    parts.push_back(comm);
+std::string comm_spec(const py::object& comm) {
+  if (py::isinstance<py::str>(comm)) return comm.cast<std::string>();
+  if (py::isinstance<py::tuple>(comm) || py::isinstance<py::list>(comm)) {
+    std::string spec;
+    std::size_t n = 0;
+    for (const auto& x : comm) spec += (n++ ? "," : "") + py::str(x).cast<std::string>();
+    if (n == 0 || n > 2) throw InputError("comm must be LATENCY or (LATENCY, BANDWIDTH)");
+    return spec;
   }
-  c.comm_latency = non_negative(parts[0], "comm latency");
-  if (parts.size() > 1) c.comm_bandwidth = non_negative(parts[1], "comm bandwidth");
+  return py::str(comm).cast<std::string>();
 }
 
+// The keywords as the CLI's option text; the library checks and reads them.
 SimOptions sim_options(const py::object& cost, const py::object& stage_costs,
-                       const py::object& comm, const py::object& bytes, const std::string& model) {
-  SimOptions o;
-  o.costs = parse_cost_spec(cost.is_none() ? std::string() : cost_spec(cost));
-  if (!stage_costs.is_none()) o.costs.stage_scales = stage_costs_from(stage_costs);
-  apply_comm(comm, o.costs);
-  o.costs.transfer_bytes = non_negative(bytes, "bytes");
-  o.transport = transport_from(model);
-  return o;
+                       const py::object& comm, const py::object& bytes, const std::string& model,
+                       StageCosts* file = nullptr) {
+  CostOptions given;
+  if (!cost.is_none()) given.cost = cost_spec(cost);
+  if (!stage_costs.is_none()) stage_costs_from(stage_costs, given);
+  if (!comm.is_none()) given.comm = comm_spec(comm);
+  try {
+    given.bytes = py::float_(bytes).cast<double>();
+  } catch (const py::error_already_set&) {
+    throw InputError("--bytes '" + py::str(bytes).cast<std::string>() +
+                     "' is not a non-negative number");
+  }
+  given.model = model;
+  return make_sim_options(given, file);
 }
 
 // A simulation result with what produced it, for the report writers.
@@ -151,15 +140,6 @@ Simulation run_simulation(const py::object& plan_obj, const py::object& cost,
   return s;
 }
 
-// The costs describe one rank's share of the model; a schedule with v stages
-// per rank runs each stage at 1/v of them (as `pipeplan compare`).
-SimOptions per_stage(SimOptions o, int v) {
-  CostModel& c = o.costs;
-  c.f /= v, c.b /= v, c.i /= v, c.w /= v;
-  if (c.overlap) *c.overlap /= v;
-  return o;
-}
-
 struct Comparison {
   int pp_degree = 0, num_microbatches = 0;
   SimOptions options;
@@ -174,40 +154,15 @@ Comparison run_comparison(int pp_degree, int num_microbatches, std::optional<int
   Comparison c;
   c.pp_degree = pp_degree;
   c.num_microbatches = num_microbatches;
-  c.options = sim_options(cost, stage_costs, comm, bytes, model);
-  std::vector<std::string> names = names_given.value_or(std::vector<std::string>{});
-  if (!names_given)
-    for (const auto& s : schedules()) names.push_back(s.name);
-  Release release;
-  for (const std::string& name : names) {
-    ComparisonRow row;
-    row.schedule = find_schedule(name).name;  // unknown names are input errors
-    Plan p;
-    try {
-      p = plan(Problem{row.schedule, pp_degree, num_microbatches, stages_per_rank.value_or(0)});
-    } catch (const InputError& e) {
-      row.skipped = e.what();
-      if (row.skipped.rfind(row.schedule + ": ", 0) == 0)
-        row.skipped.erase(0, row.schedule.size() + 2);
-      c.rows.push_back(row);
-      continue;
-    }
-    row.stages_per_rank = p.meta.stages_per_rank;
-    SimResult r;
-    try {
-      r = simulate(p, per_stage(c.options, p.meta.stages_per_rank));
-    } catch (const InputError& e) {
-      row.skipped = e.what();
-      c.rows.push_back(row);
-      continue;
-    }
-    row.problems = r.problems;
-    row.makespan = r.makespan;
-    row.bubble_fraction = r.bubble_fraction;
-    row.ranks = r.ranks;
-    c.rows.push_back(row);
+  StageCosts file;
+  c.options = sim_options(cost, stage_costs, comm, bytes, model, &file);
+  if (file.absolute) use_rank_share(c.options, file);
+  CompareRequest request{pp_degree, num_microbatches, stages_per_rank.value_or(0),
+                         names_given.value_or(std::vector<std::string>{})};
+  {
+    Release release;
+    c.rows = compare_schedules(request, c.options);
   }
-  sort_comparison(c.rows);
   std::size_t ran = 0;
   for (const auto& r : c.rows) ran += r.skipped.empty() ? 1 : 0;
   if (ran == 0)
