@@ -40,7 +40,7 @@ void rank_share(SimOptions& o, const StageCosts& file) {
   const double v = std::max(1, file.stages_per_rank);
   c.f *= f / n * v, c.b *= b / n * v, c.i *= i / n * v, c.w *= w / n * v;
   c.stage_scales.clear();
-  spdlog::info("calibrated costs as one rank's share: F={} B={} I={} W={} {}", c.f, c.b, c.i, c.w,
+  spdlog::info("calibrated costs as one rank's share: F={:.4g} B={:.4g} I={:.4g} W={:.4g} {}", c.f, c.b, c.i, c.w,
                file.time_unit.empty() ? std::string("units") : file.time_unit);
 }
 }  // namespace
