@@ -68,6 +68,13 @@ Plan load_train_plan(const TrainArgs& a) {
     if (a.schedule_opt->count() > 0) throw InputError("give either --plan or -s, not both");
     return load_plan(a.plan_file);
   }
+  if (a.forward_only) {
+    // The schedule's own forward-only order (the executor would otherwise
+    // run the forward projection of the training plan).
+    Problem pr = a.problem;
+    pr.forward_only = true;
+    return plan(pr);
+  }
   return plan(a.problem);
 }
 

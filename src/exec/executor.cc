@@ -49,8 +49,36 @@ Executor::Impl::Impl(const Plan& p, int r, int w, ExecOptions o)
     specs[s] = spec;
     given[s] = true;
   }
-  plan_forward_only = !detail::has_backward(plan.ranks[rank]);
+  plan_forward_only = plan.meta.forward_only || !detail::has_backward(plan.ranks[rank]);
   fwd_program = detail::forward_projection(plan.ranks[rank]);
+  fwd_program_proved = plan_forward_only;
+}
+
+// Forward-only steps of a training plan run its forward projection; it is
+// proved like any plan (once, without communicating) before it runs.
+void Executor::Impl::prove_forward_projection() {
+  if (fwd_program_proved) return;
+  Plan projection;
+  projection.meta = plan.meta;
+  projection.meta.forward_only = true;
+  projection.rank_ids = plan.rank_ids;
+  for (const auto& program : plan.ranks)
+    projection.ranks.push_back(detail::forward_projection(program));
+  VerifyOptions vo;
+  vo.transport = opt.transport;
+  VerifyResult result = verify(projection, vo);
+  if (!result.ok()) {
+    std::string diags = format_diagnostics(result.diagnostics);
+    while (!diags.empty() && diags.back() == '\n') diags.pop_back();
+    throw PlanRejected("the forward-only part of the plan (its F, SEND_F and RECV_F actions) is "
+                       "not proved deadlock-free under " +
+                           std::string(to_string(opt.transport)) +
+                           " transport; refusing to run a forward-only step; give the executor "
+                           "a forward-only plan (pipeplan plan --forward-only) for evaluation:\n" +
+                           diags,
+                       result.diagnostics);
+  }
+  fwd_program_proved = true;
 }
 
 void Executor::Impl::connect(std::shared_ptr<Communicator> c) {
@@ -156,6 +184,7 @@ void Executor::Impl::finish_stage(int li) {
 StepResult Executor::Impl::run(const Values& inputs, const Values& targets, bool forward_only) {
   fwd_step = forward_only || plan_forward_only;
   check_ready(!fwd_step);
+  if (fwd_step) prove_forward_projection();
   split_batch(inputs, targets);
   broken = true;  // until the step completes: peers would be left mid-step
   const int n = static_cast<int>(local.size());

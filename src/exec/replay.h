@@ -73,6 +73,7 @@ struct Executor::Impl {
   std::shared_ptr<Communicator> comm;
   bool plan_forward_only = false;
   std::vector<Action> fwd_program;  // forward projection of plan.ranks[rank]
+  bool fwd_program_proved = false;  // the projection of every rank verified
   std::vector<std::vector<int>> routes;  // per user input, its stages
   std::vector<int> local_inputs;         // inputs some local stage consumes
 
@@ -123,6 +124,7 @@ struct Executor::Impl {
   // executor.cc
   void connect(std::shared_ptr<Communicator> c);
   void check_ready(bool training) const;
+  void prove_forward_projection();
   StepResult run(const Values& inputs, const Values& targets, bool forward_only);
   void run_program(const std::vector<Action>& program);
   void finish_stage(int li);

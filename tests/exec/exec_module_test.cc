@@ -229,3 +229,31 @@ TEST_CASE("exec modules: train()/eval() reach module stages", "[exec][module]") 
   ex.train();
   for (const auto& c : m->children()) CHECK(c->is_training());
 }
+
+TEST_CASE("exec modules: a forward-only plan runs forward-only steps", "[exec][module]") {
+  Problem pr{"zbv", 1, 4, 0};
+  pr.forward_only = true;
+  Plan p = plan(pr);
+  REQUIRE(p.meta.forward_only);
+  torch::nn::Sequential model = make_model(3);
+  Executor ex(p, solo_group());
+  CHECK(ex.forward_only_plan());
+  ex.set_stages(split_sequential(model, p.meta.num_stages()));
+  ex.set_loss(cross_entropy());
+  at::Tensor tokens = torch::randint(16, {8, 5}, torch::kLong);
+  at::Tensor labels = torch::randint(16, {8, 5}, torch::kLong);
+  // step() on a forward-only plan evaluates: loss, no gradients.
+  std::vector<at::Tensor> losses;
+  std::optional<double> loss = ex.step({tokens}, {labels}, &losses);
+  REQUIRE(loss.has_value());
+  CHECK(losses.size() == 4);
+  at::Tensor want;
+  {
+    torch::NoGradGuard g;
+    want = cross_entropy()({model->forward(tokens)}, {labels});
+  }
+  CHECK(*loss == Approx(want.item<double>()).epsilon(1e-12));
+  for (const at::Tensor& w : model->parameters()) CHECK_FALSE(w.grad().defined());
+  StepResult r = ex.forward_only({tokens});
+  CHECK(at::allclose(std::get<at::Tensor>(r.outputs[0]), model->forward(tokens).detach()));
+}
