@@ -135,8 +135,8 @@ TEST_CASE("exec trace: waits go to the action that posted them, computes start a
   REQUIRE(to_string(recv.action) == "0RECV_B0");
   REQUIRE(to_string(b0.action) == "0B0");
   CHECK(recv.wait >= 25.0);
-  CHECK(recv.end >= b0.start - 1e-9);  // completion, then the compute
-  CHECK(b0.end - b0.start < 25.0);     // the wait is not compute time
+  // The compute starts when its data arrived: the wait is not compute time.
+  CHECK(b0.start == Approx(recv.end).margin(1e-6));
   CHECK(b0.end - b0.start >= 4.0);
   CHECK(recv.bytes == 4);
   CHECK(tracer.clock_offset_ms() == 0.0);
@@ -155,16 +155,20 @@ TEST_CASE("exec trace: a stalled peer is named in a warning well before the time
     warnings.push_back(m);
   };
   Tracer tracer(o);
+  const auto t0 = std::chrono::steady_clock::now();
   drive(tracer, plan, Ms(200), Ms(1), 1);
+  const double elapsed_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::lock_guard<std::mutex> lock(mu);
   REQUIRE(!warnings.empty());
   CHECK(warnings.front().rfind("rank 0 waiting 0.", 0) == 0);
   CHECK(warnings.front().find(" s at 0RECV_B0 for rank 1") != std::string::npos);
-  // Three thresholds fit into one 200 ms stall: one warning each, not a flood.
+  // One warning per threshold a wait lasted, not a flood (a loaded machine
+  // may stretch the 200 ms stall, so the bound comes from the time taken).
   int at_recv = 0;
   for (const auto& w : warnings) at_recv += w.find("at 0RECV_B0 for rank 1") != std::string::npos;
   CHECK(at_recv >= 1);
-  CHECK(at_recv <= 3);
+  CHECK(static_cast<double>(warnings.size()) <= elapsed_ms / 60.0 + 1.0);
   CHECK(tracer.records().empty());  // record = false
 }
 
