@@ -150,3 +150,23 @@ def test_help_is_useful():
     assert pipeplan.Plan.__module__ == "pipeplan"
     for name in pipeplan.__all__:
         assert getattr(pipeplan, name).__doc__, name
+
+
+def test_the_stubs_match_the_module():
+    import ast
+    import pathlib
+    stub = pathlib.Path(pipeplan.__file__).with_name("__init__.pyi")
+    tree = ast.parse(stub.read_text())
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            cls = getattr(pipeplan, node.name)
+            stubbed = {i.name for i in node.body if isinstance(i, ast.FunctionDef)}
+            assert all(hasattr(cls, name) for name in stubbed), node.name
+            public = {n for n in dir(cls) if not n.startswith("_")}
+            assert public <= stubbed, (node.name, public - stubbed)
+        elif isinstance(node, ast.FunctionDef):
+            assert hasattr(pipeplan, node.name), node.name
+    stubbed_names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    public = {n for n in pipeplan.__all__ if not n.startswith("_") and n != "errors"}
+    errors = {"Error", "InputError", "ShapeError", "PlanError", "InternalError"}
+    assert public - errors <= stubbed_names
