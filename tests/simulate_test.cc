@@ -6,7 +6,9 @@
 #include <random>
 #include <sstream>
 
+#include "pipeplan/emit_sim.h"
 #include "pipeplan/error.h"
+#include "pipeplan/io.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/simulate.h"
 #include "test_util.h"

@@ -7,6 +7,8 @@
 #include "cli/sim_options.h"
 #include "pipeplan/error.h"
 #include "pipeplan/planner.h"
+#include "pipeplan/compare.h"
+#include "pipeplan/emit_sim.h"
 #include "pipeplan/simulate.h"
 
 namespace pipeplan::cli {

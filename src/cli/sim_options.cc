@@ -9,6 +9,7 @@
 
 #include "cli/common.h"
 #include "pipeplan/error.h"
+#include "pipeplan/io.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/verify.h"

@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "pipeplan/simulate.h"
-#include "sim/numbers.h"
+#include "pipeplan/emit_sim.h"
+#include "ir/numbers.h"
 
 namespace pipeplan {
 namespace {
