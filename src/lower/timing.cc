@@ -4,6 +4,8 @@
 #include <deque>
 #include <limits>
 
+#include "ir/deps.h"
+
 namespace pipeplan::detail {
 
 double ComputeCosts::of(const Action& a) const {
@@ -32,40 +34,20 @@ struct DoneTable {
   std::size_t at(int s, int mb) const { return static_cast<std::size_t>(s) * mbs + mb; }
 };
 
-// Time at which the inputs of a forward of (s, mb) are ready, or -1.
-double forward_ready(const DoneTable& d, int s, int mb) {
-  if (s == 0) return 0.0;
-  return d.in_range(s - 1, mb) ? d.f_end[d.at(s - 1, mb)] : kNotDone;
-}
-
-// Time at which the inputs of a backward (B or I) of (s, mb) are ready, or -1.
-double backward_ready(const DoneTable& d, int s, int mb) {
-  if (!d.in_range(s, mb)) return kNotDone;
-  double t = d.f_end[d.at(s, mb)];
-  if (t < 0) return kNotDone;
-  if (s + 1 < d.stages) {
-    double g = d.bi_end[d.at(s + 1, mb)];
-    if (g < 0) return kNotDone;
-    t = std::max(t, g);
-  }
-  return t;
+double end_of(const DoneTable& d, const deps::Value& v) {
+  if (!d.in_range(v.stage, v.microbatch)) return kNotDone;
+  const std::size_t k = d.at(v.stage, v.microbatch);
+  return v.kind == deps::Kind::Forward ? d.f_end[k] : d.bi_end[k];
 }
 
 // Ready time of a compute action, or -1 when a producer has not run.
 double ready_time(const DoneTable& d, const Action& a) {
-  switch (a.type) {
-    case ActionType::F: return forward_ready(d, a.stage, a.microbatch);
-    case ActionType::B:
-    case ActionType::I: return backward_ready(d, a.stage, a.microbatch);
-    case ActionType::W:
-      return d.in_range(a.stage, a.microbatch) ? d.bi_end[d.at(a.stage, a.microbatch)] : kNotDone;
-    case ActionType::OverlapFB: {
-      double f = forward_ready(d, a.stage, a.microbatch);
-      double b = backward_ready(d, a.sub_stage, a.sub_microbatch);
-      return (f < 0 || b < 0) ? kNotDone : std::max(f, b);
-    }
-    default: return 0.0;
-  }
+  double t = 0.0;
+  deps::for_each_input(a, d.stages, [&](const deps::Value& v, int) {
+    const double e = t < 0 ? t : end_of(d, v);
+    t = e < 0 ? kNotDone : std::max(t, e);
+  });
+  return t;
 }
 
 std::string describe_wait(const DoneTable& d, const Action& a) {
@@ -126,20 +108,13 @@ Timing time_compute(const Plan& plan, const ComputeCosts& costs, bool with_end) 
       t.start[ru][pc[ru]] = s;
       if (with_end) t.end[ru][pc[ru]] = e;
       free_at[ru] = e;
-      auto finish_f = [&](int st, int mb) {
-        if (done.in_range(st, mb)) done.f_end[done.at(st, mb)] = e;
-        wake(st + 1);
-      };
-      auto finish_bi = [&](int st, int mb) {
-        if (done.in_range(st, mb)) done.bi_end[done.at(st, mb)] = e;
-        wake(st - 1);
-      };
-      if (a.type == ActionType::F) finish_f(a.stage, a.microbatch);
-      if (a.type == ActionType::B || a.type == ActionType::I) finish_bi(a.stage, a.microbatch);
-      if (a.type == ActionType::OverlapFB) {
-        finish_f(a.stage, a.microbatch);
-        finish_bi(a.sub_stage, a.sub_microbatch);
-      }
+      deps::for_each_output(a, [&](const deps::Value& v) {
+        if (done.in_range(v.stage, v.microbatch)) {
+          const std::size_t k = done.at(v.stage, v.microbatch);
+          (v.kind == deps::Kind::Forward ? done.f_end : done.bi_end)[k] = e;
+        }
+        wake(deps::consumer_stage(v));
+      });
       ++pc[ru];
     }
   }

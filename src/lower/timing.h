@@ -24,7 +24,7 @@ struct Timing {
 };
 
 /// Runs every rank of a whole plan in order. Linear in the number of actions.
-/// Cross-rank data dependencies are the F/B/I chains of semantics.md; RECVs
+/// Data dependencies are those of ir/deps.h (docs/semantics.md); RECVs
 /// are ignored (the run is an eager, zero-latency ideal). `with_end` false
 /// leaves `end` empty (lower() needs start times only).
 Timing time_compute(const Plan& plan, const ComputeCosts& costs, bool with_end = true);

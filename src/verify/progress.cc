@@ -14,6 +14,7 @@
 #include <map>
 #include <string>
 
+#include "ir/deps.h"
 #include "pipeplan/verify.h"
 #include "verify/index.h"
 #include "verify/payload.h"
@@ -323,12 +324,11 @@ class Simulator {
       if (w.valid() || down_[static_cast<std::size_t>(s)] < 0) return;
       if (!recv_done(r, true, s, mb)) w = {r, index_.raw(s, mb, detail::kRecvB)};
     };
-    if (a.type == ActionType::F) fwd(a.stage, a.microbatch);
-    if (a.type == ActionType::B || a.type == ActionType::I) bwd(a.stage, a.microbatch);
-    if (a.type == ActionType::OverlapFB) {
-      fwd(a.stage, a.microbatch);
-      bwd(a.sub_stage, a.sub_microbatch);
-    }
+    deps::for_each_input(a, index_.stages, [&](const deps::Value& v, int s) {
+      if (v.stage == s) return;  // kept on this stage: no receive
+      if (v.kind == deps::Kind::Forward) fwd(s, v.microbatch);
+      else bwd(s, v.microbatch);
+    });
     return w;
   }
 
