@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "ir/edit_distance.h"
 #include "pipeplan/error.h"
 #include "pipeplan/planner.h"
 #include "planner/families.h"
@@ -18,6 +19,7 @@ void require(bool ok, const std::string& schedule, const std::string& what,
 
 namespace {
 
+using detail::edit_distance;
 using detail::require;
 
 void no_extra_check(const PlanMeta&) {}
@@ -50,7 +52,6 @@ std::vector<ScheduleInfo> make_table() {
                "warmup min(m, p-r) forwards, then alternate backward/forward, then drain",
                StageMapping::Loop, 1, {1}, "v = 1; m >= p", detail::check_1f1b,
                detail::plan_1f1b, staggered()});
-  // --- schedule-library rows (one block per family) go below ---
   // interleaved.cc: torch's loop-mapped multi-stage schedules.
   t.push_back({"interleaved-1f1b",
                {"Interleaved1F1B", "ScheduleInterleaved1F1B"},
@@ -139,18 +140,6 @@ std::string normalize(std::string s) {
     out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
   return out;
-}
-
-std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
 }
 
 }  // namespace
