@@ -19,8 +19,6 @@ std::vector<Action> plan_gpipe(const PlanMeta& meta, int rank);
 std::vector<Action> plan_1f1b(const PlanMeta& meta, int rank);
 void check_1f1b(const PlanMeta& meta);
 
-// --- further families are declared below, one block per file ---
-
 // zero_bubble_sail.cc: sail-sg's handcrafted ZB-H1 and ZB-H2 (v = 1, F/I/W).
 std::vector<Action> plan_zb_h1(const PlanMeta& meta, int rank);
 void check_zb_h1(const PlanMeta& meta);

@@ -27,7 +27,7 @@ using detail::Payload;
 using detail::payload_of;
 using detail::prefetch;
 
-std::string n2s(long long v) { return std::to_string(v); }
+using detail::n2s;
 
 // A SEND/RECV named by its place in the plan (failure reports only).
 struct OpRef {
@@ -112,10 +112,10 @@ class Simulator {
     for (int s = 0; s < S; ++s) {
       const auto* c = &index_.comm_count[static_cast<std::size_t>(s) * 4];
       const int up = up_[static_cast<std::size_t>(s)], down = down_[static_cast<std::size_t>(s)];
-      if (down >= 0) count[static_cast<std::size_t>(down)] += c[detail::kSendF - detail::kSendF] +
-                                                               c[detail::kRecvB - detail::kSendF];
-      if (up >= 0) count[static_cast<std::size_t>(up)] += c[detail::kRecvF - detail::kSendF] +
-                                                           c[detail::kSendB - detail::kSendF];
+      if (down >= 0) count[static_cast<std::size_t>(down)] += c[detail::comm_slot(detail::kSendF)] +
+                                                               c[detail::comm_slot(detail::kRecvB)];
+      if (up >= 0) count[static_cast<std::size_t>(up)] += c[detail::comm_slot(detail::kRecvF)] +
+                                                           c[detail::comm_slot(detail::kSendB)];
     }
     std::size_t total = 0;
     for (std::size_t e = 0; e < ends_.size(); ++e) {

@@ -45,7 +45,7 @@ using detail::PlanIndex;
 using detail::Slot;
 
 std::string act(ActionType t, int s, int mb) { return to_string(make(t, s, mb)); }
-std::string n2s(long long v) { return std::to_string(v); }
+using detail::n2s;
 
 class Checker {
  public:
@@ -104,7 +104,7 @@ class Checker {
     index_.set(s, mb, k, index);
     if (comm) {
       with_comms_ = true;
-      ++index_.comm_count[static_cast<std::size_t>(s) * 4 + (k - detail::kSendF)];
+      ++index_.comm_count[static_cast<std::size_t>(s) * 4 + detail::comm_slot(k)];
     }
     return true;
   }
