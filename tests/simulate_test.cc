@@ -361,10 +361,10 @@ TEST_CASE("simulate: cost specs and stage-cost files parse strictly", "[simulate
   CHECK((c.f == 2 && c.b == 1.5 && c.i == 1 && c.w == 0.5 && !c.overlap));
   c = parse_cost_spec("O=4");
   CHECK((c.overlap && *c.overlap == 4.0 && c.b == 2));
-  CHECK_THROWS_WITH(parse_cost_spec("F=x"), "--cost: F='x' is not a non-negative number");
+  CHECK_THROWS_WITH(parse_cost_spec("F=x"), "cost spec: F='x' is not a non-negative number");
   CHECK_THROWS_WITH(parse_cost_spec("Q=1"),
-                    "--cost: unknown action type 'Q' (use F, B, I, W or OVERLAP_F_B)");
-  CHECK_THROWS_WITH(parse_cost_spec("F"), "--cost: 'F' is not KEY=VALUE (e.g. F=1,B=2,I=1,W=1)");
+                    "cost spec: unknown action type 'Q' (use F, B, I, W or OVERLAP_F_B)");
+  CHECK_THROWS_WITH(parse_cost_spec("F", {}, "--cost"), "--cost: 'F' is not KEY=VALUE (e.g. F=1,B=2,I=1,W=1)");
 
   auto csv = parse_stage_costs("# heavy ends\nstage,F,B,I,W\n0,1.5,1.5,1,2\n3, 2\n");
   REQUIRE(csv.size() == 2);

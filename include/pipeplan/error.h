@@ -6,7 +6,9 @@
 #pragma once
 
 #include <stdexcept>
+#include <cstddef>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -28,9 +30,37 @@ class InputError : public Error {
 };
 
 /// A shape the schedule cannot run (e.g. 1f1b with m < pp). Also exit 2.
+/// Its fix names the shape's parameters as {p}, {m} and {v}: what() spells
+/// them pp_degree, num_microbatches and stages_per_rank; a front end spells
+/// them its own way with message() (the CLI: -p, -m, -v).
 class ShapeError : public InputError {
  public:
-  explicit ShapeError(const std::string& what) : InputError(what) {}
+  ShapeError(const std::string& problem, const std::string& fix)
+      : InputError(problem + "; " + spell(fix, "pp_degree", "num_microbatches", "stages_per_rank")),
+        problem_(problem),
+        fix_(fix) {}
+  /// "<problem>; <fix>" with {p}, {m}, {v} replaced by `p`, `m`, `v`.
+  std::string message(std::string_view p, std::string_view m, std::string_view v) const {
+    return problem_ + "; " + spell(fix_, p, m, v);
+  }
+
+ private:
+  static std::string spell(const std::string& text, std::string_view p, std::string_view m,
+                           std::string_view v) {
+    std::string out;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      const bool slot = text[i] == '{' && i + 2 < text.size() && text[i + 2] == '}';
+      const char k = slot ? text[i + 1] : '\0';
+      if (k == 'p' || k == 'm' || k == 'v') {
+        out += k == 'p' ? p : k == 'm' ? m : v;
+        i += 2;
+      } else {
+        out += text[i];
+      }
+    }
+    return out;
+  }
+  std::string problem_, fix_;
 };
 
 /// A plan a runner refuses because it fails verification; the message lists

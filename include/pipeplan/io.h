@@ -46,8 +46,10 @@ Plan parse_plan(std::string_view text, const std::string& source = "<input>",
 
 /// Parses "F=1,B=2,I=1,W=1,OVERLAP_F_B=2.5" (keys case-insensitive, "O" is
 /// short for OVERLAP_F_B) into `base`. When B is absent it defaults to I+W;
-/// when only B is given, I = W = B/2. Throws InputError naming the bad item.
-CostModel parse_cost_spec(std::string_view spec, CostModel base = {});
+/// when only B is given, I = W = B/2. Throws InputError "<source>: ..."
+/// naming the bad item.
+CostModel parse_cost_spec(std::string_view spec, CostModel base = {},
+                          const std::string& source = "cost spec");
 
 /// Parses a stage-costs file: CSV rows "stage,F,B,I,W" or "stage,SCALE"
 /// (optional header, '#' comments), or JSON {"stages":[{"stage":0,"scale":2,

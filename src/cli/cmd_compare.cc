@@ -58,7 +58,7 @@ std::function<int()> setup_compare(CLI::App& app) {
         p = plan(Problem{row.schedule, args->pp, args->microbatches, args->stages_per_rank});
       } catch (const InputError& e) {
         // Shape errors start with the schedule's name; the row names it already.
-        row.skipped = e.what();
+        row.skipped = error_text(e);
         if (row.skipped.rfind(row.schedule + ": ", 0) == 0)
           row.skipped.erase(0, row.schedule.size() + 2);
         rows.push_back(row);

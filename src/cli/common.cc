@@ -38,6 +38,11 @@ std::string read_input(const std::string& path) {
   return text;
 }
 
+std::string error_text(const std::exception& e) {
+  if (const auto* shape = dynamic_cast<const ShapeError*>(&e)) return shape->message("-p", "-m", "-v");
+  return e.what();
+}
+
 Failure classify(std::exception_ptr e) {
   try {
     std::rethrow_exception(e);
@@ -46,7 +51,7 @@ Failure classify(std::exception_ptr e) {
   } catch (const CommError& x) {
     return {kExitPeer, "error", x.what()};
   } catch (const InputError& x) {
-    return {kExitUsage, "error", x.what()};
+    return {kExitUsage, "error", error_text(x)};
   } catch (const std::bad_alloc&) {
     return {kExitInternal, "internal error", "out of memory"};
   } catch (const std::exception& x) {

@@ -34,6 +34,8 @@ struct Failure {
 /// The one mapping from an exception to a Failure: PlanRejected 1,
 /// InputError 2, InternalError and anything unexpected 3, CommError 4.
 Failure classify(std::exception_ptr e);
+/// An error's text as the CLI words it: shape fixes name -p, -m and -v.
+std::string error_text(const std::exception& e);
 
 /// -s/--schedule, -p/--pp, -m/--microbatches, -v/--stages-per-rank.
 /// `required`: whether -s/-p/-m must be given.

@@ -46,7 +46,7 @@ void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs) {
 
 SimOptions make_sim_options(const CostArgs& args) {
   SimOptions o;
-  o.costs = parse_cost_spec(args.cost);
+  o.costs = parse_cost_spec(args.cost, {}, "--cost");
   if (!args.stage_costs.empty())
     o.costs.stage_scales = parse_stage_costs(read_input(args.stage_costs), args.stage_costs);
   if (!args.comm.empty()) {

@@ -1,4 +1,4 @@
-// Reading costs: the --cost spec ("F=1,B=2,...") and stage-costs files
+// Reading costs: a cost spec ("F=1,B=2,...") and stage-costs files
 // (CSV or JSON).
 #include <cctype>
 #include <charconv>
@@ -127,25 +127,25 @@ std::map<int, StageScale> parse_stage_costs_csv(std::string_view text, const std
 
 }  // namespace
 
-CostModel parse_cost_spec(std::string_view spec, CostModel base) {
+CostModel parse_cost_spec(std::string_view spec, CostModel base, const std::string& source) {
   bool has_b = false, has_i = false, has_w = false;
   for (const std::string& item : split(spec, ',')) {
     if (item.empty()) continue;
     auto eq = item.find('=');
     if (eq == std::string::npos)
-      throw InputError("--cost: '" + item + "' is not KEY=VALUE (e.g. F=1,B=2,I=1,W=1)");
+      throw InputError(source + ": '" + item + "' is not KEY=VALUE (e.g. F=1,B=2,I=1,W=1)");
     const std::string key = upper(trim(item.substr(0, eq)));
     const std::string value = trim(item.substr(eq + 1));
     auto v = to_cost(value);
     if (!v)
-      throw InputError("--cost: " + key + "='" + value + "' is not a non-negative number");
+      throw InputError(source + ": " + key + "='" + value + "' is not a non-negative number");
     if (key == "F") base.f = *v;
     else if (key == "B") base.b = *v, has_b = true;
     else if (key == "I") base.i = *v, has_i = true;
     else if (key == "W") base.w = *v, has_w = true;
     else if (key == "O" || key == "OVERLAP_F_B" || key == "OVERLAP") base.overlap = *v;
     else
-      throw InputError("--cost: unknown action type '" + trim(item.substr(0, eq)) +
+      throw InputError(source + ": unknown action type '" + trim(item.substr(0, eq)) +
                        "' (use F, B, I, W or OVERLAP_F_B)");
   }
   // A full backward is an input-gradient plus a weight-gradient pass.

@@ -10,7 +10,8 @@
 
 namespace pipeplan::detail {
 
-/// Throws ShapeError("<schedule>: <what>; <fix>") when !ok.
+/// Throws ShapeError("<schedule>: <what>", fix) when !ok; `fix` names the
+/// shape parameters {p}, {m}, {v} (error.h).
 void require(bool ok, const std::string& schedule, const std::string& what,
              const std::string& fix);
 

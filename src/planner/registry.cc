@@ -12,7 +12,7 @@ namespace detail {
 
 void require(bool ok, const std::string& schedule, const std::string& what,
              const std::string& fix) {
-  if (!ok) throw ShapeError(schedule + ": " + what + "; " + fix);
+  if (!ok) throw ShapeError(schedule + ": " + what, fix);
 }
 
 }  // namespace detail
@@ -180,13 +180,13 @@ PlanMeta resolve(const Problem& problem) {
       problem.stages_per_rank > 0 ? problem.stages_per_rank : info.default_stages_per_rank;
   meta.mapping = info.mapping;
   require(problem.pp_degree >= 1, info.name,
-          "pp_degree must be at least 1, got " + std::to_string(problem.pp_degree), "pass -p 1 or more");
+          "pp_degree must be at least 1, got " + std::to_string(problem.pp_degree), "pass {p} 1 or more");
   require(problem.num_microbatches >= 1, info.name,
           "needs at least 1 microbatch, got " + std::to_string(problem.num_microbatches),
-          "pass -m 1 or more");
+          "pass {m} 1 or more");
   require(problem.stages_per_rank >= 0, info.name,
           "stages_per_rank must be positive, got " + std::to_string(problem.stages_per_rank),
-          "pass -v 1 or more");
+          "pass {v} 1 or more");
   const auto& allowed = info.allowed_stages_per_rank;
   if (!allowed.empty() &&
       std::find(allowed.begin(), allowed.end(), meta.stages_per_rank) == allowed.end()) {
@@ -194,7 +194,7 @@ PlanMeta resolve(const Problem& problem) {
     for (int v : allowed) list += (list.empty() ? "" : " or ") + std::to_string(v);
     require(false, info.name,
             "supports stages_per_rank " + list + ", got " + std::to_string(meta.stages_per_rank),
-            "pass -v " + std::to_string(allowed.front()));
+            "pass {v} " + std::to_string(allowed.front()));
   }
   constexpr long long kMaxComputeActions = 64LL * 1000 * 1000;
   long long compute = 3LL * meta.pp_degree * meta.stages_per_rank * meta.num_microbatches;
