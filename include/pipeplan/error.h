@@ -35,13 +35,15 @@ class InputError : public Error {
 /// them its own way with message() (the CLI: -p, -m, -v).
 class ShapeError : public InputError {
  public:
+  /// A refusal without a fix.
+  explicit ShapeError(const std::string& problem) : InputError(problem), problem_(problem) {}
   ShapeError(const std::string& problem, const std::string& fix)
       : InputError(problem + "; " + spell(fix, "pp_degree", "num_microbatches", "stages_per_rank")),
         problem_(problem),
         fix_(fix) {}
   /// "<problem>; <fix>" with {p}, {m}, {v} replaced by `p`, `m`, `v`.
   std::string message(std::string_view p, std::string_view m, std::string_view v) const {
-    return problem_ + "; " + spell(fix_, p, m, v);
+    return fix_.empty() ? problem_ : problem_ + "; " + spell(fix_, p, m, v);
   }
 
  private:
