@@ -4,6 +4,7 @@
 
 #include <map>
 #include <optional>
+#include <string>
 
 #include "pipeplan/ir.h"
 
@@ -33,5 +34,22 @@ struct CostModel {
   /// latency + bytes / bandwidth (just latency when either is 0).
   double transfer_time() const;
 };
+
+/// A stage-costs file as read (io.h: read_stage_costs). One written by
+/// `pipeplan calibrate` holds absolute durations ("absolute": true, in
+/// `time_unit`), the stage layout they were measured on and the measured
+/// transfer cost.
+struct StageCosts {
+  std::map<int, StageScale> stages;
+  bool absolute = false;
+  std::string time_unit;    ///< "ms" for calibrated files
+  int stages_per_rank = 0;  ///< layout measured on (0: not stated)
+  std::optional<double> comm_latency, comm_bandwidth, transfer_bytes;
+};
+
+/// The cost model of a stage-costs file on its own: for an absolute file,
+/// base costs F = B = I = W = 1 (so each stage's values are its durations)
+/// and the file's transfer cost; else the defaults with its multipliers.
+CostModel cost_model_of(const StageCosts& file);
 
 }  // namespace pipeplan

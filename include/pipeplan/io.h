@@ -22,6 +22,9 @@ struct CsvReadOptions {
   /// microbatch cannot be told from a missing one).
   std::optional<int> num_microbatches;
   std::string schedule = "custom";  ///< recorded in the plan's metadata
+  /// The file is an inference plan (F/SEND_F/RECV_F only); recorded in the
+  /// plan's metadata, so verification owes no backward.
+  bool forward_only = false;
 };
 
 /// Guesses the format from content: JSON starts with '{' (after whitespace).
@@ -56,5 +59,8 @@ CostModel parse_cost_spec(std::string_view spec, CostModel base = {},
 /// "F":..}]}. Throws InputError "<source>:<line>: ..." on bad content.
 std::map<int, StageScale> parse_stage_costs(std::string_view text,
                                             const std::string& source = "<stage-costs>");
+/// parse_stage_costs plus the calibrated fields (costs.h: StageCosts);
+/// throws InputError.
+StageCosts read_stage_costs(std::string_view text, const std::string& source = "<stage-costs>");
 
 }  // namespace pipeplan

@@ -44,19 +44,28 @@ void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs) {
       ->check(CLI::IsMember({"rendezvous", "eager", "serial"}));
 }
 
-SimOptions make_sim_options(const CostArgs& args) {
+SimOptions make_sim_options(const CostArgs& args, StageCosts* file_out) {
   SimOptions o;
-  o.costs = parse_cost_spec(args.cost, {}, "--cost");
-  if (!args.stage_costs.empty())
-    o.costs.stage_scales = parse_stage_costs(read_input(args.stage_costs), args.stage_costs);
+  StageCosts file;
+  if (!args.stage_costs.empty()) file = read_stage_costs(read_input(args.stage_costs), args.stage_costs);
+  // A calibrated file holds absolute durations: the base costs are 1 (and
+  // --cost, when given, multiplies them); its transfer cost applies unless
+  // --comm/--bytes say otherwise.
+  o.costs = parse_cost_spec(args.cost, file.absolute ? cost_model_of(file) : CostModel{}, "--cost");
+  o.costs.stage_scales = file.stages;
+  if (file.absolute)
+    spdlog::debug("{}: calibrated durations in {}", args.stage_costs,
+                  file.time_unit.empty() ? std::string("time units") : file.time_unit);
+  if (file_out) *file_out = file;
   if (!args.comm.empty()) {
     const auto comma = args.comm.find(',');
     o.costs.comm_latency = parse_non_negative(args.comm.substr(0, comma), "--comm latency");
+    o.costs.comm_bandwidth = 0;
     if (comma != std::string::npos)
       o.costs.comm_bandwidth = parse_non_negative(args.comm.substr(comma + 1), "--comm bandwidth");
   }
-  o.costs.transfer_bytes = args.bytes;
-  if (o.costs.transfer_bytes > 0 && o.costs.comm_bandwidth == 0)
+  if (args.bytes > 0 || !file.transfer_bytes) o.costs.transfer_bytes = args.bytes;
+  if (args.bytes > 0 && o.costs.comm_bandwidth == 0)
     spdlog::warn("--bytes has no effect without a bandwidth (--comm LATENCY,BANDWIDTH)");
   o.transport = *parse_transport(args.model);
   return o;
@@ -69,6 +78,8 @@ void add_plan_source(CLI::App& app, PlanSource& src) {
   app.add_flag("--lower", src.lower,
                "Lower a compute-only FILE before simulating (default: values move as soon as "
                "they are produced)");
+  app.add_flag("--forward-only", src.problem.forward_only,
+               "Forward-only (inference) plan: with -s, plan one; with FILE, owe no backward");
   app.add_flag("--compute-only", src.compute_only,
                "Simulate the compute order only: values move as soon as they are produced");
 }
@@ -86,7 +97,9 @@ Plan load_plan_source(const PlanSource& src, std::vector<Diagnostic>& defects) {
     if (src.lower) throw InputError("--lower applies to a plan FILE; -s plans are lowered already");
     return src.compute_only ? plan_compute(src.problem) : plan(src.problem);
   }
-  Plan p = load_plan(src.file);
+  CsvReadOptions csv;
+  csv.forward_only = src.problem.forward_only;
+  Plan p = load_plan(src.file, csv);
   if (!p.is_whole())
     throw InputError(src.file + ": holds " + std::to_string(p.ranks.size()) + " of " +
                      std::to_string(p.meta.pp_degree) + " ranks; simulating needs every rank");
@@ -98,10 +111,7 @@ Plan load_plan_source(const PlanSource& src, std::vector<Diagnostic>& defects) {
                                 [](const Action& a) { return is_comm(a.type); }),
                  list.end());
   } else if (src.lower && p.is_compute_only()) {
-    LowerOptions lowering;
-    for (const auto& s : schedules())
-      if (s.name == p.meta.schedule) lowering = s.lowering;
-    p = lower(p, lowering);
+    p = lower(p, schedule_lowering(p.meta));
     spdlog::debug("lowered the compute-only plan: {} actions", p.num_actions());
   }
   return p;

@@ -31,4 +31,14 @@ double CostModel::transfer_time() const {
   return comm_latency;
 }
 
+CostModel cost_model_of(const StageCosts& file) {
+  CostModel c;
+  c.stage_scales = file.stages;
+  if (file.absolute) c.f = c.b = c.i = c.w = 1.0;
+  if (file.comm_latency) c.comm_latency = *file.comm_latency;
+  if (file.comm_bandwidth) c.comm_bandwidth = *file.comm_bandwidth;
+  if (file.transfer_bytes) c.transfer_bytes = *file.transfer_bytes;
+  return c;
+}
+
 }  // namespace pipeplan

@@ -375,8 +375,9 @@ void Engine::complete_compute(int r, const Action& a, double end) {
     KeyState& k = keys_[key(v.stage, v.microbatch)];
     if (v.kind == deps::Kind::Forward) {
       k.f_end = end;
-      ++st.live;
-      st.peak = std::max(st.peak, st.live);
+      // Inference keeps no activation for a backward: one is live while it runs.
+      st.peak = std::max(st.peak, st.live + 1);
+      if (!plan_.meta.forward_only) ++st.live;
     } else {
       k.bi_end = end;
     }
