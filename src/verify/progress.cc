@@ -84,7 +84,7 @@ class Simulator {
   // structure checks, so the peer stage exists on another rank).
   int end_of(const Action& a) const {
     const auto s = static_cast<std::size_t>(a.stage);
-    return (a.type == ActionType::SendF || a.type == ActionType::RecvB) ? down_[s] : up_[s];
+    return deps::peer_stage(a) > a.stage ? down_[s] : up_[s];
   }
 
   void build() {
@@ -395,8 +395,8 @@ class Simulator {
     const Action& a = action(o);
     if (model_ == Transport::Eager) {
       if (is_send(a.type)) return true;
-      return a.type == ActionType::RecvF ? eager_send_posted(ActionType::SendF, a.stage - 1, a.microbatch)
-                                         : eager_send_posted(ActionType::SendB, a.stage + 1, a.microbatch);
+      const ActionType send = a.type == ActionType::RecvF ? ActionType::SendF : ActionType::SendB;
+      return eager_send_posted(send, deps::peer_stage(a), a.microbatch);
     }
     return pair_pos(o) < ends_[static_cast<std::size_t>(end_of(a))].done;
   }
@@ -460,8 +460,8 @@ class Simulator {
       if (model_ == Transport::Eager) {
         const Action& a = action(id);
         const detail::Loc s = a.type == ActionType::RecvF
-                                  ? index_.at(a.stage - 1, a.microbatch, detail::kSendF)
-                                  : index_.at(a.stage + 1, a.microbatch, detail::kSendB);
+                                  ? index_.at(deps::peer_stage(a), a.microbatch, detail::kSendF)
+                                  : index_.at(deps::peer_stage(a), a.microbatch, detail::kSendB);
         if (!s.present()) return act(id) + " has no matching send";
         waits_for = s.rank;
         return "rank " + n2s(waits_for) + " has not posted " + act({s.rank, s.index}) + " yet";
