@@ -164,7 +164,8 @@ TEST_CASE("exec: step() checks its inputs before communicating", "[exec]") {
         "input 1 has 8 rows but input 0 has 10; every tensor input and target must share the "
         "batch dimension");
   CHECK(error_of([&] { ex.step({ok.inputs[0]}, ok.targets); }) ==
-        "ExecOptions::input_stages routes 2 inputs but step() got 1");
+        "rank 0: step() got 1 inputs; pass every input (2, as routed by "
+        "ExecOptions::input_stages) or only those this rank's stages consume (2: input(s) 0, 1)");
   // Nothing was left half-done: a correct step still runs.
   CHECK(ex.step(ok.inputs, ok.targets).has_value());
 }

@@ -89,8 +89,15 @@ std::string run_one(const std::string& name, int index, const Args& a, const Dis
   auto pipe_params = demo_parameters(c);
   auto ref_params = demo_parameters(c);
   std::vector<at::Tensor> pipe_local, ref_all;
+  // Counts stage forwards: shapes must be learned without an extra forward.
+  auto forwards = std::make_shared<long>(0);
   for (int s : ex.local_stages()) {
-    ex.set_stage(s, demo_stage(c, s, pipe_params[s]));
+    StageModule st = demo_stage(c, s, pipe_params[s]);
+    st.forward = [inner = st.forward, forwards](const Values& in) {
+      ++*forwards;
+      return inner(in);
+    };
+    ex.set_stage(s, st);
     for (auto& t : pipe_params[s]) pipe_local.push_back(t);
   }
   std::vector<StageModule> ref_stages;
@@ -110,6 +117,10 @@ std::string run_one(const std::string& name, int index, const Args& a, const Dis
     double ref = run_unpipelined(ref_stages, demo_loss(c), demo_input_stages(c), b.inputs,
                                  b.targets);
     if (ex.holds_last_stage() != loss.has_value()) return "FAIL " + name + ": loss on wrong rank";
+    const long want_forwards = static_cast<long>(k) * m * static_cast<long>(ex.local_stages().size());
+    if (*forwards != want_forwards)
+      return "FAIL " + name + ": " + std::to_string(*forwards) + " stage forwards after step " +
+             std::to_string(k) + ", expected " + std::to_string(want_forwards);
     if (loss) loss_err = std::max(loss_err, std::abs(*loss - ref) / std::abs(ref));
     for (int s : ex.local_stages())
       for (std::size_t i = 0; i < pipe_params[s].size(); ++i) {
