@@ -229,7 +229,8 @@ StepResult Executor::Impl::run(const Values& inputs, const Values& targets, bool
       t[1] = *result.loss;
     }
     t = t.to(comm->device());
-    comm->allreduce_sum(t, timeout());
+    comm->iallreduce_sum(t)->wait(timeout(), me() + "sharing the step loss across " +
+                                                  std::to_string(world) + " ranks");
     t = t.to(at::kCPU);
     if (t[0].item<double>() > 0) result.loss = t[1].item<double>();
   }

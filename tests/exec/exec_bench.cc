@@ -10,6 +10,8 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -67,17 +69,31 @@ double median(std::vector<double> xs) {
   return xs[xs.size() / 2];
 }
 
-// Times `step(k)` over the steps after the warmup; returns {median ms, last loss}.
+// --overhead measures this thread's CPU time and keeps the fastest step: on
+// a shared machine wall time mostly measures the other processes.
+bool g_cpu_min = false;
+
+double now_ms() {
+  if (!g_cpu_min)
+    return std::chrono::duration<double, std::milli>(Clock::now().time_since_epoch()).count();
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+// Times `step(k)` over the steps after the warmup; returns {median ms (the
+// minimum with g_cpu_min), last loss}.
 template <class F>
 std::pair<double, double> time_steps(const Args& a, F step) {
   std::vector<double> ms;
   double loss = 0;
   for (int k = 1; k <= kWarmup + a.steps; ++k) {
-    auto t0 = Clock::now();
+    const double t0 = now_ms();
     loss = step(k);
-    double dt = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    const double dt = now_ms() - t0;
     if (k > kWarmup) ms.push_back(dt);
   }
+  if (g_cpu_min) return {*std::min_element(ms.begin(), ms.end()), loss};
   return {median(ms), loss};
 }
 
@@ -176,6 +192,7 @@ std::string label(const Args& a, const std::string& what) {
 
 // Host overhead per action, in one process (section "Overhead" of the docs).
 int overhead(Args a) {
+  g_cpu_min = true;
   a.width = 4;
   a.rows = 1;
   DistEnv env;
@@ -186,9 +203,10 @@ int overhead(Args a) {
   auto hand = microbatch_loop(a);
   auto plain = executor_loop(a, p, env, comm);
   auto observed = executor_loop(a, p, env, comm, true);
-  report("hand-written accumulation (w=4, 1 row)", hand);
-  report("executor interleaved-1f1b pp=1 v=4", plain);
-  report("executor + observer", observed);
+  // Fastest step's CPU time (reported as median_ms for a uniform format).
+  report("hand-written accumulation (w=4, 1 row) [cpu min]", hand);
+  report("executor interleaved-1f1b pp=1 v=4 [cpu min]", plain);
+  report("executor + observer [cpu min]", observed);
   std::printf("actions_per_step=%.0f overhead_us_per_action=%.2f with_observer=%.2f\n", actions,
               (plain.first - hand.first) * 1000 / actions,
               (observed.first - hand.first) * 1000 / actions);

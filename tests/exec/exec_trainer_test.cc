@@ -3,6 +3,8 @@
 // around pipelines (world 4 on Gloo) and forward-only `train`.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+
 #include <cmath>
 
 #include "pipeplan/exec/launch.h"
@@ -106,4 +108,31 @@ TEST_CASE("exec trainer: forward-only train evaluates without updating", "[exec]
   CHECK(std::abs(r[0] - t[0]) <= 1e-12 * std::abs(t[0]));  // same first step
   // Later steps see fresh data with the initial weights, not the trained ones.
   CHECK(std::abs(r[2] - t[2]) > 1e-6 * std::abs(t[2]));
+}
+
+TEST_CASE("exec trainer: a killed rank fails every other rank cleanly, without _Exit",
+          "[exec][trainer]") {
+  // The example trainer unwinds normally on an error (executor and group
+  // destructors run): the surviving ranks must still exit promptly.
+  const std::string dir = make_temp_dir("pipeplan-exec-example-kill");
+  REQUIRE(run({kCli, "plan", "-s", "1f1b", "-p", "3", "-m", "3", "-o", dir + "/plan.json"})
+              .exit_code == 0);
+  const int port = exec::free_loopback_port();
+  std::vector<Child> ranks;
+  for (int r = 0; r < 3; ++r)
+    ranks.push_back(spawn({kExample, dir + "/plan.json", "1000000"},
+                          {{"RANK", std::to_string(r)},
+                           {"WORLD_SIZE", "3"},
+                           {"MASTER_ADDR", "127.0.0.1"},
+                           {"MASTER_PORT", std::to_string(port)}},
+                          dir, "rank" + std::to_string(r)));
+  REQUIRE(wait_for_text(ranks[0].out_path, "step 3 ", std::chrono::seconds(90)));
+  ::kill(ranks[1].pid, SIGKILL);
+  CHECK(wait_exit(ranks[1], std::chrono::seconds(30)) == 128 + SIGKILL);
+  for (int r : {0, 2}) {
+    const int code = wait_exit(ranks[r], std::chrono::seconds(60));
+    INFO("rank " << r << " stderr: " << slurp(ranks[r].err_path));
+    CHECK(code == 1);
+    CHECK(slurp(ranks[r].err_path).rfind("error: rank " + std::to_string(r) + ": ", 0) == 0);
+  }
 }
