@@ -284,9 +284,10 @@ int run_train(const TrainArgs& a) {
 
   const int nproc = a.nproc_opt->count() > 0 ? a.nproc : p.meta.pp_degree * a.dp;
   if (nproc < 1) throw InputError("--nproc must be at least 1");
-  if (nproc % a.dp != 0)
-    throw InputError("--nproc " + std::to_string(nproc) + " is not a multiple of --dp " +
-                     std::to_string(a.dp) + "; start pp_degree x dp ranks");
+  if (a.dp > 1 && nproc != p.meta.pp_degree * a.dp)
+    throw InputError("--nproc " + std::to_string(nproc) + " does not equal pp_degree " +
+                     std::to_string(p.meta.pp_degree) + " x --dp " + std::to_string(a.dp) +
+                     " = " + std::to_string(p.meta.pp_degree * a.dp) + " ranks");
   // Same checks every rank repeats, done once here so a bad plan or world
   // size fails before any process starts (guarded() reports a refusal).
   exec::prepare_plan(p, 0, nproc / a.dp, Transport::Rendezvous);
