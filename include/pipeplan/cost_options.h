@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "pipeplan/compare.h"
 #include "pipeplan/simulate.h"
 
 namespace pipeplan {
