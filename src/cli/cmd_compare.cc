@@ -7,6 +7,7 @@
 #include "cli/common.h"
 #include "cli/sim_options.h"
 #include "pipeplan/cost_options.h"
+#include "pipeplan/emit_sim.h"
 #include "pipeplan/error.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/simulate.h"
