@@ -15,6 +15,7 @@ struct CompareArgs {
   int pp = 4, microbatches = 8, stages_per_rank = 0;
   std::vector<std::string> schedules;
   CostArgs costs;
+  LoweringArgs lowering;
   std::string format = "text";
   std::string output;
 };
@@ -39,6 +40,7 @@ std::function<int()> setup_compare(CLI::App& app) {
                  "Schedules to compare (default: every one that accepts the shape)")
       ->delimiter(',');
   add_cost_options(app, args->costs);
+  add_lowering_options(app, args->lowering);
   app.add_option("-f,--format", args->format, "Report format")
       ->check(CLI::IsMember({"text", "json"}));
   app.add_option("-o,--output", args->output, "Output file (default: stdout)");
@@ -53,7 +55,11 @@ std::function<int()> setup_compare(CLI::App& app) {
       row.schedule = find_schedule(name).name;  // unknown names are usage errors
       Plan p;
       try {
-        p = plan(Problem{row.schedule, args->pp, args->microbatches, args->stages_per_rank});
+        // Each schedule is lowered for the per-stage costs it is simulated with.
+        const Problem problem{row.schedule, args->pp, args->microbatches, args->stages_per_rank};
+        const int v = resolve(problem).stages_per_rank;
+        p = plan(problem, make_lower_options(row.schedule, args->lowering,
+                                             per_stage(options, v).costs, !args->costs.comm.empty()));
       } catch (const InputError& e) {
         // Shape errors start with the schedule's name; the row names it already.
         row.skipped = e.what();

@@ -21,14 +21,6 @@ struct VerifyArgs {
   std::string format = "text";
   CsvReadOptions csv;
 };
-
-// Lowering options for a compute-only file: the schedule's own when it names
-// a known one, else the defaults.
-LowerOptions lowering_for(const PlanMeta& meta) {
-  for (const auto& s : schedules())
-    if (s.name == meta.schedule) return s.lowering;
-  return {};
-}
 }  // namespace
 
 std::function<int()> setup_verify(CLI::App& app) {
@@ -55,7 +47,7 @@ std::function<int()> setup_verify(CLI::App& app) {
         for (Transport t : models) results.push_back({t, VerifyResult{structure}});
       } else {
         spdlog::info("compute-only plan: lowering it before verification");
-        plan = lower(plan, lowering_for(plan.meta));
+        plan = lower(plan, default_lowering(plan.meta.schedule));
         lowered = true;
       }
     }

@@ -26,7 +26,7 @@ double parse_non_negative(const std::string& s, const std::string& what) {
 
 }  // namespace
 
-void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs) {
+void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs, bool model) {
   app.add_option("--cost", args.cost,
                  "Action costs, e.g. F=1,B=2,I=1,W=1[,OVERLAP_F_B=2.5] (default F=1,B=2,I=1,W=1; "
                  "B defaults to I+W, I=W=B/2 when only B is given)");
@@ -39,8 +39,9 @@ void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs) {
                  "(default 0)");
   app.add_option("--bytes", args.bytes, "Size of every transfer, for --comm's BANDWIDTH")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--model", args.model, "Transport model for SEND/RECV")
-      ->check(CLI::IsMember({"rendezvous", "eager", "serial"}));
+  if (model)
+    app.add_option("--model", args.model, "Transport model for SEND/RECV")
+        ->check(CLI::IsMember({"rendezvous", "eager", "serial"}));
 }
 
 SimOptions make_sim_options(const CostArgs& args) {
@@ -70,9 +71,11 @@ void add_plan_source(CLI::App& app, PlanSource& src) {
                "they are produced)");
   app.add_flag("--compute-only", src.compute_only,
                "Simulate the compute order only: values move as soon as they are produced");
+  add_lowering_options(app, src.lowering);
 }
 
-Plan load_plan_source(const PlanSource& src, std::vector<Diagnostic>& defects) {
+Plan load_plan_source(const PlanSource& src, const CostModel& costs, bool comm_given,
+                      std::vector<Diagnostic>& defects) {
   const bool named = src.app->count("--schedule") > 0;
   const bool shaped = src.app->count("--pp") > 0 || src.app->count("--microbatches") > 0 ||
                       src.app->count("--stages-per-rank") > 0;
@@ -83,7 +86,9 @@ Plan load_plan_source(const PlanSource& src, std::vector<Diagnostic>& defects) {
     if (src.app->count("--pp") == 0 || src.app->count("--microbatches") == 0)
       throw InputError("-s needs -p P and -m M");
     if (src.lower) throw InputError("--lower applies to a plan FILE; -s plans are lowered already");
-    return src.compute_only ? plan_compute(src.problem) : plan(src.problem);
+    if (src.compute_only) return plan_compute(src.problem);
+    return plan(src.problem, make_lower_options(find_schedule(src.problem.schedule).name,
+                                                src.lowering, costs, comm_given));
   }
   Plan p = load_plan(src.file);
   if (!p.is_whole())
@@ -97,10 +102,7 @@ Plan load_plan_source(const PlanSource& src, std::vector<Diagnostic>& defects) {
                                 [](const Action& a) { return is_comm(a.type); }),
                  list.end());
   } else if (src.lower && p.is_compute_only()) {
-    LowerOptions lowering;
-    for (const auto& s : schedules())
-      if (s.name == p.meta.schedule) lowering = s.lowering;
-    p = lower(p, lowering);
+    p = lower(p, make_lower_options(p.meta.schedule, src.lowering, costs, comm_given));
     spdlog::debug("lowered the compute-only plan: {} actions", p.num_actions());
   }
   return p;
@@ -117,7 +119,7 @@ Simulated load_and_simulate(const PlanSource& src, const CostArgs& costs, const 
   Simulated s;
   s.options = make_sim_options(costs);
   std::vector<Diagnostic> defects;
-  s.plan = load_plan_source(src, defects);
+  s.plan = load_plan_source(src, s.options.costs, !costs.comm.empty(), defects);
   if (!defects.empty()) {
     s.exit_code = report_invalid(src.file + " is not a valid plan", defects);
     return s;

@@ -6,28 +6,32 @@
 
 namespace pipeplan::detail {
 
-double ComputeCosts::of(const Action& a) const {
-  switch (a.type) {
-    case ActionType::F: return f;
-    case ActionType::B: return b;
-    case ActionType::I: return i;
-    case ActionType::W: return w;
-    case ActionType::OverlapFB: return f + b;
-    default: return 0.0;
-  }
-}
-
 namespace {
 
 constexpr double kNotDone = -1.0;
 
 // End times of F and of B/I per (stage, microbatch), -1 until done.
+// `hop` is the transfer time, paid where neighbouring stages sit on
+// different ranks (`cross[s]`: stages s and s+1 do).
 struct DoneTable {
   int stages = 0, mbs = 0;
   std::vector<double> f_end, bi_end;
-  DoneTable(int s, int m)
-      : stages(s), mbs(m), f_end(static_cast<std::size_t>(s) * m, kNotDone),
-        bi_end(static_cast<std::size_t>(s) * m, kNotDone) {}
+  std::vector<char> cross;
+  double hop = 0.0;
+  DoneTable(const PlanMeta& meta, double transfer)
+      : stages(meta.num_stages()), mbs(meta.num_microbatches),
+        f_end(static_cast<std::size_t>(stages) * mbs, kNotDone),
+        bi_end(static_cast<std::size_t>(stages) * mbs, kNotDone),
+        cross(static_cast<std::size_t>(std::max(stages, 1)), 0), hop(transfer) {
+    for (int s = 0; s + 1 < stages; ++s)
+      cross[static_cast<std::size_t>(s)] = meta.rank_of(s) != meta.rank_of(s + 1);
+  }
+  // When a value produced at `t` by stage s is usable by its neighbour
+  // (stage s+1 for a forward value, s-1 for a gradient): `boundary` is the
+  // lower of the two stages.
+  double arrive(double t, int boundary) const {
+    return t < 0 ? t : t + (cross[static_cast<std::size_t>(boundary)] ? hop : 0.0);
+  }
   bool in_range(int s, int mb) const { return s >= 0 && s < stages && mb >= 0 && mb < mbs; }
   std::size_t at(int s, int mb) const { return static_cast<std::size_t>(s) * mbs + mb; }
 };
@@ -35,7 +39,7 @@ struct DoneTable {
 // Time at which the inputs of a forward of (s, mb) are ready, or -1.
 double forward_ready(const DoneTable& d, int s, int mb) {
   if (s == 0) return 0.0;
-  return d.in_range(s - 1, mb) ? d.f_end[d.at(s - 1, mb)] : kNotDone;
+  return d.in_range(s - 1, mb) ? d.arrive(d.f_end[d.at(s - 1, mb)], s - 1) : kNotDone;
 }
 
 // Time at which the inputs of a backward (B or I) of (s, mb) are ready, or -1.
@@ -44,7 +48,7 @@ double backward_ready(const DoneTable& d, int s, int mb) {
   double t = d.f_end[d.at(s, mb)];
   if (t < 0) return kNotDone;
   if (s + 1 < d.stages) {
-    double g = d.bi_end[d.at(s + 1, mb)];
+    double g = d.arrive(d.bi_end[d.at(s + 1, mb)], s);
     if (g < 0) return kNotDone;
     t = std::max(t, g);
   }
@@ -85,10 +89,10 @@ std::string describe_wait(const DoneTable& d, const Action& a) {
 
 }  // namespace
 
-Timing time_compute(const Plan& plan, const ComputeCosts& costs, bool with_end) {
+Timing time_compute(const Plan& plan, const CostModel& costs, bool with_end) {
   const PlanMeta& meta = plan.meta;
   const int n_ranks = static_cast<int>(plan.ranks.size());
-  DoneTable done(meta.num_stages(), meta.num_microbatches);
+  DoneTable done(meta, costs.transfer_time());
   Timing t;
   t.start.resize(plan.ranks.size());
   if (with_end) t.end.resize(plan.ranks.size());
@@ -122,7 +126,7 @@ Timing time_compute(const Plan& plan, const ComputeCosts& costs, bool with_end) 
       double ready = is_compute(a.type) ? ready_time(done, a) : 0.0;
       if (ready < 0) break;  // woken again when a producer finishes
       double s = std::max(free_at[ru], ready);
-      double e = s + costs.of(a);
+      double e = s + costs.duration(a);
       t.start[ru][pc[ru]] = s;
       if (with_end) t.end[ru][pc[ru]] = e;
       free_at[ru] = e;

@@ -22,17 +22,15 @@ using detail::require;
 
 void no_extra_check(const PlanMeta&) {}
 
-// Schedules without a seed order to reproduce keep one transfer order per
-// rank, which makes them deadlock-free under the serial model as well.
-LowerOptions serial_safe() {
-  LowerOptions o;
-  o.serial_safe = true;
-  return o;
-}
+// Schedules without a seed order to reproduce get the latency-hiding
+// lowering, per-pair order (serial safety is an option: it costs time).
+LowerOptions latency_hiding() { return LowerOptions{}; }
 
-LowerOptions staggered() {
+// gpipe and 1f1b keep the seed driver's order unless asked otherwise.
+LowerOptions seed(SendPlacement placement) {
   LowerOptions o;
-  o.send_placement = SendPlacement::ParityStaggered;
+  o.mode = LowerMode::Seed;
+  o.send_placement = placement;
   return o;
 }
 
@@ -43,13 +41,13 @@ std::vector<ScheduleInfo> make_table() {
                "seed 000 (ScheduleGPipe)",
                "all forwards, then all backwards in reverse microbatch order",
                StageMapping::Loop, 1, {1}, "v = 1; any m", no_extra_check, detail::plan_gpipe,
-               LowerOptions{}});
+               seed(SendPlacement::Earliest)});
   t.push_back({"1f1b",
                {"1F1B", "Schedule1F1B", "one-forward-one-backward", "pipedream-flush"},
                "seed 000 (Schedule1F1B), torch Schedule1F1B",
                "warmup min(m, p-r) forwards, then alternate backward/forward, then drain",
                StageMapping::Loop, 1, {1}, "v = 1; m >= p", detail::check_1f1b,
-               detail::plan_1f1b, staggered()});
+               detail::plan_1f1b, seed(SendPlacement::ParityStaggered)});
   // --- schedule-library rows (one block per family) go below ---
   // interleaved.cc: torch's loop-mapped multi-stage schedules.
   t.push_back({"interleaved-1f1b",
@@ -59,14 +57,14 @@ std::vector<ScheduleInfo> make_table() {
                "cycling local stages every mpr = m / max(1, m // p) microbatches, then drain",
                StageMapping::Loop, 2, {},
                "any v >= 1; m divisible by max(1, m // p) (e.g. m % p == 0, or m <= p)",
-               detail::check_interleaved, detail::plan_interleaved_1f1b, serial_safe()});
+               detail::check_interleaved, detail::plan_interleaved_1f1b, latency_hiding()});
   t.push_back({"looped-bfs",
                {"LoopedBFS", "ScheduleLoopedBFS", "breadth-first", "bfs"},
                "torch LoopedBFS (2.11), Lamy-Poirier breadth-first pipeline parallelism",
                "every microbatch through each local stage in turn, then backwards over the "
                "stages and microbatches in reverse",
                StageMapping::Loop, 2, {}, "any v >= 1; any m", no_extra_check,
-               detail::plan_looped_bfs, serial_safe()});
+               detail::plan_looped_bfs, latency_hiding()});
   t.push_back({"interleaved-zb",
                {"InterleavedZeroBubble", "ScheduleInterleavedZeroBubble",
                 "interleaved-zero-bubble"},
@@ -75,7 +73,7 @@ std::vector<ScheduleInfo> make_table() {
                "pending W after each backward once rank r did r steady steps; W flushed at the end",
                StageMapping::Loop, 2, {},
                "any v >= 1; m divisible by max(1, m // p) (e.g. m % p == 0, or m <= p)",
-               detail::check_interleaved, detail::plan_interleaved_zb, serial_safe()});
+               detail::check_interleaved, detail::plan_interleaved_zb, latency_hiding()});
   // zero_bubble_torch.cc: torch's V-mapped schedules.
   t.push_back({"zbv",
                {"ZBVZeroBubble", "ScheduleZBVZeroBubble", "zb-v", "zero-bubble-v"},
@@ -83,14 +81,14 @@ std::vector<ScheduleInfo> make_table() {
                "V-shaped zero bubble: chunk 0 down, chunk 1 back up; F/I/W steady state planned "
                "for max(2p-1, m) microbatches, the extra ones dropped",
                StageMapping::V, 2, {2}, "v = 2; any m", detail::check_zbv, detail::plan_zbv,
-               serial_safe()});
+               latency_hiding()});
   t.push_back({"dualpipev",
                {"DualPipeV", "ScheduleDualPipeV", "dualpipe-v", "dual-pipe-v"},
                "torch DualPipeV (2.11), DeepSeek DualPipeV",
                "DeepSeek's eight phases on a V: overlapped F+B pairs (OVERLAP_F_B) in the main "
                "phase, zero-bubble I/W split in the ramp and the drain",
                StageMapping::V, 2, {2}, "v = 2; m >= 2p", detail::check_dualpipev,
-               detail::plan_dualpipev, serial_safe()});
+               detail::plan_dualpipev, latency_hiding()});
   // zero_bubble_sail.cc: sail-sg handcrafted zero-bubble schedules.
   t.push_back({"zb-h1",
                {"ZB-H1", "ZBH1", "ZeroBubbleH1", "zero-bubble-h1"},
@@ -98,14 +96,14 @@ std::vector<ScheduleInfo> make_table() {
                "1F1B with the backward split into I and W; rank r defers its first r W "
                "into the drain, so the bubble shrinks to (p-1)(F+I-W) at 1F1B's memory",
                StageMapping::Loop, 1, {1}, "v = 1; m >= p", detail::check_zb_h1,
-               detail::plan_zb_h1, serial_safe()});
+               detail::plan_zb_h1, latency_hiding()});
   t.push_back({"zb-h2",
                {"ZB-H2", "ZBH2", "ZeroBubbleH2", "zero-bubble-h2"},
                "sail-sg zero-bubble-pipeline-parallelism (handcrafted ZB-H2)",
                "ZB-H1 with 2(p-r-1) warmup forwards (2p-1 in flight on rank 0) and the "
                "last 2r W flushed at the end: a parallelogram with no bubble inside",
                StageMapping::Loop, 1, {1}, "v = 1; m >= p", detail::check_zb_h2,
-               detail::plan_zb_h2, serial_safe()});
+               detail::plan_zb_h2, latency_hiding()});
   // vpp.cc: seed 002 (PaddlePaddle) virtual pipeline schedules.
   t.push_back({"vpp",
                {"VPP", "interleave", "PipelineParallelWithInterleave", "paddle-vpp"},
@@ -113,14 +111,14 @@ std::vector<ScheduleInfo> make_table() {
                "interleaved 1F1B over v chunks; the first m%p+p microbatches pass each chunk "
                "in turn, then chunks rotate every p steps, so any m >= 2p works",
                StageMapping::Loop, 2, {}, "v >= 2; p > 2; m >= 2p (any m % p)",
-               detail::check_vpp, detail::plan_vpp, serial_safe()});
+               detail::check_vpp, detail::plan_vpp, latency_hiding()});
   t.push_back({"vpp-fthenb",
                {"VPP-FthenB", "PipelineParallelWithInterleaveFthenB", "vpp-f-then-b",
                 "paddle-vpp-fthenb"},
                "seed 002 (Paddle PipelineParallelWithInterleaveFthenB)",
                "every forward chunk by chunk, then every backward in reverse chunk order",
                StageMapping::Loop, 2, {}, "v >= 2; p > 2; m % p == 0", detail::check_vpp_fthenb,
-               detail::plan_vpp_fthenb, serial_safe()});
+               detail::plan_vpp_fthenb, latency_hiding()});
   t.push_back({"vpp-balanced",
                {"VPPFhenBInBalancedMemory", "VPPFthenBInBalancedMemory", "vpp-balanced-memory",
                 "paddle-vpp-balanced"},
@@ -128,7 +126,7 @@ std::vector<ScheduleInfo> make_table() {
                "F-then-B over the first v-1 chunks, 1F1B on the last chunk, backwards in "
                "reverse chunk order (less live activation than vpp-fthenb)",
                StageMapping::Loop, 2, {}, "v >= 2; p > 2; m % p == 0",
-               detail::check_vpp_balanced, detail::plan_vpp_balanced, serial_safe()});
+               detail::check_vpp_balanced, detail::plan_vpp_balanced, latency_hiding()});
   return t;
 }
 
@@ -243,9 +241,22 @@ Plan plan_compute(const Problem& problem) {
   return p;
 }
 
+LowerOptions default_lowering(const std::string& schedule) {
+  for (const auto& s : schedules()) {
+    if (s.name == schedule) return s.lowering;
+    for (const auto& alias : s.aliases)
+      if (alias == schedule) return s.lowering;
+  }
+  return LowerOptions{};
+}
+
 Plan plan(const Problem& problem) {
   Plan compute = plan_compute(problem);
   return lower(compute, find_schedule(compute.meta.schedule).lowering);
+}
+
+Plan plan(const Problem& problem, const LowerOptions& options) {
+  return lower(plan_compute(problem), options);
 }
 
 Plan plan_rank(const Problem& problem, int rank) {

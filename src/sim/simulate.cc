@@ -305,6 +305,7 @@ bool Engine::ready_time(const Action& a, int rank, Loc implicit[2], double* data
       break;
     default: break;
   }
+  consumed_recvs_ = (r0 ? 1 : 0) + (r1 ? 1 : 0);
   return known;
 }
 
@@ -339,12 +340,14 @@ void Engine::advance(int r) {
         ready = std::max(ready, produced);
       }
       times.push_back({st.host, kUnknown});
+      if (is_recv(a.type)) st.peak_buffers = std::max(st.peak_buffers, ++st.buffers);
       post(r, index, a, ready);
     } else {
       Loc implicit[2];
       double data = 0.0, received = 0.0;
       if (!ready_time(a, r, implicit, &data, &received)) return;  // woken when it arrives
       st.host = std::max(st.host, received);
+      st.buffers -= consumed_recvs_;  // received values become the compute's input
       const double start = std::max({st.cursor, st.host, data});
       const double end = start + costs_.duration(a);
       times.push_back({start, end});
