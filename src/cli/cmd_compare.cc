@@ -57,9 +57,9 @@ std::function<int()> setup_compare(CLI::App& app) {
       try {
         // Each schedule is lowered for the per-stage costs it is simulated with.
         const Problem problem{row.schedule, args->pp, args->microbatches, args->stages_per_rank};
-        const int v = resolve(problem).stages_per_rank;
-        p = plan(problem, make_lower_options(row.schedule, args->lowering,
-                                             per_stage(options, v).costs, !args->costs.comm.empty()));
+        const PlanMeta meta = resolve(problem);
+        p = plan(problem, make_lower_options(meta, args->lowering, per_stage(options, meta.stages_per_rank).costs,
+                                             !args->costs.comm.empty()));
       } catch (const InputError& e) {
         // Shape errors start with the schedule's name; the row names it already.
         row.skipped = e.what();

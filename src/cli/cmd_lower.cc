@@ -78,7 +78,7 @@ std::function<int()> setup_lower(CLI::App& app) {
                 << format_diagnostics(defects);
       return kExitInvalid;
     }
-    LowerOptions options = make_lower_options(plan.meta.schedule, args->lowering,
+    LowerOptions options = make_lower_options(plan.meta, args->lowering,
                                               make_sim_options(args->costs).costs,
                                               !args->costs.comm.empty());
     if (args->send_placement == "earliest") options.send_placement = SendPlacement::Earliest;

@@ -38,6 +38,8 @@ std::function<int()> setup_plan(CLI::App& app) {
   add_problem_options(app, args->problem, true);
   args->rank_opt = app.add_option("-r,--rank", args->rank, "Emit only this rank's program");
   app.add_flag("--compute-only", args->compute_only, "Emit the compute order without SEND/RECV");
+  app.add_flag("--forward-only", args->problem.forward_only,
+               "Plan inference: each rank's forwards in the schedule's order, no backward");
   app.add_flag("--no-verify", args->no_verify, "Skip the rendezvous deadlock proof");
   app.add_option("-f,--format", args->format, "Output format")
       ->check(CLI::IsMember({"json", "csv", "text", "timeline"}));
@@ -48,7 +50,7 @@ std::function<int()> setup_plan(CLI::App& app) {
     const Problem& pr = args->problem;
     // The plan is lowered for the cost model given (else the nominal one).
     const LowerOptions lowering =
-        make_lower_options(find_schedule(pr.schedule).name, args->lowering,
+        make_lower_options(resolve(pr), args->lowering,
                            make_sim_options(args->costs).costs, !args->costs.comm.empty());
     Plan whole = args->compute_only ? plan_compute(pr) : plan(pr, lowering);
     spdlog::debug("planned {} p={} m={} v={}: {} actions", whole.meta.schedule, whole.meta.pp_degree,

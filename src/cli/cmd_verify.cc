@@ -21,6 +21,15 @@ struct VerifyArgs {
   std::string format = "text";
   CsvReadOptions csv;
 };
+
+bool no_backward(const Plan& plan) {
+  for (const auto& list : plan.ranks)
+    for (const Action& a : list)
+      if (a.type == ActionType::B || a.type == ActionType::I || a.type == ActionType::W ||
+          a.type == ActionType::OverlapFB)
+        return false;
+  return true;
+}
 }  // namespace
 
 std::function<int()> setup_verify(CLI::App& app) {
@@ -47,7 +56,7 @@ std::function<int()> setup_verify(CLI::App& app) {
         for (Transport t : models) results.push_back({t, VerifyResult{structure}});
       } else {
         spdlog::info("compute-only plan: lowering it before verification");
-        plan = lower(plan, default_lowering(plan.meta.schedule));
+        plan = lower(plan, schedule_lowering(plan.meta));
         lowered = true;
       }
     }
@@ -63,7 +72,8 @@ std::function<int()> setup_verify(CLI::App& app) {
         if (r.result.ok()) {
           std::cout << "ok: " << plan.meta.schedule << " (pp=" << plan.meta.pp_degree
                     << ", m=" << plan.meta.num_microbatches << ", v=" << plan.meta.stages_per_rank
-                    << ", " << plan.num_actions() << " actions" << (lowered ? ", lowered" : "")
+                    << (plan.meta.forward_only ? ", forward-only" : "") << ", "
+                    << plan.num_actions() << " actions" << (lowered ? ", lowered" : "")
                     << ") is deadlock-free under " << to_string(r.transport) << " transport\n";
         } else {
           std::cout << "FAILED under " << to_string(r.transport) << " transport: "
@@ -71,6 +81,9 @@ std::function<int()> setup_verify(CLI::App& app) {
                     << format_diagnostics(r.result.diagnostics);
         }
       }
+      if (!ok && !plan.meta.forward_only && no_backward(plan))
+        std::cout << "hint: the plan holds no backward action at all; pass --forward-only "
+                     "if it is an inference plan\n";
     }
     return ok ? kExitOk : kExitInvalid;
   };

@@ -21,9 +21,9 @@ void add_lowering_options(CLI::App& app, LoweringArgs& args) {
                "the serial model (library schedules other than gpipe/1f1b already do)");
 }
 
-LowerOptions make_lower_options(const std::string& schedule, const LoweringArgs& args,
+LowerOptions make_lower_options(const PlanMeta& meta, const LoweringArgs& args,
                                 const CostModel& costs, bool comm_given) {
-  LowerOptions o = default_lowering(schedule);
+  LowerOptions o = schedule_lowering(meta);
   if (auto mode = parse_lower_mode(args.mode)) o.mode = *mode;
   o.max_prefetch = args.prefetch;
   if (args.serial_safe) o.serial_safe = true;

@@ -23,10 +23,11 @@ struct LoweringArgs {
 /// Adds --lowering, --prefetch and --serial-safe.
 void add_lowering_options(CLI::App& app, LoweringArgs& args);
 
-/// How to lower `schedule` (a name or alias; custom plans get the general
-/// rule): the schedule's defaults with the user's choices, planning for
-/// `costs` — with kNominalLatency per transfer when `comm_given` is false.
-LowerOptions make_lower_options(const std::string& schedule, const LoweringArgs& args,
+/// How to lower a plan of `meta` (schedule_lowering: the schedule's own
+/// options, the general rule for custom plans) with the user's choices,
+/// planning for `costs` — with kNominalLatency per transfer when `comm_given`
+/// is false.
+LowerOptions make_lower_options(const PlanMeta& meta, const LoweringArgs& args,
                                 const CostModel& costs, bool comm_given);
 
 }  // namespace pipeplan::cli

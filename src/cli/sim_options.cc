@@ -69,6 +69,8 @@ void add_plan_source(CLI::App& app, PlanSource& src) {
   app.add_flag("--lower", src.lower,
                "Lower a compute-only FILE before simulating (default: values move as soon as "
                "they are produced)");
+  app.add_flag("--forward-only", src.problem.forward_only,
+               "Forward-only (inference) plan: with -s, plan one; with FILE, owe no backward");
   app.add_flag("--compute-only", src.compute_only,
                "Simulate the compute order only: values move as soon as they are produced");
   add_lowering_options(app, src.lowering);
@@ -87,10 +89,11 @@ Plan load_plan_source(const PlanSource& src, const CostModel& costs, bool comm_g
       throw InputError("-s needs -p P and -m M");
     if (src.lower) throw InputError("--lower applies to a plan FILE; -s plans are lowered already");
     if (src.compute_only) return plan_compute(src.problem);
-    return plan(src.problem, make_lower_options(find_schedule(src.problem.schedule).name,
-                                                src.lowering, costs, comm_given));
+    return plan(src.problem, make_lower_options(resolve(src.problem), src.lowering, costs, comm_given));
   }
-  Plan p = load_plan(src.file);
+  CsvReadOptions csv;
+  csv.forward_only = src.problem.forward_only;
+  Plan p = load_plan(src.file, csv);
   if (!p.is_whole())
     throw InputError(src.file + ": holds " + std::to_string(p.ranks.size()) + " of " +
                      std::to_string(p.meta.pp_degree) + " ranks; simulating needs every rank");
@@ -102,7 +105,7 @@ Plan load_plan_source(const PlanSource& src, const CostModel& costs, bool comm_g
                                 [](const Action& a) { return is_comm(a.type); }),
                  list.end());
   } else if (src.lower && p.is_compute_only()) {
-    p = lower(p, make_lower_options(p.meta.schedule, src.lowering, costs, comm_given));
+    p = lower(p, make_lower_options(p.meta, src.lowering, costs, comm_given));
     spdlog::debug("lowered the compute-only plan: {} actions", p.num_actions());
   }
   return p;

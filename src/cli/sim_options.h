@@ -42,8 +42,8 @@ struct PlanSource {
   CLI::App* app = nullptr;
 };
 
-/// Adds the positional FILE, -s/-p/-m/-v, --lower, --compute-only and the
-/// lowering options.
+/// Adds the positional FILE, -s/-p/-m/-v, --forward-only, --lower,
+/// --compute-only and the lowering options.
 void add_plan_source(CLI::App& app, PlanSource& src);
 /// Loads or plans the plan, lowering for `costs` (the simulated cost model;
 /// `comm_given`: whether --comm set its transfer cost). A FILE's structural

@@ -48,7 +48,7 @@ Plan prepare_plan(const Plan& plan, int rank, int world_size, Transport transpor
       throw PlanRejected("the plan fails verification; refusing to run it:\n" +
                              trimmed(format_diagnostics(diags)),
                          diags);
-    runnable = lower(runnable, default_lowering(meta.schedule));
+    runnable = lower(runnable, schedule_lowering(meta));
   }
   VerifyResult result = verify(runnable, {transport});
   if (!result.ok())
