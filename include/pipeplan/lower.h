@@ -3,10 +3,11 @@
 // Two lowerings share one entry point (docs/verification.md, "Lowering"):
 //  - LowerMode::LatencyHiding (the default): plans for the durations in
 //    `costs` (per type and stage, transfer latency and bandwidth x bytes).
-//    Each pair's transfers are ordered by when their data is ready in that
-//    cost model, sends follow their producer at once, and receives are
-//    posted as early as the pair order and `max_prefetch` allow, so transfer
-//    latency overlaps compute.
+//    Each pair's transfers are ordered as a one-at-a-time pair stream
+//    would take them, earliest deadline (the consumer's latest start) first
+//    among those ready, sends follow their producer at once, and receives
+//    are posted as early as the pair order and `max_prefetch` allow, so
+//    transfer latency overlaps compute.
 //  - LowerMode::Seed: the seed driver's order (receives right before their
 //    consumer; pairs ordered by consumer start in a unit-cost run). gpipe and
 //    1f1b use it by default; it is the "before" of the latency-hiding one.

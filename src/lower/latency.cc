@@ -2,30 +2,38 @@
 //
 // 1. Time the compute order under the caller's cost model, each cross-rank
 //    value arriving its transfer time after its producer ends: the eager
-//    bound. A transfer's key is its producer's end in that run.
-// 2. Each rank pair posts its transfers in key order (ties: gradients
-//    first, then sending stage, then microbatch), both ends alike, so the
-//    pair FIFO is complementary by construction and the pair's one stream
-//    serves transfers in the order their data becomes ready.
+//    bound. A transfer is released when its producer ends there; its
+//    deadline is its consumer's latest start that keeps the bound's
+//    makespan (latest_starts: slack-aware, so of two transfers wanted at
+//    the same time the one on the critical path goes first).
+// 2. Each rank pair's order is the order its one stream takes transfers in
+//    an event-driven run of the compute order where a pair carries one
+//    transfer at a time, picking the earliest deadline among those released
+//    (pair_order.cc). With a prefetch cap: plain deadline order, so each end
+//    receives in consumer order. With serial_safe: one global order, by
+//    release (by deadline with a cap). Both ends post in the pair's order,
+//    so the pair FIFO is complementary by construction.
 // 3. A send goes right after its producer, later only when the pair order
 //    puts an earlier transfer of the pair after that point on this rank; a
 //    receive goes right after the previous operation of its pair end (as
 //    early as the order allows), but no earlier than `max_prefetch`
 //    receives ahead of their consumers on its rank.
 //
-// Why every receive fits before its consumer: an earlier transfer X of the
-// pair is ready no later than this one (Y). If X is a send on Y's receiving
-// rank, its producer ends by the time Y's data is ready, so before Y's
-// consumer starts; with positive durations the producer precedes the
-// consumer in the list. An earlier receive is placed no later than the
-// smallest consumer slot of the receives after it (the prefetch cap yields
-// where the pair order demands it). Progress: by induction over keys, in the
-// bound's timeline every transfer is posted on both ends and its pair is
-// free by its key time, so no rank waits forever (verify() proves each plan).
+// Why every receive fits before its consumer (X before Y in a pair's order,
+// X a send on Y's receiving rank): in the event-driven run X's producer
+// ended before X was taken, and Y's consumer started after Y arrived, later;
+// in release or deadline order, Y's consumer preceding X's producer in the
+// list would make Y both released and due before X. With positive
+// durations the producer then precedes the consumer in the list. An earlier
+// receive is placed no later than the smallest consumer slot of the
+// receives after it. Progress: by induction over that run's time, every
+// transfer is posted on both ends and its pair reaches it, so no rank waits
+// forever (verify() proves each plan; tests/latency_test.cc, sweep_test.cc).
 //
-// Cost: linear. Transfers are listed per direction in producer order (that
-// is key order); a history (pair end, or rank with serial_safe) is a merge
-// of at most four such lists; each rank's program a merge by position.
+// Cost: linear in the actions, times log(ranks) for the event queue of the
+// pair-stream run (a few events in flight per rank and pair). Transfers are
+// listed per direction in producer order; a history is a merge of at most
+// four such lists; each rank's program a merge by position.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -35,6 +43,7 @@
 #include <vector>
 
 #include "lower/latency.h"
+#include "lower/pair_order.h"
 #include "lower/timing.h"
 #include "pipeplan/error.h"
 
@@ -44,25 +53,6 @@ namespace {
 constexpr std::uint32_t kSubSend = 0, kSubRecv = 1;
 std::uint32_t pack(std::uint32_t slot, std::uint32_t sub) { return slot << 1 | sub; }
 std::uint32_t slot_of(std::uint32_t p) { return p >> 1; }
-
-struct Xfer {
-  double t = 0.0;                // producer end in the bound's run (the key)
-  double deadline = 0.0;         // consumer start in the bound's run
-  std::int32_t src = 0, dst = 0;
-  std::int32_t producer = 0;     // index on the sending rank
-  std::int32_t consumer = 0;     // index on the receiving rank
-  std::int32_t send_stage = 0, mb = 0;
-  std::uint32_t send_pos = 0, recv_pos = 0;  // packed slot/sub
-  std::uint32_t recv_lb = 0;                 // prefetch cap: earliest slot
-  bool grad = false;
-};
-
-bool key_less(const Xfer& a, const Xfer& b) {
-  if (a.t != b.t) return a.t < b.t;
-  if (a.grad != b.grad) return a.grad;
-  if (a.send_stage != b.send_stage) return a.send_stage < b.send_stage;
-  return a.mb < b.mb;
-}
 
 struct Dir {
   int src = 0, dst = 0;
@@ -88,9 +78,11 @@ std::size_t smallest(const std::vector<Seq>& seqs, Less less) {
 
 class Lowering {
  public:
-  Lowering(const Plan& plan, const LowerOptions& options, const Timing& timing, double hop)
-      : plan_(plan), options_(options), timing_(timing), stages_(plan.meta.num_stages()),
-        mbs_(plan.meta.num_microbatches), hop_(hop) {}
+  Lowering(const Plan& plan, const LowerOptions& options, const CostModel& costs,
+           const Timing& timing, const std::vector<std::vector<double>>& latest)
+      : plan_(plan), options_(options), costs_(costs), timing_(timing), latest_(latest),
+        stages_(plan.meta.num_stages()), mbs_(plan.meta.num_microbatches),
+        hop_(costs.transfer_time()) {}
 
   Plan run() {
     index_producers();
@@ -168,7 +160,7 @@ class Lowering {
           if (consumer < 0) return;  // structure checks report a missing consumer
           Xfer x;
           x.t = end[i];
-          x.deadline = timing_.start[static_cast<std::size_t>(dst)][static_cast<std::size_t>(consumer)];
+          x.deadline = latest_[static_cast<std::size_t>(dst)][static_cast<std::size_t>(consumer)];
           x.src = r;
           x.dst = dst;
           x.producer = static_cast<std::int32_t>(i);
@@ -241,7 +233,7 @@ class Lowering {
 
   // Serial-safe: one history per rank, all its peers merged in key order
   // (a global order, so every rank's streams agree); with a prefetch cap,
-  // in deadline order (consumer start, then key).
+  // in deadline order (consumer's latest start, then key).
   void walk_rank_serial(int r) {
     std::vector<Seq> seqs;
     for (int d : sends_of_[static_cast<std::size_t>(r)])
@@ -267,11 +259,8 @@ class Lowering {
     walk_history(r);
   }
 
-  // Per pair: the pair's one stream serves its transfers in the order an
-  // earliest-deadline-first run of the stream picks them in the bound's
-  // timeline: among the transfers whose data is ready when the stream is
-  // free, the one whose consumer starts first (release: producer end;
-  // deadline: consumer start; each takes the transfer time).
+  // Per pair, with a prefetch cap: the pair's transfers by deadline (the
+  // consumer's latest start), so each end receives in consumer order.
   void order_pair(int d0, int d1) {
     const double hop = hop_;
     const bool capped = options_.max_prefetch > 0;
@@ -313,7 +302,12 @@ class Lowering {
       order_.push_back(id);
       free_at = std::max(free_at, xfers_[id].t) + hop;
     }
-    // Both ends post in that order.
+    walk_ends(d0, d1);
+  }
+
+  // Both ends of the pair of directions d0 (and d1, its reverse, or -1) post
+  // their transfers in order_.
+  void walk_ends(int d0, int d1) {
     for (int d : {d0, d1}) {
       if (d < 0) continue;
       const int r = dirs_[static_cast<std::size_t>(d)].src;
@@ -330,12 +324,30 @@ class Lowering {
   }
 
   void walk_pairs() {
+    std::vector<std::pair<int, int>> pairs;  // (direction, its reverse or -1)
+    std::vector<int> pair_of_dir(dirs_.size(), -1);
     for (std::size_t d = 0; d < dirs_.size(); ++d) {
       const Dir& x = dirs_[d];
       auto it = dir_ids_.find({x.dst, x.src});
       const int rev = it == dir_ids_.end() ? -1 : it->second;
-      if (rev >= 0 && x.src > x.dst) continue;  // the pair is done from its lower rank
-      order_pair(static_cast<int>(d), rev);
+      if (rev >= 0 && x.src > x.dst) continue;  // the pair is taken from its lower rank
+      pair_of_dir[d] = static_cast<int>(pairs.size());
+      if (rev >= 0) pair_of_dir[static_cast<std::size_t>(rev)] = static_cast<int>(pairs.size());
+      pairs.emplace_back(static_cast<int>(d), rev);
+    }
+    if (options_.max_prefetch > 0) {
+      for (auto [d0, d1] : pairs) order_pair(d0, d1);
+      return;
+    }
+    // Each pair in the order its stream takes transfers when it carries one
+    // at a time, earliest deadline first among those ready.
+    std::vector<int> pair_of(xfers_.size(), -1);
+    for (std::size_t d = 0; d < dirs_.size(); ++d)
+      for (std::uint32_t id : dirs_[d].ids) pair_of[id] = pair_of_dir[d];
+    auto orders = serialized_pair_orders(plan_, costs_, xfers_, pair_of, static_cast<int>(pairs.size()));
+    for (std::size_t k = 0; k < pairs.size(); ++k) {
+      order_ = std::move(orders[k]);
+      walk_ends(pairs[k].first, pairs[k].second);
     }
   }
 
@@ -418,7 +430,9 @@ class Lowering {
 
   const Plan& plan_;
   const LowerOptions& options_;
+  const CostModel& costs_;  // the planning costs (zero durations made positive)
   const Timing& timing_;
+  const std::vector<std::vector<double>>& latest_;  // latest starts (deadlines)
   int stages_, mbs_;
   std::vector<int> rank_of_;
   std::vector<std::int32_t> f_idx_, bi_idx_, tid_f_, tid_b_;
@@ -472,7 +486,8 @@ Plan lower_latency_hiding(const Plan& plan, const LowerOptions& options) {
   if (!timing.complete)
     throw InputError("lower: the compute order cannot complete (cyclic wait across ranks): " +
                      timing.stuck);
-  return Lowering(plan, options, timing, costs.transfer_time()).run();
+  const auto latest = latest_starts(plan, costs, timing);
+  return Lowering(plan, options, costs, timing, latest).run();
 }
 
 }  // namespace pipeplan::detail

@@ -161,3 +161,102 @@ Timing time_compute(const Plan& plan, const CostModel& costs, bool with_end) {
 }
 
 }  // namespace pipeplan::detail
+
+namespace pipeplan::detail {
+
+std::vector<std::vector<double>> latest_starts(const Plan& plan, const CostModel& costs,
+                                               const Timing& timing) {
+  const PlanMeta& meta = plan.meta;
+  const int S = meta.num_stages(), M = meta.num_microbatches;
+  const std::size_t n_ranks = plan.ranks.size();
+  auto in_range = [&](int s, int mb) { return s >= 0 && s < S && mb >= 0 && mb < M; };
+  auto at = [&](int s, int mb) { return static_cast<std::size_t>(s) * M + mb; };
+  // Where F and B/I of each (stage, mb) sit, and their latest starts once known.
+  const std::size_t n_keys = static_cast<std::size_t>(S) * static_cast<std::size_t>(M);
+  std::vector<double> ls_f(n_keys, kNotDone), ls_bi(n_keys, kNotDone);
+  std::vector<char> exists_f(n_keys, 0), exists_bi(n_keys, 0);
+  double makespan = 0.0;
+  for (std::size_t r = 0; r < n_ranks; ++r) {
+    for (const Action& a : plan.ranks[r]) {
+      if (a.type == ActionType::F || a.type == ActionType::OverlapFB)
+        if (in_range(a.stage, a.microbatch)) exists_f[at(a.stage, a.microbatch)] = 1;
+      if (a.type == ActionType::B || a.type == ActionType::I)
+        if (in_range(a.stage, a.microbatch)) exists_bi[at(a.stage, a.microbatch)] = 1;
+      if (a.type == ActionType::OverlapFB && in_range(a.sub_stage, a.sub_microbatch))
+        exists_bi[at(a.sub_stage, a.sub_microbatch)] = 1;
+    }
+    for (double e : timing.end[r]) makespan = std::max(makespan, e);
+  }
+  const double hop = costs.transfer_time();
+  auto hop_between = [&](int s, int t) { return meta.rank_of(s) != meta.rank_of(t) ? hop : 0.0; };
+
+  std::vector<std::vector<double>> ls(n_ranks);
+  for (std::size_t r = 0; r < n_ranks; ++r) ls[r].assign(plan.ranks[r].size(), 0.0);
+  std::vector<std::size_t> left(n_ranks);  // actions not yet settled: [0, left)
+  for (std::size_t r = 0; r < n_ranks; ++r) left[r] = plan.ranks[r].size();
+  std::vector<char> queued(n_ranks, 1);
+  std::deque<std::size_t> work;
+  for (std::size_t r = 0; r < n_ranks; ++r) work.push_back(r);
+  auto wake = [&](int stage) {
+    if (stage < 0 || stage >= S) return;
+    const auto r = static_cast<std::size_t>(meta.rank_of(stage));
+    if (r < n_ranks && !queued[r]) {
+      queued[r] = 1;
+      work.push_back(r);
+    }
+  };
+  // The latest finish a produced value allows: its consumers' latest starts
+  // less the transfer; kNotDone while a consumer is unsettled.
+  auto after_forward = [&](int s, int mb, double lf) {
+    if (s + 1 < S && exists_f[at(s + 1, mb)]) {
+      const double c = ls_f[at(s + 1, mb)];
+      if (c == kNotDone) return kNotDone;
+      lf = std::min(lf, c - hop_between(s, s + 1));
+    }
+    return lf;
+  };
+  auto after_backward = [&](int s, int mb, double lf) {
+    if (s > 0 && exists_bi[at(s - 1, mb)]) {
+      const double c = ls_bi[at(s - 1, mb)];
+      if (c == kNotDone) return kNotDone;
+      lf = std::min(lf, c - hop_between(s - 1, s));
+    }
+    return lf;
+  };
+  while (!work.empty()) {
+    const std::size_t r = work.front();
+    work.pop_front();
+    queued[r] = 0;
+    const auto& list = plan.ranks[r];
+    while (left[r] > 0) {
+      const std::size_t i = left[r] - 1;
+      const Action& a = list[i];
+      double lf = i + 1 < list.size() ? ls[r][i + 1] : makespan;
+      // Same-rank consumers come later in the list, so they are settled
+      // and bounded through the chain above; cross-rank ones are looked up.
+      if (a.type == ActionType::F || a.type == ActionType::OverlapFB) lf = after_forward(a.stage, a.microbatch, lf);
+      if (lf != kNotDone && (a.type == ActionType::B || a.type == ActionType::I))
+        lf = after_backward(a.stage, a.microbatch, lf);
+      if (lf != kNotDone && a.type == ActionType::OverlapFB) lf = after_backward(a.sub_stage, a.sub_microbatch, lf);
+      if (lf == kNotDone) break;  // woken when that consumer settles
+      const double start = lf - costs.duration(a);
+      ls[r][i] = start;
+      if (a.type == ActionType::F || a.type == ActionType::OverlapFB) {
+        if (in_range(a.stage, a.microbatch)) ls_f[at(a.stage, a.microbatch)] = start;
+        wake(a.stage - 1);
+      }
+      if (a.type == ActionType::B || a.type == ActionType::I) {
+        if (in_range(a.stage, a.microbatch)) ls_bi[at(a.stage, a.microbatch)] = start;
+        wake(a.stage + 1);
+      }
+      if (a.type == ActionType::OverlapFB) {
+        if (in_range(a.sub_stage, a.sub_microbatch)) ls_bi[at(a.sub_stage, a.sub_microbatch)] = start;
+        wake(a.sub_stage + 1);
+      }
+      --left[r];
+    }
+  }
+  return ls;
+}
+
+}  // namespace pipeplan::detail

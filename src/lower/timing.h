@@ -27,3 +27,16 @@ struct Timing {
 Timing time_compute(const Plan& plan, const CostModel& costs, bool with_end = true);
 
 }  // namespace pipeplan::detail
+
+namespace pipeplan::detail {
+
+/// The latest start of every compute action that keeps `timing`'s makespan,
+/// with each rank's order and the cross-rank transfer time fixed ([rank]
+/// [index]; non-compute actions get their successor's). Along a rank's list
+/// it increases strictly when durations are positive, and it is never
+/// before the action's start in `timing`. Precondition: `timing` is the
+/// complete run of the same plan and costs, with end times. Linear.
+std::vector<std::vector<double>> latest_starts(const Plan& plan, const CostModel& costs,
+                                               const Timing& timing);
+
+}  // namespace pipeplan::detail
