@@ -28,7 +28,7 @@ std::string label(const Action& a, const std::vector<int>& stages) {
 
 // Columns per time unit: the shortest action fits its label (+1 space),
 // unless that would exceed the width limit.
-double pick_scale(const Plan& plan, const SimResult& result, const TextTimelineOptions& options) {
+double pick_scale(const Plan& plan, const Timeline& result, const TextTimelineOptions& options) {
   if (options.columns_per_unit > 0) return options.columns_per_unit;
   double shortest = 0;
   std::size_t longest_label = 2;
@@ -53,6 +53,12 @@ double pick_scale(const Plan& plan, const SimResult& result, const TextTimelineO
 void write_text_timeline(const Plan& plan, const SimResult& result,
                          const TextTimelineOptions& options, std::ostream& out) {
   detail::require_rendered(plan, result);
+  write_text_timeline(plan, static_cast<const Timeline&>(result), options, out);
+}
+
+void write_text_timeline(const Plan& plan, const Timeline& result,
+                         const TextTimelineOptions& options, std::ostream& out) {
+  detail::require_timeline(plan, result);
   const double scale = pick_scale(plan, result, options);
   const auto col = [&](double t) { return static_cast<std::size_t>(std::llround(t * scale)); };
   const std::size_t width = col(result.makespan);
