@@ -44,7 +44,7 @@ std::function<int()> setup_compare(CLI::App& app) {
     if (file.absolute) {
       use_rank_share(options, file);
       const CostModel& c = options.costs;
-      spdlog::info("calibrated costs as one rank's share: F={} B={} I={} W={} {}", c.f, c.b, c.i,
+      spdlog::info("calibrated costs as one rank's share: F={:.4g} B={:.4g} I={:.4g} W={:.4g} {}", c.f, c.b, c.i,
                    c.w, file.time_unit.empty() ? std::string("units") : file.time_unit);
     }
     CompareRequest request{args->pp, args->microbatches, args->stages_per_rank, args->schedules};
