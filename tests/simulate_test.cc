@@ -166,6 +166,9 @@ TEST_CASE("simulate: agrees with verify, and zero comm cost gives the compute-on
           REQUIRE(r.ok() == proven);
           if (!proven) continue;
           CHECK_FALSE(r.compute_only);
+          // One stream per rank (serial) queues a prefetched receive's wait
+          // in front of the rank's later sends: only the pair models match.
+          if (t == Transport::Serial) continue;
           CHECK(r.makespan == ideal.makespan);
           CHECK(peaks(r) == peaks(ideal));
         }
@@ -396,9 +399,9 @@ TEST_CASE("simulate: text and JSON reports", "[simulate]") {
         "costs: F=1 B=2 I=1 W=1 OVERLAP_F_B=F+B; transfer 0 (latency 0)\n"
         "makespan: 9\n"
         "bubble: 33.33% (1 - busy / (ranks x makespan))\n"
-        "rank  busy  idle  first  last  peak act  peak (rank units)\n"
-        "   0     6     3      0     9         2                  2\n"
-        "   1     6     3      1     7         2                  2\n");
+        "rank  busy  idle  first  last  peak act  peak (rank units)  recv bufs\n"
+        "   0     6     3      0     9         2                  2          1\n"
+        "   1     6     3      1     7         2                  2          1\n");
   std::ostringstream json;
   write_sim_json(p, o, r, json);
   const auto doc = nlohmann::json::parse(json.str());
@@ -407,7 +410,8 @@ TEST_CASE("simulate: text and JSON reports", "[simulate]") {
   CHECK(doc["bubble_fraction"] == Approx(1.0 / 3));
   CHECK(doc["ranks"][1] == nlohmann::json::parse(
                                R"({"rank":1,"busy":6.0,"idle":3.0,"first_start":1.0,"last_end":7.0,
-                                   "peak_activations":2,"peak_rank_activations":2.0})"));
+                                   "peak_activations":2,"peak_rank_activations":2.0,
+                                   "peak_recv_buffers":1})"));
 }
 
 TEST_CASE("simulate: CLI reports makespan, bubble and peaks", "[simulate][cli]") {

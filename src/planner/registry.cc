@@ -26,17 +26,15 @@ using detail::require;
 
 void no_extra_check(const PlanMeta&) {}
 
-// Schedules without a seed order to reproduce keep one transfer order per
-// rank, which makes them deadlock-free under the serial model as well.
-LowerOptions serial_safe() {
-  LowerOptions o;
-  o.serial_safe = true;
-  return o;
-}
+// Schedules without a seed order to reproduce get the latency-hiding
+// lowering, per-pair order (serial safety is an option: it costs time).
+LowerOptions latency_hiding() { return LowerOptions{}; }
 
-LowerOptions staggered() {
+// gpipe and 1f1b keep the seed driver's order unless asked otherwise.
+LowerOptions seed(SendPlacement placement) {
   LowerOptions o;
-  o.send_placement = SendPlacement::ParityStaggered;
+  o.mode = LowerMode::Seed;
+  o.send_placement = placement;
   return o;
 }
 
@@ -55,7 +53,7 @@ std::vector<ScheduleInfo> make_table() {
     s.constraints = "v = 1; any m";
     s.check_shape = no_extra_check;
     s.plan_rank = detail::plan_gpipe;
-    s.lowering = LowerOptions{};
+    s.lowering = seed(SendPlacement::Earliest);
   }
   {
     ScheduleInfo& s = t.emplace_back();
@@ -69,7 +67,7 @@ std::vector<ScheduleInfo> make_table() {
     s.constraints = "v = 1; m >= p";
     s.check_shape = detail::check_1f1b;
     s.plan_rank = detail::plan_1f1b;
-    s.lowering = staggered();
+    s.lowering = seed(SendPlacement::ParityStaggered);
   }
   // interleaved.cc: torch's loop-mapped multi-stage schedules.
   {
@@ -86,7 +84,7 @@ std::vector<ScheduleInfo> make_table() {
     s.constraints = "any v >= 1; m divisible by max(1, m // p) (e.g. m % p == 0, or m <= p)";
     s.check_shape = detail::check_interleaved;
     s.plan_rank = detail::plan_interleaved_1f1b;
-    s.lowering = serial_safe();
+    s.lowering = latency_hiding();
   }
   {
     ScheduleInfo& s = t.emplace_back();
@@ -102,7 +100,7 @@ std::vector<ScheduleInfo> make_table() {
     s.constraints = "any v >= 1; any m";
     s.check_shape = no_extra_check;
     s.plan_rank = detail::plan_looped_bfs;
-    s.lowering = serial_safe();
+    s.lowering = latency_hiding();
   }
   {
     ScheduleInfo& s = t.emplace_back();
@@ -119,7 +117,7 @@ std::vector<ScheduleInfo> make_table() {
     s.constraints = "any v >= 1; m divisible by max(1, m // p) (e.g. m % p == 0, or m <= p)";
     s.check_shape = detail::check_interleaved;
     s.plan_rank = detail::plan_interleaved_zb;
-    s.lowering = serial_safe();
+    s.lowering = latency_hiding();
   }
   // zero_bubble_torch.cc: torch's V-mapped schedules.
   {
@@ -136,7 +134,7 @@ std::vector<ScheduleInfo> make_table() {
     s.constraints = "v = 2; any m";
     s.check_shape = detail::check_zbv;
     s.plan_rank = detail::plan_zbv;
-    s.lowering = serial_safe();
+    s.lowering = latency_hiding();
   }
   {
     ScheduleInfo& s = t.emplace_back();
@@ -152,7 +150,7 @@ std::vector<ScheduleInfo> make_table() {
     s.constraints = "v = 2; m >= 2p";
     s.check_shape = detail::check_dualpipev;
     s.plan_rank = detail::plan_dualpipev;
-    s.lowering = serial_safe();
+    s.lowering = latency_hiding();
   }
   // zero_bubble_sail.cc: sail-sg handcrafted zero-bubble schedules.
   {
@@ -169,7 +167,7 @@ std::vector<ScheduleInfo> make_table() {
     s.constraints = "v = 1; m >= p";
     s.check_shape = detail::check_zb_h1;
     s.plan_rank = detail::plan_zb_h1;
-    s.lowering = serial_safe();
+    s.lowering = latency_hiding();
   }
   {
     ScheduleInfo& s = t.emplace_back();
@@ -185,7 +183,7 @@ std::vector<ScheduleInfo> make_table() {
     s.constraints = "v = 1; m >= p";
     s.check_shape = detail::check_zb_h2;
     s.plan_rank = detail::plan_zb_h2;
-    s.lowering = serial_safe();
+    s.lowering = latency_hiding();
   }
   // vpp.cc: seed 002 (PaddlePaddle) virtual pipeline schedules.
   {
@@ -202,7 +200,7 @@ std::vector<ScheduleInfo> make_table() {
     s.constraints = "v >= 2; p > 2; m >= 2p (any m % p)";
     s.check_shape = detail::check_vpp;
     s.plan_rank = detail::plan_vpp;
-    s.lowering = serial_safe();
+    s.lowering = latency_hiding();
   }
   {
     ScheduleInfo& s = t.emplace_back();
@@ -217,7 +215,7 @@ std::vector<ScheduleInfo> make_table() {
     s.constraints = "v >= 2; p > 2; m % p == 0";
     s.check_shape = detail::check_vpp_fthenb;
     s.plan_rank = detail::plan_vpp_fthenb;
-    s.lowering = serial_safe();
+    s.lowering = latency_hiding();
   }
   {
     ScheduleInfo& s = t.emplace_back();
@@ -234,7 +232,7 @@ std::vector<ScheduleInfo> make_table() {
     s.constraints = "v >= 2; p > 2; m % p == 0";
     s.check_shape = detail::check_vpp_balanced;
     s.plan_rank = detail::plan_vpp_balanced;
-    s.lowering = serial_safe();
+    s.lowering = latency_hiding();
   }
   return t;
 }
@@ -325,12 +323,7 @@ std::vector<Action> forward_order(const std::vector<Action>& compute) {
 }
 
 LowerOptions schedule_lowering(const PlanMeta& meta) {
-  LowerOptions o;
-  for (const auto& s : schedules()) {
-    if (s.name == meta.schedule) o = s.lowering;
-    for (const auto& alias : s.aliases)
-      if (alias == meta.schedule) o = s.lowering;
-  }
+  LowerOptions o = default_lowering(meta.schedule);
   if (!meta.forward_only) return o;
   // Forward values cross the boundary s -> s+1 from rank_of(s) to
   // rank_of(s+1); a pair that sees both directions could meet head-on.
@@ -375,9 +368,22 @@ Plan plan_compute(const Problem& problem) {
   return p;
 }
 
+LowerOptions default_lowering(const std::string& schedule) {
+  for (const auto& s : schedules()) {
+    if (s.name == schedule) return s.lowering;
+    for (const auto& alias : s.aliases)
+      if (alias == schedule) return s.lowering;
+  }
+  return LowerOptions{};
+}
+
 Plan plan(const Problem& problem) {
   Plan compute = plan_compute(problem);
   return lower(compute, schedule_lowering(compute.meta));
+}
+
+Plan plan(const Problem& problem, const LowerOptions& options) {
+  return lower(plan_compute(problem), options);
 }
 
 Plan plan_rank(const Problem& problem, int rank) {

@@ -287,6 +287,7 @@ bool Engine::ready_time(const Action& a, int rank, Loc implicit[2], double* data
     *data = std::max(*data, t);
     if (via_recv) *received = std::max(*received, t);
   };
+  int via_recvs = 0;
   deps::for_each_input(a, num_stages_, [&](const deps::Value& v, int stage) {
     bool via_recv = false;
     if (v.stage == stage) {  // kept from this stage's own forward or backward
@@ -296,7 +297,9 @@ bool Engine::ready_time(const Action& a, int rank, Loc implicit[2], double* data
       need(forward_input(stage, v.microbatch, rank, &implicit[0], &via_recv), via_recv);
     else
       need(grad_input(stage, v.microbatch, rank, &implicit[1], &via_recv), via_recv);
+    via_recvs += via_recv ? 1 : 0;
   });
+  consumed_recvs_ = via_recvs;
   return known;
 }
 
@@ -331,12 +334,14 @@ void Engine::advance(int r) {
         ready = std::max(ready, produced);
       }
       times.push_back({st.host, kUnknown});
+      if (is_recv(a.type)) st.peak_buffers = std::max(st.peak_buffers, ++st.buffers);
       post(r, index, a, ready);
     } else {
       Loc implicit[2];
       double data = 0.0, received = 0.0;
       if (!ready_time(a, r, implicit, &data, &received)) return;  // woken when it arrives
       st.host = std::max(st.host, received);
+      st.buffers -= consumed_recvs_;  // received values become the compute's input
       const double start = std::max({st.cursor, st.host, data});
       const double end = start + costs_.duration(a);
       times.push_back({start, end});
