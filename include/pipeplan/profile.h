@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "pipeplan/ir.h"
-#include "pipeplan/simulate.h"
+#include "pipeplan/costs.h"
 
 namespace pipeplan {
 

@@ -34,6 +34,9 @@ struct RankStats {
   /// Most activation memory alive at once: the same count weighted by each
   /// stage's CostModel::memory (equal to peak_activations without a profile).
   double peak_memory = 0.0;
+  /// Most receive buffers held at once: RECVs posted whose consumer has not
+  /// started (a prefetched receive holds its buffer from its post).
+  int peak_recv_buffers = 0;
 };
 
 /// When every action of one plan ran, and the values that moved. Times are

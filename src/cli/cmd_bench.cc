@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "bench/bench.h"
+#include "bench/latency.h"
 #include "bench/search_bench.h"
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -43,7 +44,18 @@ std::function<int()> setup_bench(CLI::App& app) {
   app.add_option("--comm", so->comm, "--search: transfer times to try, e.g. --comm 0,0.5")
       ->delimiter(',')
       ->check(CLI::NonNegativeNumber);
-  return [o, so, search_dir, &app]() {
+  auto latency = std::make_shared<bool>(false);
+  app.add_flag("--latency", *latency,
+               "Instead: each lowering's rendezvous makespan against the eager bound and torch's "
+               "lowering, every schedule (or -s) over p 2..8, m 1..32, v 1..4 and four transfer costs");
+  return [o, so, search_dir, latency, &app]() {
+    if (*latency) {
+      bench::LatencyBenchOptions l;
+      l.schedules = o->schedules;
+      l.csv = o->csv;
+      bench::run_latency_bench(l, std::cout);
+      return kExitOk;
+    }
     if (!search_dir->empty()) {
       namespace fs = std::filesystem;
       std::vector<fs::path> files;

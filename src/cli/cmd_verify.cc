@@ -22,11 +22,6 @@ struct VerifyArgs {
   CsvReadOptions csv;
 };
 
-// Lowering options for a compute-only file: the schedule's own when it names
-// a known one, else the defaults.
-LowerOptions lowering_for(const PlanMeta& meta) {
-  return schedule_lowering(meta);
-}
 bool no_backward(const Plan& plan) {
   for (const auto& list : plan.ranks)
     for (const Action& a : list)
@@ -61,7 +56,7 @@ std::function<int()> setup_verify(CLI::App& app) {
         for (Transport t : models) results.push_back({t, VerifyResult{structure}});
       } else {
         spdlog::info("compute-only plan: lowering it before verification");
-        plan = lower(plan, lowering_for(plan.meta));
+        plan = lower(plan, schedule_lowering(plan.meta));
         lowered = true;
       }
     }

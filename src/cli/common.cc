@@ -38,21 +38,36 @@ std::string read_input(const std::string& path) {
   return text;
 }
 
+std::string error_text(const std::exception& e) {
+  if (const auto* shape = dynamic_cast<const ShapeError*>(&e)) return shape->message("-p", "-m", "-v");
+  return e.what();
+}
+
+Failure classify(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const PlanRejected& x) {
+    return {kExitInvalid, "error", x.what()};
+  } catch (const CommError& x) {
+    return {kExitPeer, "error", x.what()};
+  } catch (const InputError& x) {
+    return {kExitUsage, "error", error_text(x)};
+  } catch (const std::bad_alloc&) {
+    return {kExitInternal, "internal error", "out of memory"};
+  } catch (const std::exception& x) {
+    return {kExitInternal, "internal error", x.what()};
+  } catch (...) {
+    return {kExitInternal, "internal error", "unknown exception"};
+  }
+}
+
 int guarded(const std::function<int()>& body) {
   try {
     return body();
-  } catch (const InputError& e) {
-    std::cerr << "pipeplan: error: " << e.what() << "\n";
-    return kExitUsage;
-  } catch (const InternalError& e) {
-    std::cerr << "pipeplan: internal error: " << e.what() << "\n";
-    return kExitInternal;
-  } catch (const std::bad_alloc&) {
-    std::cerr << "pipeplan: internal error: out of memory\n";
-    return kExitInternal;
-  } catch (const std::exception& e) {
-    std::cerr << "pipeplan: internal error: " << e.what() << "\n";
-    return kExitInternal;
+  } catch (...) {
+    const Failure f = classify(std::current_exception());
+    std::cerr << "pipeplan: " << f.label << ": " << f.message << "\n";
+    return f.code;
   }
 }
 

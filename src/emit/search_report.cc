@@ -2,7 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipeplan/search.h"
-#include "sim/numbers.h"
+#include "ir/numbers.h"
 
 namespace pipeplan {
 namespace {

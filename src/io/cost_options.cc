@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "pipeplan/error.h"
+#include "pipeplan/io.h"
 #include "pipeplan/verify.h"
 
 namespace pipeplan {
@@ -27,7 +28,7 @@ SimOptions make_sim_options(const CostOptions& args, StageCosts* file_out) {
   SimOptions o;
   StageCosts file;
   if (args.stage_costs) file = read_stage_costs(*args.stage_costs, args.stage_costs_source);
-  o.costs = parse_cost_spec(args.cost, file.absolute ? cost_model_of(file) : CostModel{});
+  o.costs = parse_cost_spec(args.cost, file.absolute ? cost_model_of(file) : CostModel{}, "--cost");
   o.costs.stage_scales = file.stages;
   if (!args.comm.empty()) {
     const auto comma = args.comm.find(',');

@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "pipeplan/search.h"
-#include "sim/numbers.h"
+#include "ir/numbers.h"
 
 namespace pipeplan {
 

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "search/greedy.h"
+#include "search/values.h"
 
 namespace pipeplan::detail {
 namespace {
@@ -19,10 +20,9 @@ class Exact {
   Exact(const PlanMeta& meta, const StageTable& t, double budget, double incumbent,
         long long* nodes)
       : meta_(meta), t_(t), budget_(budget), best_(incumbent), nodes_(nodes),
-        S_(meta.num_stages()), m_(meta.num_microbatches), p_(meta.pp_degree) {
+        S_(meta.num_stages()), m_(meta.num_microbatches), p_(meta.pp_degree),
+        values_(meta, t.transfer) {
     const auto n = static_cast<std::size_t>(S_ * m_);
-    f_end_.assign(n, kNever);
-    bi_end_.assign(n, kNever);
     split_.assign(n, 0);
     next_.assign(static_cast<std::size_t>(S_) * 3, 0);
     owner_.resize(static_cast<std::size_t>(S_));
@@ -44,9 +44,6 @@ class Exact {
 
  private:
   std::size_t at(int s, int mb) const { return static_cast<std::size_t>(s * m_ + mb); }
-  double lag(int a, int b) const {
-    return owner_[static_cast<std::size_t>(a)] == owner_[static_cast<std::size_t>(b)] ? 0.0 : t_.transfer;
-  }
   int& next(int s, int kind) { return next_[static_cast<std::size_t>(s * 3 + kind)]; }
 
   void dfs(double last_start, int last_rank, double makespan) {
@@ -78,33 +75,31 @@ class Exact {
       const auto k = static_cast<std::size_t>(s);
       // F
       if (int mb = next(s, 0); mb < m_ && live_[R] + t_.mem[k] <= budget_ + kEps) {
-        const double in = s == 0 ? 0.0 : f_end_[at(s - 1, mb)];
+        const Action f = make(ActionType::F, s, mb);
+        const double in = values_.ready(f);
         if (in != kNever) {
-          const double start = std::max(free_[R], s == 0 ? 0.0 : in + lag(s - 1, s));
+          const double start = std::max(free_[R], in);
           if (canonical(start, r, last_start, last_rank)) {
             const double end = start + t_.f[k], keep_free = free_[R];
-            f_end_[at(s, mb)] = end, free_[R] = end, live_[R] += t_.mem[k];
+            values_.produced(f, end), free_[R] = end, live_[R] += t_.mem[k];
             remaining_[R] -= t_.f[k], ++next(s, 0);
             dfs(start, r, std::max(makespan, end));
             --next(s, 0), remaining_[R] += t_.f[k];
-            live_[R] -= t_.mem[k], free_[R] = keep_free, f_end_[at(s, mb)] = kNever;
+            live_[R] -= t_.mem[k], free_[R] = keep_free, values_.unproduce(f);
           }
         }
       }
       // B or I
-      if (int mb = next(s, 1); mb < m_ && f_end_[at(s, mb)] != kNever) {
-        double in = f_end_[at(s, mb)];
-        if (s + 1 < S_) {
-          const double g = bi_end_[at(s + 1, mb)];
-          in = g == kNever ? kNever : std::max(in, g + lag(s + 1, s));
-        }
+      if (int mb = next(s, 1); mb < m_) {
+        const double in = values_.ready(make(ActionType::B, s, mb));  // I reads the same
         if (in != kNever) {
           const double start = std::max(free_[R], in);
           if (canonical(start, r, last_start, last_rank)) {
             for (int split = 0; split < 2; ++split) {
               const double dur = split ? t_.i[k] : t_.b[k];
               const double end = start + dur, keep_free = free_[R];
-              bi_end_[at(s, mb)] = end, free_[R] = end, remaining_[R] -= dur;
+              const Action bwd = make(split ? ActionType::I : ActionType::B, s, mb);
+              values_.produced(bwd, end), free_[R] = end, remaining_[R] -= dur;
               split_[at(s, mb)] = static_cast<char>(split);
               if (!split) live_[R] -= t_.mem[k];
               ++next(s, 1);
@@ -112,14 +107,14 @@ class Exact {
               --next(s, 1);
               if (!split) live_[R] += t_.mem[k];
               split_[at(s, mb)] = 0;
-              remaining_[R] += dur, free_[R] = keep_free, bi_end_[at(s, mb)] = kNever;
+              remaining_[R] += dur, free_[R] = keep_free, values_.unproduce(bwd);
             }
           }
         }
       }
       // W of the oldest split backward (W runs in microbatch order per stage)
       if (int mb = pending_w(s); mb >= 0) {
-        const double start = std::max(free_[R], bi_end_[at(s, mb)]);
+        const double start = std::max(free_[R], values_.ready(make(ActionType::W, s, mb)));
         if (canonical(start, r, last_start, last_rank)) {
           const double end = start + t_.w[k], keep_free = free_[R];
           free_[R] = end, remaining_[R] -= t_.w[k], live_[R] -= t_.mem[k];
@@ -150,7 +145,8 @@ class Exact {
   long long* nodes_;
   int S_, m_, p_;
   bool out_of_nodes_ = false;
-  std::vector<double> f_end_, bi_end_, free_, live_, remaining_;
+  ValueTimes values_;
+  std::vector<double> free_, live_, remaining_;
   std::vector<char> split_;
   std::vector<int> next_, owner_;
 };

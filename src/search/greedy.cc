@@ -1,12 +1,14 @@
 // The list scheduler of the search (see greedy.h). Times follow the
 // simulator's compute-only model exactly: a compute starts when its rank is
-// free and its inputs are there, a cross-rank value arriving `transfer`
-// after it was produced; so the makespan it reports is the one simulate()
-// gives the compute-only plan.
+// free and its inputs are there (values.h: ir/deps.h's rules, a cross-rank
+// value arriving `transfer` after it was produced); so the makespan it
+// reports is the one simulate() gives the compute-only plan.
 #include "search/greedy.h"
 
 #include <algorithm>
 #include <limits>
+
+#include "search/values.h"
 
 namespace pipeplan::detail {
 namespace {
@@ -42,14 +44,15 @@ StageTable stage_table(const CostModel& c, int num_stages) {
 std::optional<GreedyOutcome> list_schedule(const PlanMeta& meta, const StageTable& t,
                                            double memory_limit, const GreedyKnobs& knobs) {
   const int p = meta.pp_degree, m = meta.num_microbatches, S = meta.num_stages();
-  const auto idx = [m](int s, int mb) {
-    return static_cast<std::size_t>(s) * static_cast<std::size_t>(m) + static_cast<std::size_t>(mb);
-  };
-  std::vector<double> f_end(static_cast<std::size_t>(S) * m, kNever);
-  std::vector<double> bi_end(f_end);
+  ValueTimes values(meta, t.transfer);
   std::vector<int> owner(static_cast<std::size_t>(S));
   for (int s = 0; s < S; ++s) owner[static_cast<std::size_t>(s)] = meta.rank_of(s);
-  auto lag = [&](int a, int b) { return owner[static_cast<std::size_t>(a)] == owner[static_cast<std::size_t>(b)] ? 0.0 : t.transfer; };
+  const auto type_of = [&knobs](int kind) {
+    return kind == kF ? ActionType::F
+           : kind == kW ? ActionType::W
+           : knobs.split ? ActionType::I
+                         : ActionType::B;
+  };
 
   std::vector<std::vector<Local>> locals(static_cast<std::size_t>(p));
   for (int r = 0; r < p; ++r)
@@ -90,23 +93,9 @@ std::optional<GreedyOutcome> list_schedule(const PlanMeta& meta, const StageTabl
   // When (stage, kind)'s next microbatch could start; kNever: not yet known
   // or nothing left.
   auto ready = [&](const Local& l, int kind) -> double {
-    const int mb = l.next[kind], s = l.stage;
+    const int mb = l.next[kind];
     if (mb >= m) return kNever;
-    switch (kind) {
-      case kF: {
-        if (s == 0) return 0.0;
-        const double e = f_end[idx(s - 1, mb)];
-        return e == kNever ? kNever : e + lag(s - 1, s);
-      }
-      case kBwd: {
-        const double own = f_end[idx(s, mb)];
-        if (own == kNever) return kNever;
-        if (s == S - 1) return own;
-        const double e = bi_end[idx(s + 1, mb)];
-        return e == kNever ? kNever : std::max(own, e + lag(s + 1, s));
-      }
-      default: return bi_end[idx(s, mb)];
-    }
+    return values.ready(make(type_of(kind), l.stage, mb));
   };
 
   struct Choice {
@@ -174,25 +163,17 @@ std::optional<GreedyOutcome> list_schedule(const PlanMeta& meta, const StageTabl
     Local& l = locals[R][static_cast<std::size_t>(c.local)];
     const int s = l.stage, mb = l.next[c.kind]++;
     const auto k = static_cast<std::size_t>(s);
-    double dur;
-    ActionType type;
-    if (c.kind == kF) {
-      type = ActionType::F, dur = t.f[k];
-    } else if (c.kind == kBwd) {
-      type = knobs.split ? ActionType::I : ActionType::B, dur = knobs.split ? t.i[k] : t.b[k];
-    } else {
-      type = ActionType::W, dur = t.w[k];
-    }
+    const ActionType type = type_of(c.kind);
+    const double dur = c.kind == kF ? t.f[k] : c.kind == kW ? t.w[k] : knobs.split ? t.i[k] : t.b[k];
     const double end = c.time + dur;
     free_at[R] = end;
     out.makespan = std::max(out.makespan, end);
+    values.produced(make(type, s, mb), end);
     if (c.kind == kF) {
-      f_end[idx(s, mb)] = end;
       if (knobs.reserve) reserved[R] += s == first_stage[R] ? footprint[R] - t.mem[k] : -t.mem[k];
       live[R] += t.mem[k];
       peak[R] = std::max(peak[R], live[R]);
     } else if (c.kind == kBwd) {
-      bi_end[idx(s, mb)] = end;
       if (!knobs.split) live[R] -= t.mem[k];
     } else {
       live[R] -= t.mem[k];

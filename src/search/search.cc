@@ -14,8 +14,9 @@
 #include "pipeplan/planner.h"
 #include "search/exact.h"
 #include "search/greedy.h"
+#include "search/refine.h"
 #include "search/split.h"
-#include "sim/numbers.h"
+#include "ir/numbers.h"
 
 namespace pipeplan {
 namespace {
@@ -83,16 +84,47 @@ PlanMeta make_meta(const SearchOptions& o, const Config& c, const Partition& par
   return meta;
 }
 
-// The average stage costs, for lower()'s unit-cost ordering of transfers.
-LowerOptions lowering_for(const detail::StageTable& t, SendPlacement placement, bool serial_safe) {
-  LowerOptions lo;
-  lo.send_placement = placement;
-  lo.serial_safe = serial_safe;
+// What a lowering plans for: the stage costs the plan is simulated with,
+// and kNominalLatency per transfer when transfers are free (as compare and
+// the CLI do).
+CostModel planning_costs(CostModel costs) {
+  if (costs.transfer_time() == 0.0) {
+    costs.comm_latency = kNominalLatency;
+    costs.comm_bandwidth = 0.0;
+  }
+  return costs;
+}
+
+// The lowerings tried for a candidate: latency hiding for its stage costs,
+// and the seed order (which reads per-type costs only: the stage averages)
+// with either send placement; each with and without serial safety.
+std::vector<LowerOptions> lowerings_for(const CostModel& stage, const detail::StageTable& t) {
+  std::vector<LowerOptions> out;
+  for (bool safe : {false, true}) {
+    LowerOptions lo;
+    lo.mode = LowerMode::LatencyHiding;
+    lo.costs = planning_costs(stage);
+    lo.serial_safe = safe;
+    out.push_back(lo);
+  }
   const double n = static_cast<double>(t.f.size());
   double f = 0, b = 0, i = 0, w = 0;
   for (std::size_t s = 0; s < t.f.size(); ++s) f += t.f[s], b += t.b[s], i += t.i[s], w += t.w[s];
-  if (n > 0 && f > 0) lo.cost_f = f / n, lo.cost_b = std::max(b / n, kEps), lo.cost_i = std::max(i / n, kEps), lo.cost_w = std::max(w / n, kEps);
-  return lo;
+  for (SendPlacement sp : {SendPlacement::Earliest, SendPlacement::ParityStaggered})
+    for (bool safe : {false, true}) {
+      LowerOptions lo;
+      lo.mode = LowerMode::Seed;
+      lo.send_placement = sp;
+      lo.serial_safe = safe;
+      if (n > 0 && f > 0) {
+        lo.costs.f = f / n;
+        lo.costs.b = std::max(b / n, kEps);
+        lo.costs.i = std::max(i / n, kEps);
+        lo.costs.w = std::max(w / n, kEps);
+      }
+      out.push_back(lo);
+    }
+  return out;
 }
 
 bool verifies_everywhere(const Plan& plan) {
@@ -143,15 +175,22 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
     for (int v : vs) {
       if (static_cast<std::size_t>(o.pp_degree * v) > profile.size()) continue;
       Plan p;
-      try {
-        p = plan(Problem{info.name, o.pp_degree, o.num_microbatches, v});
-      } catch (const InputError&) {
-        continue;  // the schedule rejects this shape
-      }
       LibraryRun run;
       run.schedule = info.name;
       run.stages_per_rank = v;
-      run.partition = balanced_partition(profile, p.meta.num_stages());
+      try {
+        const Problem problem{info.name, o.pp_degree, o.num_microbatches, v};
+        const PlanMeta meta = resolve(problem);
+        run.partition = balanced_partition(profile, meta.num_stages());
+        // Lowered as compare lowers it: the schedule's own options, planning
+        // for the stage costs it is simulated with.
+        LowerOptions lowering = schedule_lowering(meta);
+        if (lowering.mode == LowerMode::LatencyHiding)
+          lowering.costs = planning_costs(sim_options(run.partition).costs);
+        p = plan(problem, lowering);
+      } catch (const InputError&) {
+        continue;  // the schedule rejects this shape
+      }
       const SimResult r = simulate(p, sim_options(run.partition));
       ++res.candidates;
       if (!r.ok()) continue;
@@ -302,21 +341,45 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
       res.origin = "library " + res.best_library->schedule + " (v=" + std::to_string(res.best_library->stages_per_rank) + ")";
     }
   bool found = !res.plan.ranks.empty();
+  // The fastest library plans that fit keep their order (and lowering) with
+  // a partition fitted to them: better on uneven profiles, never worse.
+  {
+    std::vector<std::size_t> order;
+    for (std::size_t i = 0; i < library_plans.size(); ++i)
+      if (res.library[i].fits) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return res.library[a].makespan < res.library[b].makespan - kEps;
+    });
+    SimOptions so;
+    so.costs = comm;
+    so.transport = o.transport;
+    const auto expired = [&clock] { return clock.expired(); };
+    for (std::size_t k = 0; k < order.size() && k < 2 && !clock.expired(); ++k) {
+      const Plan& lib = library_plans[order[k]];
+      if (!verifies_everywhere(lib)) continue;
+      auto refined = detail::refine_partition(lib, profile, so, budget, expired, &res.candidates);
+      if (!refined || (found && refined->makespan >= res.makespan - kEps)) continue;
+      res.plan = std::move(refined->plan);
+      res.makespan = refined->makespan;
+      res.origin = "library " + res.library[order[k]].schedule + " (v=" +
+                   std::to_string(res.library[order[k]].stages_per_rank) + "), partition refined";
+      found = true;
+    }
+  }
   for (const Candidate* c : finalists) {
     const Partition& part = c->compute.meta.partition;
     const detail::StageTable table = detail::stage_table(stage_costs(profile, part, comm), c->compute.meta.num_stages());
-    for (SendPlacement sp : {SendPlacement::Earliest, SendPlacement::ParityStaggered})
-      for (bool safe : {false, true}) {
-        Plan lowered = lower(c->compute, lowering_for(table, sp, safe));
-        const SimResult r = simulate(lowered, sim_options(part));
-        ++res.candidates;
-        if (!r.ok() || (found && r.makespan >= res.makespan - kEps)) continue;
-        if (!verifies_everywhere(lowered)) continue;
-        res.plan = std::move(lowered);
-        res.makespan = r.makespan;
-        res.origin = c->origin;
-        found = true;
-      }
+    for (const LowerOptions& lo : lowerings_for(sim_options(part).costs, table)) {
+      Plan lowered = lower(c->compute, lo);
+      const SimResult r = simulate(lowered, sim_options(part));
+      ++res.candidates;
+      if (!r.ok() || (found && r.makespan >= res.makespan - kEps)) continue;
+      if (!verifies_everywhere(lowered)) continue;
+      res.plan = std::move(lowered);
+      res.makespan = r.makespan;
+      res.origin = c->origin;
+      found = true;
+    }
   }
   if (!found) throw InternalError("search: no finalist could be lowered and verified");
 

@@ -9,6 +9,7 @@
 
 #include "pipeplan/error.h"
 #include "pipeplan/simulate.h"
+#include "ir/deps.h"
 #include "sim/engine.h"
 
 namespace pipeplan {
@@ -147,8 +148,7 @@ bool Engine::validate_action(int r, int i, const Action& a) {
   }
   // SEND/RECV: the boundary must exist and cross ranks.
   const bool fwd = a.type == ActionType::SendF || a.type == ActionType::RecvF;
-  const int peer_stage =
-      (a.type == ActionType::SendF || a.type == ActionType::RecvB) ? a.stage + 1 : a.stage - 1;
+  const int peer_stage = deps::peer_stage(a);
   if (peer_stage < 0 || peer_stage >= num_stages_) {
     bad(r, i, a, "stage " + std::to_string(a.stage) + " has no " +
                      (peer_stage < 0 ? "previous" : "next") + " stage to exchange with");
@@ -287,24 +287,19 @@ bool Engine::ready_time(const Action& a, int rank, Loc implicit[2], double* data
     *data = std::max(*data, t);
     if (via_recv) *received = std::max(*received, t);
   };
-  bool r0 = false, r1 = false;
-  switch (a.type) {
-    case ActionType::F:
-      need(forward_input(a.stage, a.microbatch, rank, &implicit[0], &r0), r0);
-      break;
-    case ActionType::B:
-    case ActionType::I:
-      need(keys_[key(a.stage, a.microbatch)].f_end, false);
-      need(grad_input(a.stage, a.microbatch, rank, &implicit[1], &r1), r1);
-      break;
-    case ActionType::W: need(keys_[key(a.stage, a.microbatch)].bi_end, false); break;
-    case ActionType::OverlapFB:
-      need(forward_input(a.stage, a.microbatch, rank, &implicit[0], &r0), r0);
-      need(keys_[key(a.sub_stage, a.sub_microbatch)].f_end, false);
-      need(grad_input(a.sub_stage, a.sub_microbatch, rank, &implicit[1], &r1), r1);
-      break;
-    default: break;
-  }
+  int via_recvs = 0;
+  deps::for_each_input(a, num_stages_, [&](const deps::Value& v, int stage) {
+    bool via_recv = false;
+    if (v.stage == stage) {  // kept from this stage's own forward or backward
+      const KeyState& own = keys_[key(v.stage, v.microbatch)];
+      need(v.kind == deps::Kind::Forward ? own.f_end : own.bi_end, false);
+    } else if (v.kind == deps::Kind::Forward)
+      need(forward_input(stage, v.microbatch, rank, &implicit[0], &via_recv), via_recv);
+    else
+      need(grad_input(stage, v.microbatch, rank, &implicit[1], &via_recv), via_recv);
+    via_recvs += via_recv ? 1 : 0;
+  });
+  consumed_recvs_ = via_recvs;
   return known;
 }
 
@@ -339,12 +334,14 @@ void Engine::advance(int r) {
         ready = std::max(ready, produced);
       }
       times.push_back({st.host, kUnknown});
+      if (is_recv(a.type)) st.peak_buffers = std::max(st.peak_buffers, ++st.buffers);
       post(r, index, a, ready);
     } else {
       Loc implicit[2];
       double data = 0.0, received = 0.0;
       if (!ready_time(a, r, implicit, &data, &received)) return;  // woken when it arrives
       st.host = std::max(st.host, received);
+      st.buffers -= consumed_recvs_;  // received values become the compute's input
       const double start = std::max({st.cursor, st.host, data});
       const double end = start + costs_.duration(a);
       times.push_back({start, end});
@@ -379,33 +376,26 @@ void Engine::add_implicit_transfer(int boundary, Loc producer, int stage, int mb
 // compute-only plans (same-rank consumers come later in this rank's list).
 void Engine::complete_compute(int r, const Action& a, double end) {
   RankState& st = ranks_[static_cast<std::size_t>(r)];
-  auto produced_f = [&](int s, int mb) {
-    keys_[key(s, mb)].f_end = end;
-    // Inference keeps no activation for a backward: one is live while it runs.
-    st.peak = std::max(st.peak, st.live + 1);
-    st.peak_memory = std::max(st.peak_memory, st.memory + costs_.memory(s));
-    if (!plan_.meta.forward_only) ++st.live, st.memory += costs_.memory(s);
-    if (compute_only_ && s + 1 < num_stages_ && rank_of(s + 1) != r) wake(rank_of(s + 1));
-  };
-  auto produced_grad = [&](int s, int mb) {
-    keys_[key(s, mb)].bi_end = end;
-    if (compute_only_ && s > 0 && rank_of(s - 1) != r) wake(rank_of(s - 1));
-  };
-  auto released = [&](int s) {
+  deps::for_each_output(a, [&](const deps::Value& v) {
+    KeyState& k = keys_[key(v.stage, v.microbatch)];
+    if (v.kind == deps::Kind::Forward) {
+      k.f_end = end;
+      // Inference keeps no activation for a backward: one is live while it runs.
+      st.peak = std::max(st.peak, st.live + 1);
+      st.peak_memory = std::max(st.peak_memory, st.memory + costs_.memory(v.stage));
+      if (!plan_.meta.forward_only) ++st.live, st.memory += costs_.memory(v.stage);
+    } else {
+      k.bi_end = end;
+    }
+    const int consumer = deps::consumer_stage(v);
+    if (compute_only_ && consumer >= 0 && consumer < num_stages_ && rank_of(consumer) != r)
+      wake(rank_of(consumer));
+  });
+  // A full backward (or W after I) frees the activations its forward kept
+  // (OVERLAP_F_B: those of its backward part's stage).
+  if (a.type == ActionType::B || a.type == ActionType::W || a.type == ActionType::OverlapFB) {
     --st.live;
-    st.memory -= costs_.memory(s);
-  };
-  switch (a.type) {
-    case ActionType::F: produced_f(a.stage, a.microbatch); break;
-    case ActionType::B: produced_grad(a.stage, a.microbatch), released(a.stage); break;
-    case ActionType::I: produced_grad(a.stage, a.microbatch); break;
-    case ActionType::W: released(a.stage); break;
-    case ActionType::OverlapFB:
-      produced_f(a.stage, a.microbatch);
-      produced_grad(a.sub_stage, a.sub_microbatch);
-      released(a.sub_stage);
-      break;
-    default: break;
+    st.memory -= costs_.memory(a.type == ActionType::OverlapFB ? a.sub_stage : a.stage);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "pipeplan/ir.h"
@@ -20,6 +21,10 @@ struct Loc {
 
 /// Dense per-(stage, microbatch) table of the action kinds a plan can hold.
 enum Slot : int { kF, kB, kI, kW, kSendF, kRecvF, kSendB, kRecvB, kNumSlots };
+/// Where a SEND/RECV slot sits in comm_count's block of 4 per stage.
+inline std::size_t comm_slot(Slot k) { return static_cast<std::size_t>(k - kSendF); }
+/// Decimal text of a count or index, for diagnostics.
+inline std::string n2s(long long v) { return std::to_string(v); }
 
 /// Slot of a plain action type (not OverlapFB/pass-through).
 Slot slot_of(ActionType t);
@@ -32,7 +37,7 @@ class PlanIndex {
  public:
   int stages = 0, mbs = 0;
   std::vector<std::int32_t> rank_of;  ///< per stage
-  /// SEND/RECV recorded per stage: [stage * 4 + slot - kSendF].
+  /// SEND/RECV recorded per stage: [stage * 4 + comm_slot(slot)].
   std::vector<std::int32_t> comm_count;
 
   explicit PlanIndex(const PlanMeta& meta);

@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "pipeplan/simulate.h"
-#include "sim/numbers.h"
+#include "pipeplan/emit_sim.h"
+#include "ir/numbers.h"
 
 namespace pipeplan {
 namespace {
@@ -65,14 +65,15 @@ void write_sim_text(const Plan& plan, const SimOptions& options, const SimResult
   out << "bubble: " << pct.str() << "% (1 - busy / (ranks x makespan))\n";
   // Right-aligned columns sized to their widest cell.
   std::vector<std::vector<std::string>> rows = {
-      {"rank", "busy", "idle", "first", "last", "peak act", "peak (rank units)"}};
+      {"rank", "busy", "idle", "first", "last", "peak act", "peak (rank units)", "recv bufs"}};
   // Peak memory differs from the activation count only with a layer profile.
   const bool weighted = !options.costs.stage_memory.empty();
   if (weighted) rows[0].push_back("peak mem");
   for (const RankStats& r : result.ranks) {
     rows.push_back({std::to_string(r.rank), format_number(r.busy), format_number(r.idle),
                     format_number(r.first_start), format_number(r.last_end),
-                    std::to_string(r.peak_activations), format_number(r.peak_rank_activations, 3)});
+                    std::to_string(r.peak_activations), format_number(r.peak_rank_activations, 3),
+                    std::to_string(r.peak_recv_buffers)});
     if (weighted) rows.back().push_back(format_number(r.peak_memory, 3));
   }
   std::vector<std::size_t> width(rows[0].size(), 0);
@@ -141,6 +142,7 @@ void write_sim_json(const Plan& plan, const SimOptions& options, const SimResult
                        {"last_end", tidy(r.last_end)},
                        {"peak_activations", r.peak_activations},
                        {"peak_rank_activations", tidy(r.peak_rank_activations)},
+                       {"peak_recv_buffers", r.peak_recv_buffers},
                        {"peak_memory", tidy(r.peak_memory)}});
       peak_memory = std::max(peak_memory, r.peak_memory);
     }
