@@ -44,6 +44,7 @@ SimOptions make_sim_options(const CostArgs& args, StageCosts* file_out) {
   if (!args.layers.empty() && !args.stage_costs.empty())
     throw InputError("--layers gives every stage's costs; drop --stage-costs");
   CostOptions given;
+  given.name_prefix = "--";
   given.cost = args.cost;
   if (!args.stage_costs.empty()) {
     given.stage_costs = read_input(args.stage_costs);
