@@ -2,6 +2,7 @@
 #include "bench/search_bench.h"
 
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <string>
 
@@ -23,8 +24,8 @@ void run_search_bench(const std::vector<std::pair<std::string, LayerProfile>>& p
   out << "p = " << o.pp << ", m = " << o.microbatches
       << ", rendezvous transport; budget as a multiple of 1F1B's peak on the same profile.\n\n";
   out << "| profile | comm | budget | best library (fits) | library makespan | search | "
-         "lower bound | gap to bound | search vs library | search plan | time (ms) |\n";
-  out << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+         "lower bound | gap to bound | search vs library | search plan | wall (ms) | CPU (ms) |\n";
+  out << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& [name, profile] : profiles)
     for (double comm : o.comm) {
       SearchOptions base;
@@ -37,13 +38,14 @@ void run_search_bench(const std::vector<std::pair<std::string, LayerProfile>>& p
       try {
         one_f_one_b = search(profile, base).memory_limit;  // the default budget
       } catch (const InputError& e) {
-        out << "| " << name << " | " << num(comm) << " | - | " << e.what() << " | | | | | | | |\n";
+        out << "| " << name << " | " << num(comm) << " | - | " << e.what() << " | | | | | | | | |\n";
         continue;
       }
       for (double factor : o.budgets) {
         SearchOptions so = base;
         so.memory_limit = one_f_one_b * factor;
         const auto t0 = std::chrono::steady_clock::now();
+        const std::clock_t c0 = std::clock();
         std::string row = "| " + name + " | " + num(comm) + " | " + num(factor) + "x (" +
                           num(*so.memory_limit) + ") | ";
         try {
@@ -51,6 +53,7 @@ void run_search_bench(const std::vector<std::pair<std::string, LayerProfile>>& p
           const double ms = std::chrono::duration<double, std::milli>(
                                 std::chrono::steady_clock::now() - t0)
                                 .count();
+          const double cpu_ms = 1000.0 * static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
           if (r.best_library)
             row += r.best_library->schedule + " v" + std::to_string(r.best_library->stages_per_rank) +
                    " | " + num(r.best_library->makespan) + " | ";
@@ -62,9 +65,9 @@ void run_search_bench(const std::vector<std::pair<std::string, LayerProfile>>& p
           row += " | " + std::string(to_string(r.plan.meta.mapping)) + " v" +
                  std::to_string(r.plan.meta.stages_per_rank) +
                  (r.plan.meta.schedule == "search" ? "" : " (" + r.plan.meta.schedule + ")") +
-                 " | " + num(ms, 0) + (r.time_limited ? " (limit)" : "") + " |";
+                 " | " + num(ms, 0) + (r.time_limited ? " (limit)" : "") + " | " + num(cpu_ms, 0) + " |";
         } catch (const BudgetError& e) {
-          row += "none | - | no plan fits (smallest: " + num(e.smallest_budget) + ") | | | | | |";
+          row += "none | - | no plan fits (smallest: " + num(e.smallest_budget) + ") | | | | | | |";
         }
         out << row << "\n";
       }

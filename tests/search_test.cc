@@ -11,6 +11,7 @@
 #include "pipeplan/search.h"
 #include "search/exact.h"
 #include "search/greedy.h"
+#include "search/refine.h"
 #include "test_util.h"
 
 #include <sstream>
@@ -297,4 +298,55 @@ TEST_CASE("search: the exhaustive search finds the optimum without an incumbent"
   REQUIRE(tight.exact->complete);
   CHECK(tight.exact->optimum > loose.exact->optimum);
   CHECK(tight.peak_memory <= 2.0);
+}
+
+TEST_CASE("search: refining a library plan's partition keeps its actions and the budget", "[search]") {
+  // ZBV's V mapping puts the first and last layers on rank 0: the balanced
+  // split (by stage) is not the best one for it.
+  const LayerProfile prof = example("llama35");
+  Plan lib = plan(Problem{"zbv", 4, 8, 2});
+  lib.meta.partition = balanced_partition(prof, 8);
+  SimOptions o;
+  o.costs.comm_latency = 0.5;
+  SimOptions balanced = o;
+  balanced.costs = stage_costs(prof, lib.meta.partition, o.costs);
+  const SimResult before = simulate(lib, balanced);
+  double budget = 0;
+  for (const auto& s : before.ranks) budget = std::max(budget, s.peak_memory);
+  int evaluations = 0;
+  const auto refined =
+      detail::refine_partition(lib, prof, o, budget, [] { return false; }, &evaluations);
+  REQUIRE(refined);
+  CHECK(evaluations > 1);
+  CHECK(refined->makespan < before.makespan - 1e-9);
+  CHECK(refined->peak <= budget + 1e-9);
+  CHECK(refined->plan.ranks == lib.ranks);  // only the split moved
+  CHECK(refined->plan.meta.partition != lib.meta.partition);
+  SimOptions again = o;
+  again.costs = stage_costs(prof, refined->plan.meta.partition, o.costs);
+  CHECK(simulate(refined->plan, again).makespan == Approx(refined->makespan));
+}
+
+TEST_CASE("search: --layers lowers for the profile's stage costs", "[search][cli]") {
+  // A latency-hiding lowering plans for the costs it is simulated with: the
+  // plan simulate -s runs with --layers is the one lowered for the layer
+  // profile's stage sums (balanced split), not for uniform stages.
+  const LayerProfile prof = example("gpt50");
+  const Problem problem{"interleaved-1f1b", 4, 8, 2};
+  const PlanMeta meta = resolve(problem);
+  LowerOptions lo = schedule_lowering(meta);
+  REQUIRE(lo.mode == LowerMode::LatencyHiding);
+  CostModel comm;
+  comm.comm_latency = 0.5;
+  lo.costs = stage_costs(prof, balanced_partition(prof, 8), comm);
+  Plan expected = plan(problem, lo);
+  expected.meta.partition = balanced_partition(prof, 8);
+  const std::string layers = std::string(PIPEPLAN_SOURCE_DIR) + "/examples/layers/gpt50.csv";
+  auto c = run_cli({"simulate", "-s", "interleaved-1f1b", "-p", "4", "-m", "8", "-v", "2",
+                    "--layers", layers, "--comm", "0.5", "-f", "json"});
+  REQUIRE(c.exit_code == 0);
+  SimOptions o;
+  o.costs = stage_costs(prof, expected.meta.partition, comm);
+  CHECK(nlohmann::json::parse(c.out)["makespan"].get<double>() ==
+        Approx(simulate(expected, o).makespan));
 }

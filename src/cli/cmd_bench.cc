@@ -44,6 +44,8 @@ std::function<int()> setup_bench(CLI::App& app) {
   app.add_option("--comm", so->comm, "--search: transfer times to try, e.g. --comm 0,0.5")
       ->delimiter(',')
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--time-limit", so->time_limit, "--search: each search's time limit in seconds")
+      ->check(CLI::PositiveNumber);
   auto latency = std::make_shared<bool>(false);
   app.add_flag("--latency", *latency,
                "Instead: each lowering's rendezvous makespan against the eager bound and torch's "
