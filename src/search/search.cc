@@ -169,6 +169,7 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
   // 1. The library on the same profile (balanced partitions), as compare runs it.
   std::vector<Plan> library_plans;
   for (const ScheduleInfo& info : schedules()) {
+    if (clock.expired()) break;  // a huge shape: the baseline stays partial
     std::vector<int> vs = info.allowed_stages_per_rank;
     if (vs.empty())
       for (int v = 1; v <= o.max_stages_per_rank; ++v) vs.push_back(v);
