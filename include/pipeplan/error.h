@@ -20,6 +20,14 @@ class ShapeError : public InputError {
   explicit ShapeError(const std::string& what) : InputError(what) {}
 };
 
+/// A plan that cannot run, found by a pass rather than by verify() (e.g.
+/// lower() on a compute order whose ranks wait on each other in a cycle).
+/// Like a failed verification, the CLI maps it to exit code 1.
+class PlanError : public InputError {
+ public:
+  explicit PlanError(const std::string& what) : InputError(what) {}
+};
+
 /// A broken internal invariant (a pipeplan bug). The CLI maps it to exit 3.
 class InternalError : public std::logic_error {
  public:

@@ -22,7 +22,7 @@ struct LowerOptions {
 
 /// Precondition: `plan` is whole and compute-only, and its compute order is
 /// consistent (every forward/backward dependency reachable without a cycle;
-/// otherwise throws InputError naming the stuck ranks).
+/// otherwise throws PlanError naming the stuck ranks).
 /// Postcondition: every cross-rank boundary has one SEND and one RECV; each
 /// RECV sits right before its consumer; each rank pair posts its transfers in
 /// one common order (ordered by the consumer's start time in a unit-cost run),

@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "pipeplan/emit_diagnostics.h"
+#include "pipeplan/error.h"
 #include "pipeplan/io.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
@@ -55,8 +56,17 @@ std::function<int()> setup_verify(CLI::App& app) {
         for (Transport t : models) results.push_back({t, VerifyResult{structure}});
       } else {
         spdlog::info("compute-only plan: lowering it before verification");
-        plan = lower(plan, lowering_for(plan.meta));
-        lowered = true;
+        try {
+          plan = lower(plan, lowering_for(plan.meta));
+          lowered = true;
+        } catch (const PlanError& e) {
+          // Ranks that wait on each other: the plan cannot run (exit 1, as
+          // `lower` says), whatever the transport.
+          std::string why = e.what();
+          if (why.rfind("lower: ", 0) == 0) why = why.substr(7);
+          const Diagnostic cycle{"compute-cycle", -1, -1, "", why};
+          for (Transport t : models) results.push_back({t, VerifyResult{{cycle}}});
+        }
       }
     }
     if (results.empty())

@@ -13,6 +13,7 @@
 
 namespace CLI {
 class App;
+class Option;
 }
 
 namespace pipeplan::cli {
@@ -21,6 +22,9 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitInvalid = 1;   ///< plan invalid or not deadlock-free
 inline constexpr int kExitUsage = 2;     ///< usage or input error
 inline constexpr int kExitInternal = 3;  ///< internal error
+
+/// -v/--stages-per-rank: when given, an integer in 1..limits::kMaxStagesPerRank.
+CLI::Option* add_stages_per_rank_option(CLI::App& app, int& v, const std::string& help);
 
 /// -s/--schedule, -p/--pp, -m/--microbatches, -v/--stages-per-rank.
 /// `required`: whether -s/-p/-m must be given.

@@ -254,7 +254,7 @@ Plan lower(const Plan& plan, const LowerOptions& options) {
   detail::ComputeCosts costs{options.cost_f, options.cost_b, options.cost_i, options.cost_w};
   detail::Timing timing = detail::time_compute(plan, costs, /*with_end=*/false);
   if (!timing.complete)
-    throw InputError("lower: the compute order cannot complete (cyclic wait across ranks): " +
+    throw PlanError("lower: the compute order cannot complete (cyclic wait across ranks): " +
                      timing.stuck);
 
   Transfers tr(plan, timing);
