@@ -11,6 +11,11 @@ packages=(cmake g++ make nlohmann-json3-dev libcli11-dev libspdlog-dev catch2)
 if [ "${PIPEPLAN_NO_TORCH:-0}" != "1" ]; then
   packages+=(libtorch-dev libgloo-dev)
 fi
+# CI (CI=true) also runs scripts/sanitize.sh: clang with compiler-rt's
+# libFuzzer. Elsewhere they are optional (PIPEPLAN_FUZZ_TOOLS=1 installs them).
+if [ "${CI:-}" = "true" ] || [ "${PIPEPLAN_FUZZ_TOOLS:-0}" = "1" ]; then
+  packages+=(clang libclang-rt-dev)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
