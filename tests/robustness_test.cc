@@ -330,6 +330,10 @@ TEST_CASE("robustness: messages name the problem", "[robustness]") {
   auto v_big = run_cli({"plan", "-s", "interleaved-1f1b", "-p", "2", "-m", "4", "-v", "5000"});
   CHECK(v_big.exit_code == 2);
   CHECK(contains(v_big.err, "5000 is more than the supported 4096"));
+  // Counts on the command line: too large is named as such, not "could not convert".
+  auto p_big = run_cli({"plan", "-s", "1f1b", "-p", "99999999999", "-m", "2"});
+  CHECK(p_big.exit_code == 2);
+  CHECK(contains(p_big.err, "--pp: 99999999999 is more than the supported 65536 ranks"));
   // Global flags are accepted after the command too.
   auto quiet = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-f", "text", "-q"});
   CHECK(quiet.exit_code == 0);

@@ -32,8 +32,11 @@ SimOptions per_stage(SimOptions o, int v) {
 
 std::function<int()> setup_compare(CLI::App& app) {
   auto args = std::make_shared<CompareArgs>();
-  app.add_option("-p,--pp", args->pp, "Pipeline-parallel degree (ranks)")->required();
-  app.add_option("-m,--microbatches", args->microbatches, "Number of microbatches")->required();
+  add_count_option(app, "-p,--pp", args->pp, "Pipeline-parallel degree (ranks)", limits::kMaxRanks, " ranks")
+      ->required();
+  add_count_option(app, "-m,--microbatches", args->microbatches, "Number of microbatches",
+                   limits::kMaxMicrobatches, " microbatches")
+      ->required();
   add_stages_per_rank_option(app, args->stages_per_rank, "Stages per rank (default: each schedule's own)");
   app.add_option("--schedules", args->schedules,
                  "Schedules to compare (default: every one that accepts the shape)")

@@ -17,6 +17,31 @@
 
 namespace pipeplan::cli {
 
+namespace {
+
+// An integer option at most `max` ("--pp: 99999999999 is more than the
+// supported 65536 ranks"); lower bounds are the planner's to word.
+CLI::Validator at_most(long long max, const std::string& unit) {
+  return CLI::Validator(
+      [max, unit](std::string& text) -> std::string {
+        long long x = 0;
+        const bool digits = !text.empty() && text.find_first_not_of("0123456789", text[0] == '-' ? 1 : 0) ==
+                                                 std::string::npos && text != "-";
+        if (digits && text[0] != '-' && (!CLI::detail::lexical_cast(text, x) || x > max))
+          return limits::excerpt(text) + " is more than the supported " + std::to_string(max) + unit;
+        if (!CLI::detail::lexical_cast(text, x)) return "'" + limits::excerpt(text) + "' is not an integer";
+        return {};
+      },
+      "INT<=" + std::to_string(max));
+}
+
+}  // namespace
+
+CLI::Option* add_count_option(CLI::App& app, const std::string& names, int& value, const std::string& help,
+                              long long max, const std::string& unit) {
+  return app.add_option(names, value, help)->check(at_most(max, unit));
+}
+
 CLI::Option* add_stages_per_rank_option(CLI::App& app, int& v, const std::string& help) {
   // One rule: a given -v is a count of stages, at least 1; leaving it out
   // means the default. (-v 0 used to mean the default silently.)
@@ -35,8 +60,10 @@ CLI::Option* add_stages_per_rank_option(CLI::App& app, int& v, const std::string
 
 void add_problem_options(CLI::App& app, Problem& problem, bool required) {
   auto* s = app.add_option("-s,--schedule", problem.schedule, "Schedule name or alias (see 'pipeplan list')");
-  auto* p = app.add_option("-p,--pp", problem.pp_degree, "Pipeline-parallel degree (ranks)");
-  auto* m = app.add_option("-m,--microbatches", problem.num_microbatches, "Number of microbatches");
+  auto* p = add_count_option(app, "-p,--pp", problem.pp_degree, "Pipeline-parallel degree (ranks)",
+                             limits::kMaxRanks, " ranks");
+  auto* m = add_count_option(app, "-m,--microbatches", problem.num_microbatches, "Number of microbatches",
+                             limits::kMaxMicrobatches, " microbatches");
   add_stages_per_rank_option(app, problem.stages_per_rank, "Stages per rank (default: the schedule's)");
   if (required) {
     s->required();

@@ -23,6 +23,10 @@ inline constexpr int kExitInvalid = 1;   ///< plan invalid or not deadlock-free
 inline constexpr int kExitUsage = 2;     ///< usage or input error
 inline constexpr int kExitInternal = 3;  ///< internal error
 
+/// An integer option whose value may not exceed `max` (a limits.h limit):
+/// "--pp: 99999999999 is more than the supported 65536 ranks".
+CLI::Option* add_count_option(CLI::App& app, const std::string& names, int& value, const std::string& help,
+                              long long max, const std::string& unit);
 /// -v/--stages-per-rank: when given, an integer in 1..limits::kMaxStagesPerRank.
 CLI::Option* add_stages_per_rank_option(CLI::App& app, int& v, const std::string& help);
 
