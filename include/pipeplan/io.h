@@ -19,6 +19,9 @@ struct CsvReadOptions {
   /// microbatch cannot be told from a missing one).
   std::optional<int> num_microbatches;
   std::string schedule = "custom";  ///< recorded in the plan's metadata
+  /// The file is an inference plan (F/SEND_F/RECV_F only); recorded in the
+  /// plan's metadata, so verification owes no backward.
+  bool forward_only = false;
 };
 
 /// Guesses the format from content: JSON starts with '{' (after whitespace).

@@ -92,6 +92,8 @@ struct PlanMeta {
   int num_microbatches = 1;
   int stages_per_rank = 1;
   StageMapping mapping = StageMapping::Loop;
+  /// An inference plan: forwards only (F, SEND_F, RECV_F), no backward owed.
+  bool forward_only = false;
 
   int num_stages() const { return pp_degree * stages_per_rank; }
   /// Rank owning `stage` (precondition: 0 <= stage < num_stages()).
@@ -102,7 +104,8 @@ struct PlanMeta {
   friend bool operator==(const PlanMeta& a, const PlanMeta& b) {
     return a.schedule == b.schedule && a.pp_degree == b.pp_degree &&
            a.num_microbatches == b.num_microbatches &&
-           a.stages_per_rank == b.stages_per_rank && a.mapping == b.mapping;
+           a.stages_per_rank == b.stages_per_rank && a.mapping == b.mapping &&
+           a.forward_only == b.forward_only;
   }
 };
 

@@ -38,6 +38,18 @@ const ScheduleInfo& find_schedule(const std::string& name);
 /// Resolves defaults (v) and checks the shape; throws ShapeError/InputError.
 PlanMeta resolve(const Problem& problem);
 
+/// The forward-only order of a compute order: its F actions in order (the
+/// forward half of an OVERLAP_F_B included), every backward dropped. This is
+/// what a forward-only (`Problem::forward_only`) plan of the schedule runs.
+std::vector<Action> forward_order(const std::vector<Action>& compute);
+
+/// How lower() places transfers for a plan of this shape: the schedule's
+/// own options (defaults for an unknown name). A forward-only plan whose
+/// forward values flow both ways between some rank pair (V mapping, or the
+/// wrap-around of a loop mapping with v > 1 on 2 ranks) gets parity-staggered
+/// sends, so that the two ends never both send first.
+LowerOptions schedule_lowering(const PlanMeta& meta);
+
 /// Compute-only plan of every rank. Throws on a bad problem.
 Plan plan_compute(const Problem& problem);
 /// Compute-only plan of one rank (a Plan holding only that rank).

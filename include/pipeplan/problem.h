@@ -11,6 +11,9 @@ struct Problem {
   int pp_degree = 4;
   int num_microbatches = 8;
   int stages_per_rank = 0;
+  /// Plan for inference: each rank keeps the schedule's forward order and
+  /// drops every backward (no B/I/W, no SEND_B/RECV_B).
+  bool forward_only = false;
 };
 
 }  // namespace pipeplan

@@ -32,12 +32,7 @@ struct LowerArgs {
 // parity-staggered sends, reproducing the seed driver); anything else gets
 // the general rule.
 LowerOptions lowering_for(const PlanMeta& meta) {
-  for (const auto& s : schedules()) {
-    if (s.name == meta.schedule) return s.lowering;
-    for (const auto& alias : s.aliases)
-      if (alias == meta.schedule) return s.lowering;
-  }
-  return {};
+  return schedule_lowering(meta);
 }
 
 std::string first_comm(const Plan& plan) {

@@ -35,6 +35,8 @@ std::function<int()> setup_plan(CLI::App& app) {
   add_problem_options(app, args->problem, true);
   args->rank_opt = app.add_option("-r,--rank", args->rank, "Emit only this rank's program");
   app.add_flag("--compute-only", args->compute_only, "Emit the compute order without SEND/RECV");
+  app.add_flag("--forward-only", args->problem.forward_only,
+               "Plan inference: each rank's forwards in the schedule's order, no backward");
   app.add_flag("--no-verify", args->no_verify, "Skip the rendezvous deadlock proof");
   app.add_option("-f,--format", args->format, "Output format")
       ->check(CLI::IsMember({"json", "csv", "text", "timeline"}));
@@ -50,7 +52,7 @@ std::function<int()> setup_plan(CLI::App& app) {
       // (No copy of the plan: at scale it would cost as much as lowering.)
       VerifyResult res =
           args->compute_only
-              ? verify(lower(whole, find_schedule(whole.meta.schedule).lowering), {Transport::Rendezvous})
+              ? verify(lower(whole, schedule_lowering(whole.meta)), {Transport::Rendezvous})
               : verify(whole, {Transport::Rendezvous});
       if (!res.ok()) {
         spdlog::error("the planned schedule is not deadlock-free (a pipeplan bug):\n{}",

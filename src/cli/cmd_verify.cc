@@ -26,9 +26,15 @@ struct VerifyArgs {
 // Lowering options for a compute-only file: the schedule's own when it names
 // a known one, else the defaults.
 LowerOptions lowering_for(const PlanMeta& meta) {
-  for (const auto& s : schedules())
-    if (s.name == meta.schedule) return s.lowering;
-  return {};
+  return schedule_lowering(meta);
+}
+bool no_backward(const Plan& plan) {
+  for (const auto& list : plan.ranks)
+    for (const Action& a : list)
+      if (a.type == ActionType::B || a.type == ActionType::I || a.type == ActionType::W ||
+          a.type == ActionType::OverlapFB)
+        return false;
+  return true;
 }
 }  // namespace
 
@@ -81,7 +87,8 @@ std::function<int()> setup_verify(CLI::App& app) {
         if (r.result.ok()) {
           std::cout << "ok: " << plan.meta.schedule << " (pp=" << plan.meta.pp_degree
                     << ", m=" << plan.meta.num_microbatches << ", v=" << plan.meta.stages_per_rank
-                    << ", " << plan.num_actions() << " actions" << (lowered ? ", lowered" : "")
+                    << (plan.meta.forward_only ? ", forward-only" : "") << ", "
+                    << plan.num_actions() << " actions" << (lowered ? ", lowered" : "")
                     << ") is deadlock-free under " << to_string(r.transport) << " transport\n";
         } else {
           std::cout << "FAILED under " << to_string(r.transport) << " transport: "
@@ -89,6 +96,9 @@ std::function<int()> setup_verify(CLI::App& app) {
                     << format_diagnostics(r.result.diagnostics);
         }
       }
+      if (!ok && !plan.meta.forward_only && no_backward(plan))
+        std::cout << "hint: the plan holds no backward action at all; pass --forward-only "
+                     "if it is an inference plan\n";
     }
     return ok ? kExitOk : kExitInvalid;
   };

@@ -178,6 +178,10 @@ Plan load_plan(const std::string& path, const CsvReadOptions& csv, PlanFormat* f
             "num_microbatches " + std::to_string(m.num_microbatches));
     if (csv.schedule != CsvReadOptions{}.schedule && csv.schedule != m.schedule)
       clash("--schedule", csv.schedule, "schedule " + m.schedule);
+    // --forward-only states what the plan is for; a file that says so
+    // already needs no flag, and one that does not (older or hand-written
+    // JSON) is taken at the flag's word.
+    if (csv.forward_only) plan.meta.forward_only = true;
   }
   return plan;
 }
@@ -191,6 +195,8 @@ void add_csv_options(CLI::App& app, CsvReadOptions& csv, bool with_schedule) {
          "-m,--microbatches", [&csv](int m) { csv.num_microbatches = m; },
          "Microbatch count of a CSV file (default: largest microbatch + 1)")
       ->check(CLI::Range(1, 1 << 20));
+  app.add_flag("--forward-only", csv.forward_only,
+               "The plan is forward-only (inference: F, SEND_F, RECV_F); no backward is owed");
   if (with_schedule)
     app.add_option("-s,--schedule", csv.schedule,
                    "Schedule name recorded for a CSV file (a known name also selects its lowering)");

@@ -68,6 +68,8 @@ void add_plan_source(CLI::App& app, PlanSource& src) {
   app.add_flag("--lower", src.lower,
                "Lower a compute-only FILE before simulating (default: values move as soon as "
                "they are produced)");
+  app.add_flag("--forward-only", src.problem.forward_only,
+               "Forward-only (inference) plan: with -s, plan one; with FILE, owe no backward");
   app.add_flag("--compute-only", src.compute_only,
                "Simulate the compute order only: values move as soon as they are produced");
 }
@@ -85,7 +87,9 @@ Plan load_plan_source(const PlanSource& src, std::vector<Diagnostic>& defects) {
     if (src.lower) throw InputError("--lower applies to a plan FILE; -s plans are lowered already");
     return src.compute_only ? plan_compute(src.problem) : plan(src.problem);
   }
-  Plan p = load_plan(src.file);
+  CsvReadOptions csv;
+  csv.forward_only = src.problem.forward_only;
+  Plan p = load_plan(src.file, csv);
   if (!p.is_whole())
     throw InputError(src.file + ": holds " + std::to_string(p.ranks.size()) + " of " +
                      std::to_string(p.meta.pp_degree) + " ranks; simulating needs every rank");
@@ -97,10 +101,7 @@ Plan load_plan_source(const PlanSource& src, std::vector<Diagnostic>& defects) {
                                 [](const Action& a) { return is_comm(a.type); }),
                  list.end());
   } else if (src.lower && p.is_compute_only()) {
-    LowerOptions lowering;
-    for (const auto& s : schedules())
-      if (s.name == p.meta.schedule) lowering = s.lowering;
-    p = lower(p, lowering);
+    p = lower(p, schedule_lowering(p.meta));
     spdlog::debug("lowered the compute-only plan: {} actions", p.num_actions());
   }
   return p;

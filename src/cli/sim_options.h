@@ -39,7 +39,7 @@ struct PlanSource {
   CLI::App* app = nullptr;
 };
 
-/// Adds the positional FILE, -s/-p/-m/-v, --lower and --compute-only.
+/// Adds the positional FILE, -s/-p/-m/-v, --forward-only, --lower and --compute-only.
 void add_plan_source(CLI::App& app, PlanSource& src);
 /// Loads or plans the plan. A FILE's structural defects (check_structure)
 /// land in `defects`, and the plan is returned as read.

@@ -18,8 +18,10 @@ void write_json(const Plan& plan, std::ostream& out) {
       << "  \"num_microbatches\": " << m.num_microbatches << ",\n"
       << "  \"stages_per_rank\": " << m.stages_per_rank << ",\n"
       << "  \"stage_to_rank\": \"" << to_string(m.mapping) << "\",\n"
-      << "  \"compute_only\": " << (plan.is_compute_only() ? "true" : "false") << ",\n"
-      << "  \"ranks\": [";
+      << "  \"compute_only\": " << (plan.is_compute_only() ? "true" : "false") << ",\n";
+  // Written only when set: training plans keep the version-1 layout byte for byte.
+  if (m.forward_only) out << "  \"forward_only\": true,\n";
+  out << "  \"ranks\": [";
   std::string line;
   for (std::size_t r = 0; r < plan.ranks.size(); ++r) {
     line.clear();

@@ -14,9 +14,7 @@ namespace {
 
 // Lowering options for a compute-only plan: its schedule's when it names one.
 LowerOptions lowering_for(const PlanMeta& meta) {
-  for (const auto& s : schedules())
-    if (s.name == meta.schedule) return s.lowering;
-  return {};
+  return schedule_lowering(meta);
 }
 
 // format_diagnostics ends every line with a newline; a message does not.

@@ -173,6 +173,7 @@ Plan parse_csv_plan(std::string_view text, const std::string& source, const CsvR
 
   Plan plan;
   plan.meta.schedule = options.schedule;
+  plan.meta.forward_only = options.forward_only;
   plan.meta.pp_degree = pp;
   plan.meta.stages_per_rank = num_stages / pp;
   if (options.num_microbatches) {

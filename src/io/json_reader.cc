@@ -33,12 +33,14 @@ enum class TopField : std::uint8_t {
   StagesPerRank,
   StageToRank,
   ComputeOnly,
+  ForwardOnly,
   Ranks,
   Unknown
 };
 constexpr const char* kTopFields[] = {"format",        "version",          "schedule",
                                       "pp_degree",     "num_microbatches", "stages_per_rank",
-                                      "stage_to_rank", "compute_only",     "ranks"};
+                                      "stage_to_rank", "compute_only",     "forward_only",
+                                      "ranks"};
 enum class RankField : std::uint8_t { Rank, Actions, Unknown };
 constexpr const char* kRankFields[] = {"rank", "actions"};
 
@@ -506,6 +508,14 @@ Plan PlanEvents::finish(const std::string& source) && {
   const Value& compute_only = field(TopField::ComputeOnly);
   if (compute_only.kind != Value::Kind::Boolean)
     fail("compute_only", "expected true or false, got " + describe(compute_only));
+
+  // Optional; absent means a training plan.
+  const Value& forward_only = top_[static_cast<std::size_t>(TopField::ForwardOnly)];
+  if (forward_only.present()) {
+    if (forward_only.kind != Value::Kind::Boolean)
+      fail("forward_only", "expected true or false, got " + describe(forward_only));
+    meta.forward_only = forward_only.boolean;
+  }
 
   const Value& ranks = field(TopField::Ranks);
   if (ranks.kind != Value::Kind::Array) fail("ranks", "expected an array, got " + describe(ranks));

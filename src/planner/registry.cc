@@ -1,6 +1,8 @@
 // The one schedule table, name lookup and the planner entry points.
 #include <algorithm>
 #include <cctype>
+#include <utility>
+#include <vector>
 
 #include "pipeplan/error.h"
 #include "pipeplan/limits.h"
@@ -213,7 +215,41 @@ PlanMeta resolve(const Problem& problem) {
             "pass -v " + std::to_string(allowed.front()));
   }
   info.check_shape(meta);
+  meta.forward_only = problem.forward_only;
   return meta;
+}
+
+std::vector<Action> forward_order(const std::vector<Action>& compute) {
+  std::vector<Action> out;
+  out.reserve(compute.size() / 2 + 1);
+  for (const Action& a : compute) {
+    if (a.type == ActionType::F) out.push_back(a);
+    else if (a.type == ActionType::OverlapFB) out.push_back(make(ActionType::F, a.stage, a.microbatch));
+  }
+  return out;
+}
+
+LowerOptions schedule_lowering(const PlanMeta& meta) {
+  LowerOptions o;
+  for (const auto& s : schedules()) {
+    if (s.name == meta.schedule) o = s.lowering;
+    for (const auto& alias : s.aliases)
+      if (alias == meta.schedule) o = s.lowering;
+  }
+  if (!meta.forward_only) return o;
+  // Forward values cross the boundary s -> s+1 from rank_of(s) to
+  // rank_of(s+1); a pair that sees both directions could meet head-on.
+  bool both_ways = false;
+  const int S = meta.num_stages();
+  std::vector<std::pair<int, int>> dirs;
+  for (int s = 0; s + 1 < S && !both_ways; ++s) {
+    const int a = meta.rank_of(s), b = meta.rank_of(s + 1);
+    if (a == b) continue;
+    both_ways = std::find(dirs.begin(), dirs.end(), std::make_pair(b, a)) != dirs.end();
+    dirs.emplace_back(a, b);
+  }
+  if (both_ways) o.send_placement = SendPlacement::ParityStaggered;
+  return o;
 }
 
 Plan plan_compute_rank(const Problem& problem, int rank) {
@@ -227,6 +263,7 @@ Plan plan_compute_rank(const Problem& problem, int rank) {
   p.meta = meta;
   p.rank_ids = {rank};
   p.ranks.push_back(info.plan_rank(meta, rank));
+  if (meta.forward_only) p.ranks.back() = forward_order(p.ranks.back());
   return p;
 }
 
@@ -238,13 +275,14 @@ Plan plan_compute(const Problem& problem) {
   for (int r = 0; r < meta.pp_degree; ++r) {
     p.rank_ids.push_back(r);
     p.ranks.push_back(info.plan_rank(meta, r));
+    if (meta.forward_only) p.ranks.back() = forward_order(p.ranks.back());
   }
   return p;
 }
 
 Plan plan(const Problem& problem) {
   Plan compute = plan_compute(problem);
-  return lower(compute, find_schedule(compute.meta.schedule).lowering);
+  return lower(compute, schedule_lowering(compute.meta));
 }
 
 Plan plan_rank(const Problem& problem, int rank) {

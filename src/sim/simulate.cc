@@ -383,8 +383,9 @@ void Engine::complete_compute(int r, const Action& a, double end) {
   RankState& st = ranks_[static_cast<std::size_t>(r)];
   auto produced_f = [&](int s, int mb) {
     keys_[key(s, mb)].f_end = end;
-    ++st.live;
-    st.peak = std::max(st.peak, st.live);
+    // Inference keeps no activation for a backward: one is live while it runs.
+    st.peak = std::max(st.peak, st.live + 1);
+    if (!plan_.meta.forward_only) ++st.live;
     if (compute_only_ && s + 1 < num_stages_ && rank_of(s + 1) != r) wake(rank_of(s + 1));
   };
   auto produced_grad = [&](int s, int mb) {

@@ -160,6 +160,12 @@ class Checker {
     for (int i = 0; i < static_cast<int>(list.size()); ++i) {
       const Action& a = list[static_cast<std::size_t>(i)];
       if (is_passthrough(a.type)) continue;
+      if (meta_.forward_only && owes_nothing_backward(a.type)) {
+        add_at("backward-in-forward-only", r, i,
+               "rank " + n2s(r) + " index " + n2s(i) + ": " + to_string(a) +
+                   " is a backward action, but the plan is forward-only (F, SEND_F, RECV_F)");
+        continue;
+      }
       if (a.type == ActionType::OverlapFB) {
         const bool f = record(r, i, ActionType::F, a.stage, a.microbatch);
         const bool b = record(r, i, ActionType::B, a.sub_stage, a.sub_microbatch);
@@ -171,6 +177,12 @@ class Checker {
         early_order(r, i, a);
       }
     }
+  }
+
+  // Types a forward-only plan must not hold.
+  static bool owes_nothing_backward(ActionType t) {
+    return t == ActionType::B || t == ActionType::I || t == ActionType::W ||
+           t == ActionType::SendB || t == ActionType::RecvB || t == ActionType::OverlapFB;
   }
 
   // Whether slot k of (s, mb) is already recorded on rank r before index i.
@@ -212,17 +224,20 @@ class Checker {
   // One sweep over the index: whether check_counts and check_comm_pairs
   // would both stay silent.
   bool counts_and_pairs_clean() const {
+    const bool fwd_only = meta_.forward_only;
     for (int s = 0; s < index_.stages; ++s) {
       const bool pairs = with_comms_ && s + 1 < index_.stages && index_.crosses(s);
       for (int mb = 0; mb < index_.mbs; ++mb) {
         const std::int32_t* c = index_.row(s, mb);  // stored index + 1, 0 = absent
         const bool f = c[detail::kF] != 0, b = c[detail::kB] != 0, i = c[detail::kI] != 0,
                    w = c[detail::kW] != 0;
-        if (!f || !((b && !i && !w) || (!b && i && w))) return false;
+        if (!f || !(fwd_only ? !(b || i || w) : ((b && !i && !w) || (!b && i && w)))) return false;
         if (!pairs) continue;
         const std::int32_t* n = index_.row(s + 1, mb);
-        if ((c[detail::kSendF] != 0) != (n[detail::kRecvF] != 0) || c[detail::kSendF] == 0 ||
-            (n[detail::kSendB] != 0) != (c[detail::kRecvB] != 0) || n[detail::kSendB] == 0)
+        if ((c[detail::kSendF] != 0) != (n[detail::kRecvF] != 0) || c[detail::kSendF] == 0)
+          return false;
+        if (!fwd_only &&
+            ((n[detail::kSendB] != 0) != (c[detail::kRecvB] != 0) || n[detail::kSendB] == 0))
           return false;
       }
     }
@@ -236,7 +251,8 @@ class Checker {
         const bool b = index_.raw(s, mb, detail::kB) >= 0;
         const bool i = index_.raw(s, mb, detail::kI) >= 0;
         const bool w = index_.raw(s, mb, detail::kW) >= 0;
-        if (f && ((b && !i && !w) || (!b && i && w))) continue;  // the common case
+        if (meta_.forward_only ? f : (f && ((b && !i && !w) || (!b && i && w))))
+          continue;  // the common case (a forward-only plan records no backward)
         count_problem(s, mb);
       }
     }
@@ -253,6 +269,7 @@ class Checker {
       add("missing-forward", owner, -1, act(ActionType::F, s, mb),
           sm + " has no forward (expected " + act(ActionType::F, s, mb) + " on rank " +
               n2s(owner) + ")");
+    if (meta_.forward_only) return;
     if (b.present() && (i.present() || w.present()))
       add("mixed-backward", b.rank, b.index, act(ActionType::B, s, mb),
           sm + " has both a full backward " + act(ActionType::B, s, mb) +
@@ -278,8 +295,9 @@ class Checker {
       for (int mb = 0; mb < index_.mbs && !full(); ++mb) {
         pair_check(s, mb, detail::kSendF, s + 1, detail::kRecvF, ActionType::SendF,
                    ActionType::RecvF);
-        pair_check(s + 1, mb, detail::kSendB, s, detail::kRecvB, ActionType::SendB,
-                   ActionType::RecvB);
+        if (!meta_.forward_only)
+          pair_check(s + 1, mb, detail::kSendB, s, detail::kRecvB, ActionType::SendB,
+                     ActionType::RecvB);
       }
     }
   }
