@@ -238,10 +238,10 @@ TEST_CASE("robustness: planner, readers and verifier share one set of limits", "
   // and 10 GB before exit 3; compare -p 512 -m 20000 took 116 s and 8 GB.
   auto wide = run_cli({"plan", "-s", "gpipe", "-p", "65537", "-m", "1", "-f", "json"});
   CHECK(wide.exit_code == 2);
-  CHECK(contains(wide.err, "gpipe: pp_degree 65537 is more than the supported 65536 ranks"));
+  CHECK(contains(wide.err, "--pp: 65537 is more than the supported 65536 ranks"));
   auto huge = run_cli({"plan", "-s", "gpipe", "-p", "20000000", "-m", "1"});
   CHECK(huge.exit_code == 2);
-  CHECK(contains(huge.err, "pp_degree 20000000 is more than the supported 65536 ranks"));
+  CHECK(contains(huge.err, "--pp: 20000000 is more than the supported 65536 ranks"));
   auto cmp = run_cli({"compare", "-p", "512", "-m", "20000"});
   CHECK(cmp.exit_code == 2);
   CHECK(contains(cmp.err, "stages x microbatches = 512 x 20000 = 10240000 is more than the supported 4194304"));
