@@ -197,6 +197,10 @@ TEST_CASE("emit: emitted plans validate against schemas/plan.schema.json", "[emi
   plans.push_back(plan(problem("zbv", 2, 4)));
   plans.push_back(plan_compute(problem("dualpipev", 2, 4)));
   plans.push_back(plan_rank(problem("1f1b", 4, 8), 2));
+  Problem inference = problem("zbv", 2, 4);
+  inference.forward_only = true;
+  plans.push_back(plan(inference));
+  REQUIRE(json_text(plans.back()).find("\"forward_only\": true") != std::string::npos);
   for (const Plan& p : plans) {
     INFO(json_text(p));
     CHECK(plan_schema().validate(json::parse(json_text(p))).empty());

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pipeplan/ir.h"
+#include "pipeplan/timeline.h"
 #include "pipeplan/verify.h"
 
 namespace pipeplan {
@@ -50,49 +51,36 @@ CostModel parse_cost_spec(std::string_view spec, CostModel base = {});
 std::map<int, StageScale> parse_stage_costs(std::string_view text,
                                             const std::string& source = "<stage-costs>");
 
+/// A stage-costs file as read. One written by `pipeplan calibrate` holds
+/// absolute durations ("absolute": true, in `time_unit`), the stage layout
+/// they were measured on and the measured transfer cost.
+struct StageCosts {
+  std::map<int, StageScale> stages;
+  bool absolute = false;
+  std::string time_unit;     ///< "ms" for calibrated files
+  int stages_per_rank = 0;   ///< layout measured on (0: not stated)
+  std::optional<double> comm_latency, comm_bandwidth, transfer_bytes;
+};
+/// parse_stage_costs plus the calibrated fields; throws InputError.
+StageCosts read_stage_costs(std::string_view text, const std::string& source = "<stage-costs>");
+/// The cost model of a stage-costs file on its own: for an absolute file,
+/// base costs F = B = I = W = 1 (so each stage's values are its durations)
+/// and the file's transfer cost; else the defaults with its multipliers.
+CostModel cost_model_of(const StageCosts& file);
+
 struct SimOptions {
   CostModel costs;
   Transport transport = Transport::Rendezvous;
 };
 
-/// When an action ran. Compute: its run interval. SEND/RECV: from the moment
-/// the rank posted it to its completion. Pass-through: zero-length at post.
-struct ActionTime {
-  double start = 0.0, end = 0.0;
-};
-
-/// One boundary value moving between ranks. For plans with comms, `src` is
-/// the SEND and `dst` the RECV; for compute-only plans both are computes.
-/// `producer`/`consumer` are the compute indices on src/dst rank (-1: none).
-struct Transfer {
-  int src_rank = 0, src_index = 0, dst_rank = 0, dst_index = 0;
-  int producer = -1, consumer = -1;
-  double start = 0.0, end = 0.0;  ///< when the data was moving
-};
-
-/// Per-rank outcome. idle = makespan - busy.
-struct RankStats {
-  int rank = 0;
-  double busy = 0.0, idle = 0.0, first_start = 0.0, last_end = 0.0;
-  /// Most (stage, microbatch) activations alive at once, each counted from
-  /// its F until its B (or its W when the backward is split).
-  int peak_activations = 0;
-  /// The same in whole-rank units: peak_activations / stages_per_rank.
-  double peak_rank_activations = 0.0;
-};
-
-struct SimResult {
+/// A simulation: the timeline of one step (timeline.h), and whether it ran.
+struct SimResult : Timeline {
   /// Empty when every rank reached the end of its list and every transfer
   /// completed; otherwise why not (bad actions, deadlock, mismatched pairs).
   std::vector<Diagnostic> problems;
   bool ok() const { return problems.empty(); }
   /// True when the plan had no SEND/RECV and data moved implicitly.
   bool compute_only = false;
-  double makespan = 0.0;
-  double bubble_fraction = 0.0;  ///< 1 - sum(busy) / (ranks x makespan)
-  std::vector<RankStats> ranks;
-  std::vector<std::vector<ActionTime>> times;  ///< parallel to plan.ranks
-  std::vector<Transfer> transfers;             ///< ordered by (start, src)
 };
 
 /// Runs each rank's list in order on one compute stream per rank; SEND/RECV

@@ -1,5 +1,6 @@
 // pipeplan compare: simulate several schedules on one shape, side by side.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
@@ -28,6 +29,21 @@ SimOptions per_stage(SimOptions o, int v) {
   if (c.overlap) *c.overlap /= v;
   return o;
 }
+
+// A calibrated file times the stages of one measured layout; compare needs
+// one rank's share: the mean stage duration times the measured stages per
+// rank, for every schedule alike (per_stage divides it by each one's v).
+void rank_share(SimOptions& o, const StageCosts& file) {
+  CostModel& c = o.costs;
+  double f = 0, b = 0, i = 0, w = 0;
+  for (const auto& [stage, d] : file.stages) f += d.f, b += d.b, i += d.i, w += d.w;
+  const double n = static_cast<double>(std::max<std::size_t>(1, file.stages.size()));
+  const double v = std::max(1, file.stages_per_rank);
+  c.f *= f / n * v, c.b *= b / n * v, c.i *= i / n * v, c.w *= w / n * v;
+  c.stage_scales.clear();
+  spdlog::info("calibrated costs as one rank's share: F={} B={} I={} W={} {}", c.f, c.b, c.i, c.w,
+               file.time_unit.empty() ? std::string("units") : file.time_unit);
+}
 }  // namespace
 
 std::function<int()> setup_compare(CLI::App& app) {
@@ -52,7 +68,9 @@ std::function<int()> setup_compare(CLI::App& app) {
                                                   args->microbatches);
           !why.empty())
         throw InputError(why);
-    const SimOptions options = make_sim_options(args->costs);
+    StageCosts file;
+    SimOptions options = make_sim_options(args->costs, &file);
+    if (file.absolute) rank_share(options, file);
     std::vector<std::string> names = args->schedules;
     if (names.empty())
       for (const auto& s : schedules()) names.push_back(s.name);

@@ -9,6 +9,7 @@
 #include "cli/sim_options.h"
 #include "pipeplan/error.h"
 #include "pipeplan/render.h"
+#include "pipeplan/trace.h"
 
 namespace pipeplan::cli {
 namespace {
@@ -20,7 +21,45 @@ struct RenderArgs {
   SvgOptions svg_options;
   TextTimelineOptions text_options;
   bool no_title = false;
+  std::string trace;
+  int step = 0;
 };
+
+// Draws a measured run (pipeplan train --trace) instead of a simulation.
+int render_trace(const RenderArgs& args) {
+  const std::string source = args.trace == "-" ? "<stdin>" : args.trace;
+  const Trace trace = parse_trace_json(read_input(args.trace), source);
+  const std::vector<std::string> problems = check_trace(trace);
+  if (!problems.empty()) {
+    std::string list;
+    for (const std::string& p : problems) list += "\n  " + p;
+    throw InputError(source + ": the trace is not consistent with its plan:" + list);
+  }
+  const int steps = trace.num_steps();
+  const int step = args.step > 0 ? args.step : steps;
+  if (step > steps)
+    throw InputError("--step " + std::to_string(step) + ": the trace has steps 1.." +
+                     std::to_string(steps));
+  const Timeline one = step_timeline(trace, step);
+  if (!args.svg.empty()) {
+    SvgOptions o = args.svg_options;
+    o.title = !args.no_title;
+    o.note = "measured step " + std::to_string(step) + " of " + std::to_string(steps) + ", ms";
+    Output out(args.svg);
+    write_svg(trace.plan, one, o, out.stream());
+    out.close();
+  }
+  if (!args.chrome_trace.empty()) {
+    Output out(args.chrome_trace);
+    write_trace_chrome(trace, out.stream());
+    out.close();
+  }
+  if (args.text) {
+    write_text_timeline(trace.plan, one, args.text_options, std::cout);
+    std::cout.flush();
+  }
+  return kExitOk;
+}
 }  // namespace
 
 std::function<int()> setup_render(CLI::App& app) {
@@ -42,11 +81,20 @@ std::function<int()> setup_render(CLI::App& app) {
   app.add_option("--columns-per-unit", args->text_options.columns_per_unit,
                  "Text: fixed scale instead of the automatic one")
       ->check(CLI::PositiveNumber);
+  app.add_option("--trace", args->trace,
+                 "Draw a measured run (pipeplan train --trace FILE) instead of a simulation");
+  app.add_option("--step", args->step, "With --trace: the step to draw (default: the last)")
+      ->check(CLI::PositiveNumber);
   return [args, &app]() {
     if (args->svg.empty() && args->chrome_trace.empty() && !args->text)
       throw InputError("nothing to render: give --svg FILE, --chrome-trace FILE and/or --text");
     if (args->svg == "-" && args->chrome_trace == "-")
       throw InputError("--svg and --chrome-trace cannot both write to stdout");
+    if (!args->trace.empty()) {
+      if (!args->source.file.empty() || app.count("--schedule") > 0)
+        throw InputError("give either --trace FILE or a plan (FILE or -s ...), not both");
+      return render_trace(*args);
+    }
     const Simulated sim = load_and_simulate(args->source, args->costs, app);
     if (sim.exit_code != 0) return sim.exit_code;
     const Plan& plan = sim.plan;

@@ -17,9 +17,11 @@
 #include "pipeplan/planner.h"
 
 #ifdef PIPEPLAN_HAVE_EXEC
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
 #include "pipeplan/exec/comm.h"
+#include "pipeplan/exec/data_parallel.h"
 #include "pipeplan/exec/demo.h"
 #include "pipeplan/exec/executor.h"
 #include "pipeplan/exec/launch.h"
@@ -40,6 +42,8 @@ struct TrainArgs {
   long long batch = 0;  // 0: 4 samples per microbatch
   double lr = 0.1;
   double timeout_s = 60.0;
+  int dp = 1;
+  bool forward_only = false;
   CLI::Option* schedule_opt = nullptr;
   CLI::Option* nproc_opt = nullptr;
 };
@@ -57,6 +61,13 @@ Plan load_train_plan(const TrainArgs& a) {
     if (a.schedule_opt->count() > 0) throw InputError("give either --plan or -s, not both");
     return load_plan(a.plan_file);
   }
+  if (a.forward_only) {
+    // The schedule's own forward-only order (the executor would otherwise
+    // run the forward projection of the training plan).
+    Problem pr = a.problem;
+    pr.forward_only = true;
+    return plan(pr);
+  }
   return plan(a.problem);
 }
 
@@ -73,6 +84,22 @@ std::int64_t batch_size(const TrainArgs& a, const Plan& p) {
   return a.batch > 0 ? a.batch : 4LL * p.meta.num_microbatches;
 }
 
+// The loss of the whole batch without a backward (forward-only reference).
+double reference_forward_loss(const std::vector<exec::StageModule>& stages,
+                              const exec::LossFn& loss, const std::vector<exec::InputRoute>& routes,
+                              const exec::Values& inputs, const exec::Values& targets) {
+  c10::NoGradGuard no_grad;
+  exec::Values carried;
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    exec::Values in = std::move(carried);
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      for (int to : routes[i].stages)
+        if (to == static_cast<int>(s)) in.push_back(inputs[i]);
+    carried = stages[s].forward(in);
+  }
+  return loss(carried, targets).item<double>();
+}
+
 int run_reference(const TrainArgs& a, const Plan& p, exec::Backend backend) {
   at::Device device = backend == exec::Backend::Nccl ? at::Device(at::kCUDA, 0) : at::kCPU;
   exec::DemoConfig c = demo_config(a, p, device);
@@ -83,9 +110,15 @@ int run_reference(const TrainArgs& a, const Plan& p, exec::Backend backend) {
     stages.push_back(exec::demo_stage(c, s, params[s]));
     for (const at::Tensor& t : params[s]) all.push_back(t);
   }
-  const std::int64_t batch = batch_size(a, p);
+  // With --dp D the unpipelined model trains on the global batch of D replicas.
+  const std::int64_t batch = batch_size(a, p) * a.dp;
   for (int k = 1; k <= a.steps; ++k) {
     exec::DemoBatch b = exec::demo_batch(c, batch, k);
+    if (a.forward_only) {
+      print_step(k, reference_forward_loss(stages, exec::demo_loss(c), exec::demo_input_stages(c),
+                                           b.inputs, b.targets));
+      continue;
+    }
     double loss = exec::run_unpipelined(stages, exec::demo_loss(c), exec::demo_input_stages(c),
                                         b.inputs, b.targets);
     print_step(k, loss);
@@ -119,10 +152,28 @@ int run_rank(const TrainArgs& a, const Plan& p, exec::Backend backend) {
     leave(code);
   };
   try {
+    const int pp = p.meta.pp_degree;
+    if (a.dp > 1 && env.world_size != pp * a.dp)
+      throw InputError("the plan is for pp_degree=" + std::to_string(pp) + " ranks, times --dp " +
+                       std::to_string(a.dp) + " replicas makes " + std::to_string(pp * a.dp) +
+                       " ranks, but WORLD_SIZE=" + std::to_string(env.world_size));
+    // Checked before any communication, like every rank's executor does.
+    if (a.dp == 1)
+      exec::prepare_plan(p, env.rank, env.world_size, Transport::Rendezvous);
+    else
+      exec::prepare_plan(p, env.rank % pp, pp, Transport::Rendezvous);
     exec::ExecOptions opts;
     opts.timeout = timeout;
     opts.input_stages = {0, p.meta.num_stages() - 1};
-    exec::Executor ex(p, env.rank, env.world_size, opts);  // refuses before communicating
+    auto world = exec::Communicator::connect(env, backend, timeout);
+    exec::ParallelGroups groups;
+    if (a.dp > 1) {
+      groups = exec::make_parallel_groups(world, pp, a.dp, timeout);
+    } else {
+      groups.pipeline = world;
+      groups.pipeline_rank = env.rank;
+    }
+    exec::Executor ex(p, groups.pipeline, opts);
     at::Device device = backend == exec::Backend::Nccl
                             ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank))
                             : at::Device(at::kCPU);
@@ -134,17 +185,38 @@ int run_rank(const TrainArgs& a, const Plan& p, exec::Backend backend) {
       for (const at::Tensor& t : params[s]) mine.push_back(t);
     }
     ex.set_loss(exec::demo_loss(c));
+    if (a.dp > 1)
+      ex.add_observer(std::make_shared<exec::GradientAverager>(groups.data, timeout));
     const std::int64_t batch = batch_size(a, p);
-    auto comm = exec::Communicator::connect(env, backend, timeout);
-    ex.connect(comm);
+    const bool first = ex.local_stages().front() == 0, last = ex.holds_last_stage();
     for (int k = 1; k <= a.steps; ++k) {
-      exec::DemoBatch b = exec::demo_batch(c, batch, k);
-      std::optional<double> loss = ex.step(b.inputs, b.targets);
-      if (loss) print_step(k, *loss);
-      exec::sgd_step(mine, a.lr);
+      // Every replica draws the global batch and keeps its own slice; each
+      // rank passes only what its stages consume (x on the first stage, the
+      // scale and the targets on the last).
+      exec::DemoBatch b = exec::demo_batch(c, batch * a.dp, k);
+      auto mine_of = [&](const exec::Value& v) -> exec::Value {
+        return std::get<at::Tensor>(v).narrow(0, groups.replica * batch, batch);
+      };
+      exec::Values inputs, targets;
+      if (first) inputs.push_back(mine_of(b.inputs[0]));
+      if (last) {
+        inputs.push_back(mine_of(b.inputs[1]));
+        targets.push_back(mine_of(b.targets[0]));
+      }
+      std::optional<double> loss = a.forward_only ? ex.forward_only(inputs, targets).loss
+                                                  : ex.step(inputs, targets);
+      if (loss && a.dp > 1) {
+        // The global loss: the mean of the replicas' losses (equal batches).
+        at::Tensor t = at::full({1}, *loss, at::TensorOptions().dtype(at::kDouble)).to(device);
+        groups.data->allreduce_sum(t, timeout);
+        loss = t.to(at::kCPU).item<double>() / a.dp;
+      }
+      if (loss && groups.replica == 0) print_step(k, *loss);
+      if (!a.forward_only) exec::sgd_step(mine, a.lr);
     }
     // Leave together: no rank closes its sockets while a peer still reads.
-    comm->barrier(timeout);
+    ex.shutdown();
+    if (a.dp > 1) world->barrier(timeout);
     return kExitOk;
   } catch (const exec::PlanRejected& e) {
     fail(e, kExitInvalid);
@@ -165,16 +237,20 @@ int run_train(const TrainArgs& a) {
                      (*backend == exec::Backend::Nccl ? " (NCCL needs a CUDA LibTorch)" : ""));
   if (a.steps < 0) throw InputError("--steps must not be negative");
   if (!(a.timeout_s > 0)) throw InputError("--timeout must be positive");
+  if (a.dp < 1) throw InputError("--dp must be at least 1");
   Plan p = load_train_plan(a);
   if (a.reference) return run_reference(a, p, *backend);
   if (exec::DistEnv::present()) return run_rank(a, p, *backend);
 
-  const int nproc = a.nproc_opt->count() > 0 ? a.nproc : p.meta.pp_degree;
+  const int nproc = a.nproc_opt->count() > 0 ? a.nproc : p.meta.pp_degree * a.dp;
   if (nproc < 1) throw InputError("--nproc must be at least 1");
+  if (nproc % a.dp != 0)
+    throw InputError("--nproc " + std::to_string(nproc) + " is not a multiple of --dp " +
+                     std::to_string(a.dp) + "; start pp_degree x dp ranks");
   try {
     // Same checks every rank repeats, done once here so a bad plan or world
     // size fails before any process starts.
-    exec::prepare_plan(p, 0, nproc, Transport::Rendezvous);
+    exec::prepare_plan(p, 0, nproc / a.dp, Transport::Rendezvous);
   } catch (const exec::PlanRejected& e) {
     std::cerr << "pipeplan: error: " << e.what() << "\n";
     return kExitInvalid;
@@ -241,6 +317,12 @@ std::function<int()> setup_train(CLI::App& app) {
   app.add_option("--lr", a->lr, "SGD learning rate")->capture_default_str();
   app.add_option("--timeout", a->timeout_s, "Seconds any wait for a peer may take")
       ->capture_default_str();
+  app.add_option("--dp", a->dp,
+                 "Data-parallel replicas of the pipeline (world = pp x dp ranks); with "
+                 "--reference: train on the global batch of dp replicas")
+      ->capture_default_str();
+  app.add_flag("--forward-only", a->forward_only,
+               "Evaluate only: forward steps printing the loss, weights never updated");
   app.footer("Prints 'step <k> loss <value>' once per step (k from 1) from the rank holding the "
              "last stage.\nExit codes: 0 ok, 1 plan rejected or a peer failed, 2 usage or input "
              "error.");

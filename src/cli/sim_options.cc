@@ -43,19 +43,28 @@ void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs) {
       ->check(CLI::IsMember({"rendezvous", "eager", "serial"}));
 }
 
-SimOptions make_sim_options(const CostArgs& args) {
+SimOptions make_sim_options(const CostArgs& args, StageCosts* file_out) {
   SimOptions o;
-  o.costs = parse_cost_spec(args.cost);
-  if (!args.stage_costs.empty())
-    o.costs.stage_scales = parse_stage_costs(read_input(args.stage_costs), args.stage_costs);
+  StageCosts file;
+  if (!args.stage_costs.empty()) file = read_stage_costs(read_input(args.stage_costs), args.stage_costs);
+  // A calibrated file holds absolute durations: the base costs are 1 (and
+  // --cost, when given, multiplies them); its transfer cost applies unless
+  // --comm/--bytes say otherwise.
+  o.costs = parse_cost_spec(args.cost, file.absolute ? cost_model_of(file) : CostModel{});
+  o.costs.stage_scales = file.stages;
+  if (file.absolute)
+    spdlog::debug("{}: calibrated durations in {}", args.stage_costs,
+                  file.time_unit.empty() ? std::string("time units") : file.time_unit);
+  if (file_out) *file_out = file;
   if (!args.comm.empty()) {
     const auto comma = args.comm.find(',');
     o.costs.comm_latency = parse_non_negative(args.comm.substr(0, comma), "--comm latency");
+    o.costs.comm_bandwidth = 0;
     if (comma != std::string::npos)
       o.costs.comm_bandwidth = parse_non_negative(args.comm.substr(comma + 1), "--comm bandwidth");
   }
-  o.costs.transfer_bytes = args.bytes;
-  if (o.costs.transfer_bytes > 0 && o.costs.comm_bandwidth == 0)
+  if (args.bytes > 0 || !file.transfer_bytes) o.costs.transfer_bytes = args.bytes;
+  if (args.bytes > 0 && o.costs.comm_bandwidth == 0)
     spdlog::warn("--bytes has no effect without a bandwidth (--comm LATENCY,BANDWIDTH)");
   o.transport = *parse_transport(args.model);
   return o;

@@ -27,8 +27,10 @@ struct CostArgs {
 
 /// Adds the cost-model options (`stage_costs`: whether --stage-costs exists).
 void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs = true);
-/// Parses the cost options (reading --stage-costs FILE); throws InputError.
-SimOptions make_sim_options(const CostArgs& args);
+/// Parses the cost options (reading --stage-costs FILE; a calibrated file
+/// sets absolute durations and its transfer cost); throws InputError.
+/// `file_out`, when given, receives the stage-costs file as read.
+SimOptions make_sim_options(const CostArgs& args, StageCosts* file_out = nullptr);
 
 /// A plan FILE, or -s NAME -p P -m M [-v V].
 struct PlanSource {

@@ -1,7 +1,9 @@
 // Chrome trace (Trace Event Format) of a simulated plan, for Perfetto and
 // chrome://tracing. Written by hand, one event per line, so a million-action
 // plan streams out without building a JSON tree in memory.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "emit/render_util.h"
 #include "pipeplan/render.h"
@@ -12,7 +14,8 @@ namespace {
 
 using detail::format_number;
 
-// One cost unit is shown as one millisecond; trace timestamps are in us.
+// One time unit (a cost unit, or a measured millisecond) is shown as one
+// millisecond; trace timestamps are in us.
 constexpr double kMicrosPerUnit = 1000.0;
 
 std::string ts(double t) { return format_number(t * kMicrosPerUnit, 3); }
@@ -36,12 +39,13 @@ std::string json_string(const std::string& s) {
 
 }  // namespace
 
-void write_chrome_trace(const Plan& plan, const SimResult& result, std::ostream& out) {
-  detail::require_rendered(plan, result);
+void write_chrome_trace(const Plan& plan, const std::vector<Timeline>& steps,
+                        const ChromeTraceInfo& info, std::ostream& out) {
+  for (const Timeline& t : steps) detail::require_timeline(plan, t);
   const PlanMeta& m = plan.meta;
   out << "{\"traceEvents\":[\n";
   out << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":"
-      << json_string("pipeplan " + m.schedule + " (pp " + std::to_string(m.pp_degree) +
+      << json_string(info.label + " " + m.schedule + " (pp " + std::to_string(m.pp_degree) +
                      ", microbatches " + std::to_string(m.num_microbatches) +
                      ", stages per rank " + std::to_string(m.stages_per_rank) + ")")
       << "}}";
@@ -51,46 +55,68 @@ void write_chrome_trace(const Plan& plan, const SimResult& result, std::ostream&
     out << ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":" << r
         << ",\"args\":{\"sort_index\":" << r << "}}";
   }
-  for (int r = 0; r < m.pp_degree; ++r) {
-    const auto& list = plan.ranks[static_cast<std::size_t>(r)];
-    const auto& times = result.times[static_cast<std::size_t>(r)];
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      const Action& a = list[i];
-      if (!is_compute(a.type)) continue;
-      out << ",\n{\"name\":\"" << to_string(a) << "\",\"cat\":\"" << to_string(a.type)
-          << "\",\"ph\":\"X\",\"pid\":0,\"tid\":" << r << ",\"ts\":" << ts(times[i].start)
-          << ",\"dur\":" << ts(times[i].end - times[i].start) << ",\"args\":{\"stage\":" << a.stage
-          << ",\"microbatch\":" << a.microbatch;
-      if (a.type == ActionType::OverlapFB)
-        out << ",\"backward_stage\":" << a.sub_stage << ",\"backward_microbatch\":"
-            << a.sub_microbatch;
-      out << ",\"index\":" << i << "}}";
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    const Timeline& result = steps[k];
+    for (std::size_t rr = 0; rr < plan.ranks.size(); ++rr) {
+      const int r = plan.rank_ids[rr];
+      const auto& list = plan.ranks[rr];
+      const auto& times = result.times[rr];
+      for (std::size_t i = 0; i < list.size(); ++i) {
+        const Action& a = list[i];
+        if (!is_compute(a.type)) continue;
+        out << ",\n{\"name\":\"" << to_string(a) << "\",\"cat\":\"" << to_string(a.type)
+            << "\",\"ph\":\"X\",\"pid\":0,\"tid\":" << r << ",\"ts\":" << ts(times[i].start)
+            << ",\"dur\":" << ts(times[i].end - times[i].start) << ",\"args\":{\"step\":" << k + 1
+            << ",\"stage\":" << a.stage << ",\"microbatch\":" << a.microbatch;
+        if (a.type == ActionType::OverlapFB)
+          out << ",\"backward_stage\":" << a.sub_stage << ",\"backward_microbatch\":"
+              << a.sub_microbatch;
+        out << ",\"index\":" << i << "}}";
+      }
     }
   }
   // Flows bind to the slice enclosing their timestamp, so each end sits in
   // the middle of the producing and of the consuming compute.
   std::size_t id = 0;
-  for (const Transfer& tr : result.transfers) {
-    if (tr.producer < 0 || tr.consumer < 0) continue;
-    const ActionTime& p = result.times[static_cast<std::size_t>(tr.src_rank)]
-                                      [static_cast<std::size_t>(tr.producer)];
-    const ActionTime& c = result.times[static_cast<std::size_t>(tr.dst_rank)]
-                                      [static_cast<std::size_t>(tr.consumer)];
-    const std::string name = to_string(plan.ranks[static_cast<std::size_t>(tr.src_rank)]
-                                                 [static_cast<std::size_t>(tr.src_index)]);
-    ++id;
-    out << ",\n{\"name\":\"" << name << "\",\"cat\":\"p2p\",\"ph\":\"s\",\"id\":" << id
-        << ",\"pid\":0,\"tid\":" << tr.src_rank << ",\"ts\":" << ts((p.start + p.end) / 2)
-        << ",\"args\":{\"transfer_start\":" << ts(tr.start) << ",\"transfer_end\":" << ts(tr.end)
-        << "}}";
-    out << ",\n{\"name\":\"" << name << "\",\"cat\":\"p2p\",\"ph\":\"f\",\"bp\":\"e\",\"id\":" << id
-        << ",\"pid\":0,\"tid\":" << tr.dst_rank << ",\"ts\":" << ts((c.start + c.end) / 2) << "}";
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    const Timeline& result = steps[k];
+    for (const Transfer& tr : result.transfers) {
+      if (tr.producer < 0 || tr.consumer < 0) continue;
+      const ActionTime& p = result.times[static_cast<std::size_t>(tr.src_rank)]
+                                        [static_cast<std::size_t>(tr.producer)];
+      const ActionTime& c = result.times[static_cast<std::size_t>(tr.dst_rank)]
+                                        [static_cast<std::size_t>(tr.consumer)];
+      const std::string name = to_string(plan.ranks[static_cast<std::size_t>(tr.src_rank)]
+                                                   [static_cast<std::size_t>(tr.src_index)]);
+      ++id;
+      out << ",\n{\"name\":\"" << name << "\",\"cat\":\"p2p\",\"ph\":\"s\",\"id\":" << id
+          << ",\"pid\":0,\"tid\":" << tr.src_rank << ",\"ts\":" << ts((p.start + p.end) / 2)
+          << ",\"args\":{\"step\":" << k + 1 << ",\"transfer_start\":" << ts(tr.start)
+          << ",\"transfer_end\":" << ts(tr.end) << "}}";
+      out << ",\n{\"name\":\"" << name << "\",\"cat\":\"p2p\",\"ph\":\"f\",\"bp\":\"e\",\"id\":"
+          << id << ",\"pid\":0,\"tid\":" << tr.dst_rank << ",\"ts\":" << ts((c.start + c.end) / 2)
+          << "}";
+    }
   }
+  double makespan = 0.0, bubble = 0.0;
+  for (const Timeline& t : steps) makespan = std::max(makespan, t.makespan);
+  if (!steps.empty()) bubble = steps.front().bubble_fraction;
   out << "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"format\":\"pipeplan.chrome-trace\","
          "\"version\":1,\"schedule\":"
-      << json_string(m.schedule) << ",\"time_unit\":\"1 cost unit = 1 ms\",\"makespan\":"
-      << format_number(result.makespan) << ",\"bubble_fraction\":"
-      << format_number(result.bubble_fraction) << "}}\n";
+      << json_string(m.schedule) << ",\"time_unit\":" << json_string(info.time_unit)
+      << ",\"steps\":" << steps.size() << ",\"makespan\":" << format_number(makespan)
+      << ",\"bubble_fraction\":" << format_number(bubble) << "}";
+  if (!info.embedded.empty()) out << ",\n\"pipeplan\":" << info.embedded;
+  out << "}\n";
+}
+
+void write_chrome_trace(const Plan& plan, const Timeline& timeline, std::ostream& out) {
+  write_chrome_trace(plan, std::vector<Timeline>{timeline}, ChromeTraceInfo{}, out);
+}
+
+void write_chrome_trace(const Plan& plan, const SimResult& result, std::ostream& out) {
+  detail::require_rendered(plan, result);
+  write_chrome_trace(plan, static_cast<const Timeline&>(result), out);
 }
 
 }  // namespace pipeplan

@@ -18,16 +18,28 @@ inline int local_chunk(const std::vector<int>& stages, int stage) {
   return 0;
 }
 
+/// Renderers draw a timeline of this very plan.
+inline void require_timeline(const Plan& plan, const Timeline& t) {
+  bool fits = t.times.size() == plan.ranks.size();
+  for (std::size_t r = 0; fits && r < plan.ranks.size(); ++r)
+    fits = t.times[r].size() == plan.ranks[r].size();
+  for (const Transfer& tr : t.transfers)
+    fits = fits && tr.src_rank >= 0 && tr.dst_rank >= 0 &&
+           static_cast<std::size_t>(tr.src_rank) < plan.ranks.size() &&
+           static_cast<std::size_t>(tr.dst_rank) < plan.ranks.size() &&
+           tr.src_index >= 0 &&
+           static_cast<std::size_t>(tr.src_index) < plan.ranks[static_cast<std::size_t>(tr.src_rank)].size() &&
+           tr.producer < static_cast<int>(plan.ranks[static_cast<std::size_t>(tr.src_rank)].size()) &&
+           tr.consumer < static_cast<int>(plan.ranks[static_cast<std::size_t>(tr.dst_rank)].size());
+  if (!fits) throw InternalError("render: the timeline does not belong to this plan");
+}
+
 /// Renderers draw a finished simulation of this very plan.
 inline void require_rendered(const Plan& plan, const SimResult& result) {
   if (!result.ok())
     throw InputError("cannot draw a plan whose simulation failed (" +
                      result.problems.front().message + ")");
-  if (result.times.size() != plan.ranks.size())
-    throw InternalError("render: the simulation result does not belong to this plan");
-  for (std::size_t r = 0; r < plan.ranks.size(); ++r)
-    if (result.times[r].size() != plan.ranks[r].size())
-      throw InternalError("render: the simulation result does not belong to this plan");
+  require_timeline(plan, result);
 }
 
 }  // namespace pipeplan::detail

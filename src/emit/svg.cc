@@ -85,7 +85,7 @@ double tick_step(double span) {
 
 class SvgWriter {
  public:
-  SvgWriter(const Plan& plan, const SimResult& result, const SvgOptions& options,
+  SvgWriter(const Plan& plan, const Timeline& result, const SvgOptions& options,
             std::ostream& out)
       : plan_(plan), result_(result), options_(options), out_(out) {
     const double span = std::max(result.makespan, 1e-9);
@@ -128,7 +128,8 @@ class SvgWriter {
          << xml_escape(m.schedule) << ": pp " << m.pp_degree << ", microbatches "
          << m.num_microbatches << ", stages per rank " << m.stages_per_rank << "; makespan "
          << format_number(result_.makespan, 3) << ", bubble "
-         << detail::percent(result_.bubble_fraction) << "</text>\n";
+         << detail::percent(result_.bubble_fraction)
+         << (options_.note.empty() ? "" : "; " + xml_escape(options_.note)) << "</text>\n";
   }
 
   void block(double x0, double y0, double w, double h, Rgb c, const std::string& label,
@@ -240,7 +241,7 @@ class SvgWriter {
   }
 
   const Plan& plan_;
-  const SimResult& result_;
+  const Timeline& result_;
   const SvgOptions& options_;
   std::ostream& out_;
   double ppu_, top_, rows_bottom_, width_, height_;
@@ -252,6 +253,12 @@ void write_svg(const Plan& plan, const SimResult& result, const SvgOptions& opti
                std::ostream& out) {
   detail::require_rendered(plan, result);
   SvgWriter(plan, result, options, out).write();
+}
+
+void write_svg(const Plan& plan, const Timeline& timeline, const SvgOptions& options,
+               std::ostream& out) {
+  detail::require_timeline(plan, timeline);
+  SvgWriter(plan, timeline, options, out).write();
 }
 
 }  // namespace pipeplan

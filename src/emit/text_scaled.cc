@@ -29,7 +29,7 @@ std::string label(const Action& a, const std::vector<int>& stages) {
 
 // Columns per time unit: the shortest action fits its label (+1 space),
 // unless that would exceed the width limit.
-double pick_scale(const Plan& plan, const SimResult& result, const TextTimelineOptions& options) {
+double pick_scale(const Plan& plan, const Timeline& result, const TextTimelineOptions& options) {
   if (options.columns_per_unit > 0) return options.columns_per_unit;
   double shortest = 0;
   std::size_t longest_label = 2;
@@ -54,6 +54,12 @@ double pick_scale(const Plan& plan, const SimResult& result, const TextTimelineO
 void write_text_timeline(const Plan& plan, const SimResult& result,
                          const TextTimelineOptions& options, std::ostream& out) {
   detail::require_rendered(plan, result);
+  write_text_timeline(plan, static_cast<const Timeline&>(result), options, out);
+}
+
+void write_text_timeline(const Plan& plan, const Timeline& result,
+                         const TextTimelineOptions& options, std::ostream& out) {
+  detail::require_timeline(plan, result);
   if (options.max_columns > limits::kMaxTextColumns)
     throw InputError("a text timeline " + std::to_string(options.max_columns) +
                      " columns wide is more than the supported " + std::to_string(limits::kMaxTextColumns));

@@ -4,6 +4,8 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
@@ -17,10 +19,13 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 
 #include "pipeplan/error.h"
+#include "pipeplan/exec/c10d.h"
 
 namespace pipeplan::exec {
 
@@ -74,13 +79,17 @@ class WorkOp : public PendingOp {
   at::Tensor tensor_;  // keeps the buffer alive while the operation is in flight
 };
 
-template <class PG>
+// Builds a process group of the same backend over another store (subgroups).
+using GroupFactory = std::function<c10::intrusive_ptr<c10d::ProcessGroup>(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    std::chrono::milliseconds timeout)>;
+
 class PgCommunicator : public Communicator {
  public:
-  PgCommunicator(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<PG> pg, int rank,
-                 int size, Backend backend, at::Device device)
-      : store_(std::move(store)), pg_(std::move(pg)), rank_(rank), size_(size),
-        backend_(backend), device_(device) {}
+  PgCommunicator(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroup> pg,
+                 Backend backend, at::Device device, GroupFactory factory)
+      : store_(std::move(store)), pg_(std::move(pg)), rank_(pg_->getRank()),
+        size_(pg_->getSize()), backend_(backend), device_(device), factory_(std::move(factory)) {}
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -107,17 +116,12 @@ class PgCommunicator : public Communicator {
   }
 
   void allreduce_max(at::Tensor& t, std::chrono::milliseconds timeout) override {
-    std::vector<at::Tensor> v{t};
-    c10d::AllreduceOptions opts;
-    opts.reduceOp = c10d::ReduceOp::MAX;
-    c10::intrusive_ptr<c10d::Work> work;
-    try {
-      work = pg_->allreduce(v, opts);
-    } catch (const std::exception& e) {
-      throw CommError("allreduce: " + message_of(e));
-    }
-    WorkOp(std::move(work), t)
-        .wait(timeout, "allreduce across " + std::to_string(size_) + " ranks");
+    post_allreduce(t, c10d::ReduceOp::MAX)
+        ->wait(timeout, "allreduce across " + std::to_string(size_) + " ranks");
+  }
+
+  std::unique_ptr<PendingOp> iallreduce_sum(const at::Tensor& t) override {
+    return post_allreduce(t, c10d::ReduceOp::SUM);
   }
 
   void barrier(std::chrono::milliseconds timeout) override {
@@ -126,13 +130,72 @@ class PgCommunicator : public Communicator {
     allreduce_max(t, timeout);
   }
 
+  std::shared_ptr<Communicator> subgroup(const std::vector<int>& ranks, const std::string& name,
+                                         std::chrono::milliseconds timeout) override {
+    if (ranks.empty()) throw InputError("a subgroup needs at least one rank");
+    for (std::size_t i = 0; i < ranks.size(); ++i)
+      if (ranks[i] < 0 || ranks[i] >= size_ || (i > 0 && ranks[i] <= ranks[i - 1]))
+        throw InputError("subgroup '" + name + "': ranks must be distinct, ascending and below " +
+                         std::to_string(size_));
+    auto it = std::find(ranks.begin(), ranks.end(), rank_);
+    if (it == ranks.end()) return nullptr;
+    if (!store_ || !factory_)
+      throw InputError("this communicator wraps a process group without its store; pass the "
+                       "store to wrap_process_group() to form subgroups");
+    const int sub_rank = static_cast<int>(it - ranks.begin());
+    try {
+      auto store = c10::make_intrusive<c10d::PrefixStore>("pipeplan/" + name, store_);
+      auto pg = factory_(store, sub_rank, static_cast<int>(ranks.size()), timeout);
+      return std::make_shared<PgCommunicator>(store, pg, backend_, device_, factory_);
+    } catch (const std::exception& e) {
+      throw CommError("rank " + std::to_string(rank_) + ": cannot form subgroup '" + name +
+                      "' of " + std::to_string(ranks.size()) + " ranks: " + message_of(e));
+    }
+  }
+
  private:
+  std::unique_ptr<PendingOp> post_allreduce(const at::Tensor& t, c10d::ReduceOp op) {
+    std::vector<at::Tensor> v{t};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = op;
+    try {
+      return std::make_unique<WorkOp>(pg_->allreduce(v, opts), t);
+    } catch (const std::exception& e) {
+      throw CommError("allreduce: " + message_of(e));
+    }
+  }
+
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<PG> pg_;
+  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
   int rank_, size_;
   Backend backend_;
   at::Device device_;
+  GroupFactory factory_;
 };
+
+#if defined(PIPEPLAN_EXEC_GLOO)
+GroupFactory gloo_factory(bool loopback) {
+  return [loopback](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                    std::chrono::milliseconds timeout) -> c10::intrusive_ptr<c10d::ProcessGroup> {
+    auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+    opts->devices.push_back(loopback
+                                ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                : c10d::ProcessGroupGloo::createDefaultDevice());
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
+  };
+}
+#endif
+
+#if defined(PIPEPLAN_EXEC_NCCL)
+GroupFactory nccl_factory() {
+  return [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+            std::chrono::milliseconds timeout) -> c10::intrusive_ptr<c10d::ProcessGroup> {
+    auto opts = c10d::ProcessGroupNCCL::Options::create();
+    opts->timeout = timeout;
+    return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, opts);
+  };
+}
+#endif
 
 }  // namespace
 
@@ -200,13 +263,10 @@ std::shared_ptr<Communicator> Communicator::connect(const DistEnv& env, Backend 
   try {
 #if defined(PIPEPLAN_EXEC_GLOO)
     if (backend == Backend::Gloo) {
-      auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-      opts->devices.push_back(is_loopback(env.master_addr)
-                                  ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                                  : c10d::ProcessGroupGloo::createDefaultDevice());
-      auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, env.rank, env.world_size, opts);
-      return std::make_shared<PgCommunicator<c10d::ProcessGroupGloo>>(
-          store, pg, env.rank, env.world_size, backend, at::Device(at::kCPU));
+      GroupFactory factory = gloo_factory(is_loopback(env.master_addr));
+      auto pg = factory(store, env.rank, env.world_size, timeout);
+      return std::make_shared<PgCommunicator>(store, pg, backend, at::Device(at::kCPU),
+                                              std::move(factory));
     }
 #endif
 #if defined(PIPEPLAN_EXEC_NCCL)
@@ -216,12 +276,12 @@ std::shared_ptr<Communicator> Communicator::connect(const DistEnv& env, Backend 
       setenv("TORCH_NCCL_BLOCKING_WAIT", "1", 0);
       setenv("NCCL_BLOCKING_WAIT", "1", 0);
       c10::cuda::set_device(static_cast<c10::DeviceIndex>(env.local_rank));
-      auto opts = c10d::ProcessGroupNCCL::Options::create();
-      opts->timeout = timeout;
-      auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, env.rank, env.world_size, opts);
-      return std::make_shared<PgCommunicator<c10d::ProcessGroupNCCL>>(
-          store, pg, env.rank, env.world_size, backend,
-          at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank)));
+      GroupFactory factory = nccl_factory();
+      auto pg = factory(store, env.rank, env.world_size, timeout);
+      return std::make_shared<PgCommunicator>(
+          store, pg, backend,
+          at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank)),
+          std::move(factory));
     }
 #endif
   } catch (const std::exception& e) {
@@ -230,6 +290,29 @@ std::shared_ptr<Communicator> Communicator::connect(const DistEnv& env, Backend 
                     message_of(e));
   }
   throw InternalError("backend_available() and connect() disagree");
+}
+
+}  // namespace pipeplan::exec
+
+namespace pipeplan::exec {
+
+std::shared_ptr<Communicator> wrap_process_group(c10::intrusive_ptr<c10d::ProcessGroup> group,
+                                                 Backend backend, at::Device device,
+                                                 c10::intrusive_ptr<c10d::Store> store) {
+  if (!group) throw InputError("wrap_process_group: no process group given");
+  GroupFactory factory;
+#if defined(PIPEPLAN_EXEC_GLOO)
+  if (backend == Backend::Gloo) {
+    const char* addr = std::getenv("MASTER_ADDR");
+    factory = gloo_factory(addr == nullptr || *addr == '\0' || is_loopback(addr));
+  }
+#endif
+#if defined(PIPEPLAN_EXEC_NCCL)
+  if (backend == Backend::Nccl) factory = nccl_factory();
+#endif
+  if (!store) factory = nullptr;
+  return std::make_shared<PgCommunicator>(std::move(store), std::move(group), backend, device,
+                                          std::move(factory));
 }
 
 }  // namespace pipeplan::exec

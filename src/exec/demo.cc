@@ -65,7 +65,7 @@ LossFn demo_loss(const DemoConfig& c) {
   };
 }
 
-std::vector<int> demo_input_stages(const DemoConfig& c) { return {0, c.num_stages - 1}; }
+std::vector<InputRoute> demo_input_stages(const DemoConfig& c) { return {0, c.num_stages - 1}; }
 
 DemoBatch demo_batch(const DemoConfig& c, std::int64_t batch_size, int step) {
   at::Generator gen = at::detail::createCPUGenerator(c.seed * 1000003ULL + 7919ULL * (step + 1));

@@ -2,6 +2,8 @@
 // communicates, and the unpipelined reference a pipelined step must match.
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "exec/boundary.h"
 #include "pipeplan/error.h"
 #include "pipeplan/exec/executor.h"
@@ -66,7 +68,7 @@ Plan prepare_plan(const Plan& plan, int rank, int world_size, Transport transpor
 }
 
 double run_unpipelined(const std::vector<StageModule>& stages, const LossFn& loss_fn,
-                       const std::vector<int>& input_stages, const Values& inputs,
+                       const std::vector<InputRoute>& input_stages, const Values& inputs,
                        const Values& targets) {
   if (!input_stages.empty() && input_stages.size() != inputs.size())
     throw InputError("input_stages routes " + std::to_string(input_stages.size()) +
@@ -74,9 +76,12 @@ double run_unpipelined(const std::vector<StageModule>& stages, const LossFn& los
   Values carried;
   for (std::size_t s = 0; s < stages.size(); ++s) {
     Values in = std::move(carried);
-    for (std::size_t i = 0; i < inputs.size(); ++i)
-      if ((input_stages.empty() ? 0 : input_stages[i]) == static_cast<int>(s))
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const std::vector<int> to = input_stages.empty() ? std::vector<int>{0}
+                                                       : input_stages[i].stages;
+      if (std::find(to.begin(), to.end(), static_cast<int>(s)) != to.end())
         in.push_back(inputs[i]);
+    }
     carried = stages[s].forward(in);
   }
   at::Tensor loss = loss_fn(carried, targets);

@@ -52,7 +52,43 @@ std::vector<std::string> split(std::string_view s, char sep) {
   return out;
 }
 
-std::map<int, StageScale> parse_stage_costs_json(std::string_view text, const std::string& source) {
+// The fields `pipeplan calibrate` adds: "absolute", "time_unit",
+// "calibrated_from" {stages_per_rank, ..} and "comm" {latency, bandwidth, bytes}.
+void read_calibrated_fields(const nlohmann::json& doc, const std::string& source, StageCosts& file) {
+  auto non_negative = [&](const nlohmann::json& v, const std::string& what) {
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
+      throw InputError(source + ": " + what + " must be a non-negative number");
+    return v.get<double>();
+  };
+  if (doc.contains("absolute")) {
+    if (!doc["absolute"].is_boolean()) throw InputError(source + ": absolute must be true or false");
+    file.absolute = doc["absolute"].get<bool>();
+  }
+  if (doc.contains("time_unit")) {
+    if (!doc["time_unit"].is_string()) throw InputError(source + ": time_unit must be a string");
+    file.time_unit = doc["time_unit"].get<std::string>();
+  }
+  if (doc.contains("calibrated_from") && doc["calibrated_from"].is_object() &&
+      doc["calibrated_from"].contains("stages_per_rank")) {
+    const auto& v = doc["calibrated_from"]["stages_per_rank"];
+    if (!v.is_number_integer() || v.get<long long>() < 1 || v.get<long long>() > 4096)
+      throw InputError(source + ": calibrated_from.stages_per_rank must be a positive integer");
+    file.stages_per_rank = v.get<int>();
+  }
+  if (doc.contains("comm")) {
+    const auto& c = doc["comm"];
+    if (!c.is_object()) throw InputError(source + ": comm must be an object");
+    for (const auto& item : c.items())
+      if (item.key() != "latency" && item.key() != "bandwidth" && item.key() != "bytes")
+        throw InputError(source + ": comm: unknown key \"" + item.key() +
+                         "\" (use latency, bandwidth, bytes)");
+    if (c.contains("latency")) file.comm_latency = non_negative(c["latency"], "comm.latency");
+    if (c.contains("bandwidth")) file.comm_bandwidth = non_negative(c["bandwidth"], "comm.bandwidth");
+    if (c.contains("bytes")) file.transfer_bytes = non_negative(c["bytes"], "comm.bytes");
+  }
+}
+
+StageCosts parse_stage_costs_json(std::string_view text, const std::string& source) {
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(text);
@@ -61,7 +97,9 @@ std::map<int, StageScale> parse_stage_costs_json(std::string_view text, const st
   }
   if (!doc.is_object() || !doc.contains("stages") || !doc["stages"].is_array())
     throw InputError(source + ": expected an object with a \"stages\" array");
-  std::map<int, StageScale> out;
+  StageCosts file;
+  read_calibrated_fields(doc, source, file);
+  std::map<int, StageScale>& out = file.stages;
   std::size_t n = 0;
   for (const auto& entry : doc["stages"]) {
     const std::string where = source + ": stages[" + std::to_string(n++) + "]";
@@ -86,7 +124,7 @@ std::map<int, StageScale> parse_stage_costs_json(std::string_view text, const st
     if (!out.emplace(stage, s).second)
       throw InputError(where + ": stage " + std::to_string(stage) + " is listed twice");
   }
-  return out;
+  return file;
 }
 
 std::map<int, StageScale> parse_stage_costs_csv(std::string_view text, const std::string& source) {
@@ -175,11 +213,27 @@ CostModel parse_cost_spec(std::string_view spec, CostModel base) {
   return base;
 }
 
-std::map<int, StageScale> parse_stage_costs(std::string_view text, const std::string& source) {
+StageCosts read_stage_costs(std::string_view text, const std::string& source) {
   std::size_t k = 0;
   while (k < text.size() && std::isspace(static_cast<unsigned char>(text[k]))) ++k;
   if (k < text.size() && text[k] == '{') return parse_stage_costs_json(text, source);
-  return parse_stage_costs_csv(text, source);
+  StageCosts file;
+  file.stages = parse_stage_costs_csv(text, source);
+  return file;
+}
+
+std::map<int, StageScale> parse_stage_costs(std::string_view text, const std::string& source) {
+  return read_stage_costs(text, source).stages;
+}
+
+CostModel cost_model_of(const StageCosts& file) {
+  CostModel c;
+  c.stage_scales = file.stages;
+  if (file.absolute) c.f = c.b = c.i = c.w = 1.0;
+  if (file.comm_latency) c.comm_latency = *file.comm_latency;
+  if (file.comm_bandwidth) c.comm_bandwidth = *file.comm_bandwidth;
+  if (file.transfer_bytes) c.transfer_bytes = *file.transfer_bytes;
+  return c;
 }
 
 }  // namespace pipeplan

@@ -1,9 +1,12 @@
-// The embedding example of docs/executor.md, built so it keeps compiling.
-// Run under any torchrun-style launcher, e.g. for a 2-rank plan:
-//   pipeplan plan -s 1f1b -p 2 -m 4 -o plan.json
-//   RANK=0 WORLD_SIZE=2 MASTER_PORT=29512 ./example_trainer plan.json &
-//   RANK=1 WORLD_SIZE=2 MASTER_PORT=29512 ./example_trainer plan.json
-#include <ATen/ATen.h>
+// A complete trainer on pipeplan's executor (shown in docs/executor.md):
+// a torch::nn::Sequential language-model toy split into the plan's stages,
+// inputs on the first stage's rank, targets on the last stage's, SGD.
+//
+//   example_trainer PLAN [STEPS]   (one rank; RANK/WORLD_SIZE/MASTER_* set)
+//
+// Prints "step <k> loss <v>" on every rank (the loss is shared), or one
+// "error: ..." line and exit status 1.
+#include <torch/torch.h>
 
 #include <cstdio>
 #include <fstream>
@@ -12,73 +15,77 @@
 
 #include "pipeplan/exec/comm.h"
 #include "pipeplan/exec/executor.h"
+#include "pipeplan/exec/module.h"
 #include "pipeplan/io.h"
 
 namespace px = pipeplan::exec;
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::cerr << "usage: example_trainer PLAN.json|PLAN.csv\n";
+  if (argc < 2 || argc > 3) {
+    std::cerr << "usage: example_trainer PLAN.json|PLAN.csv [STEPS]\n";
     return 2;
   }
-  std::ifstream in(argv[1]);
-  std::stringstream text;
-  text << in.rdbuf();
   try {
-    pipeplan::Plan plan = pipeplan::parse_plan(text.str(), argv[1]);
-    px::DistEnv env = px::DistEnv::from_environment();
+    std::ifstream in(argv[1]);
+    std::stringstream text;
+    text << in.rdbuf();
+    const pipeplan::Plan plan = pipeplan::parse_plan(text.str(), argv[1]);
+    const int steps = argc == 3 ? std::stoi(argv[2]) : 5;
+    torch::set_num_threads(1);
 
-    // 1. Check the plan for this rank; nothing is communicated yet.
+    // 1. The process group, from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT.
+    const auto timeout = std::chrono::seconds(30);
+    auto group = px::Communicator::connect(px::DistEnv::from_environment(), px::Backend::Gloo,
+                                           timeout);
+
+    // 2. The executor checks the plan (deadlock-free, same on every rank).
     px::ExecOptions options;
-    options.timeout = std::chrono::seconds(30);
-    options.input_stages = {0};  // one user input, consumed by stage 0
-    px::Executor executor(plan, env.rank, env.world_size, options);
+    options.timeout = timeout;
+    options.loss_on_every_rank = true;  // every rank may log the loss
+    px::Executor executor(plan, group, options);
 
-    // 2. Register the stages this rank owns: one linear layer each, 8 -> 8.
-    const int num_stages = plan.meta.num_stages();
-    std::vector<at::Tensor> params;
-    for (int stage : executor.local_stages()) {
-      at::manual_seed(stage);  // same weights whichever rank owns the stage
-      at::Tensor w = (at::randn({8, 8}) / 3).requires_grad_();
-      at::Tensor b = at::zeros({8}).requires_grad_();
-      params.insert(params.end(), {w, b});
-      const bool last = stage == num_stages - 1;
-      executor.set_stage(stage, {[w, b, last](const px::Values& in) -> px::Values {
-                                   at::Tensor h = at::linear(std::get<at::Tensor>(in[0]), w, b);
-                                   return {last ? h : at::relu(h)};
-                                 },
-                                 {w, b}});
+    // 3. The whole model on every rank, from one seed, so each stage has the
+    //    same weights whichever rank owns it; register this rank's stages.
+    torch::manual_seed(0);
+    torch::nn::Sequential model(torch::nn::Embedding(64, 32));
+    for (int i = 0; i < 4; ++i) {
+      model->push_back(torch::nn::Linear(32, 32));
+      model->push_back(torch::nn::Functional(torch::gelu, "none"));
+      model->push_back(torch::nn::LayerNorm(torch::nn::LayerNormOptions({32})));
     }
-    // 3. The loss of one microbatch, used on the rank owning the last stage.
+    model->push_back(torch::nn::Linear(32, 64));
+    executor.set_stages(px::split_sequential(model, plan.meta.num_stages()));
     executor.set_loss([](const px::Values& out, const px::Values& targets) {
-      return at::mse_loss(std::get<at::Tensor>(out[0]), std::get<at::Tensor>(targets[0]));
+      const at::Tensor& logits = std::get<at::Tensor>(out[0]);
+      return torch::nn::functional::cross_entropy(logits.reshape({-1, 64}),
+                                                  std::get<at::Tensor>(targets[0]).reshape(-1));
     });
+    torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.5));
 
-    // 4. Form the Gloo group from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT.
-    auto comm = px::Communicator::connect(env, px::Backend::Gloo, options.timeout);
-    executor.connect(comm);
-
-    // 5. Train: every rank passes the whole batch; each slices what it needs.
-    at::manual_seed(1234);
+    // 4. Train: the first stage's rank passes the tokens, the last stage's
+    //    rank the labels, any other rank nothing.
+    const bool first = executor.local_stages().front() == 0;
+    const bool last = executor.holds_last_stage();
     const int64_t batch = 4 * plan.meta.num_microbatches;
-    for (int step = 1; step <= 5; ++step) {
-      at::Tensor x = at::randn({batch, 8}), y = at::randn({batch, 8});
-      std::optional<double> loss = executor.step({x}, {y});
-      if (loss) std::printf("step %d loss %.9f\n", step, *loss);
-      at::NoGradGuard no_grad;
-      for (at::Tensor& p : params) {  // plain SGD on this rank's parameters
-        p.sub_(p.grad() * 0.1);
-        p.mutable_grad().zero_();
-      }
+    for (int step = 1; step <= steps; ++step) {
+      torch::manual_seed(1000 + step);  // the same batch on every rank
+      at::Tensor tokens = torch::randint(64, {batch, 6});
+      at::Tensor labels = (tokens * 7 + 3).remainder(64);  // a learnable mapping
+      px::Values inputs, targets;
+      if (first) inputs.push_back(tokens);
+      if (last) targets.push_back(labels);
+      optimizer.zero_grad();
+      std::optional<double> loss = executor.step(inputs, targets);
+      optimizer.step();  // parameters of other ranks' stages have no gradient: untouched
+      std::printf("step %d loss %.9f\n", step, *loss);
     }
-    // 6. Leave together: no rank closes its sockets while a peer still reads.
-    comm->barrier(options.timeout);
+    // 5. Leave together (also what the destructor does).
+    executor.shutdown();
     return 0;
   } catch (const std::exception& e) {
-    // A failed step leaves peers mid-step; exit rather than unwind into
-    // destructors that may wait on them.
-    std::cerr << "example_trainer: " << e.what() << "\n";
-    std::fflush(stderr);
-    std::_Exit(1);
+    // A failed step throws on every rank (a peer's failure as a CommError
+    // within the timeout); the executor and group then close on unwinding.
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
   }
 }

@@ -232,3 +232,24 @@ TEST_CASE("exec: a stalled rank makes its peer time out", "[exec][cli]") {
   CHECK(err.rfind("pipeplan: error: rank 1: ", 0) == 0);
   CHECK(lower_case(err).find("timed out") != std::string::npos);
 }
+
+TEST_CASE("exec: a wrong output_specs fails the step naming the mismatch and the fix", "[exec]") {
+  const std::string dir = make_temp_dir("pipeplan-exec-badspec");
+  exec::LaunchOptions lo;
+  lo.nproc = 2;
+  lo.grace = std::chrono::milliseconds(30000);
+  exec::LaunchResult r = exec::launch_local(
+      {kWorker, "--schedules", "1f1b", "--steps", "1", "--out", dir, "--timeout", "5",
+       "--bad-spec", "1"},
+      lo);
+  const std::string sender = slurp(dir + "/rank0.txt"), receiver = slurp(dir + "/rank1.txt");
+  INFO("rank 0: " << sender << "rank 1: " << receiver);
+  CHECK(r.exit_code() == 0);
+  CHECK(sender ==
+        "error rank 0: stage 0 returns [Float[2, 16], Float[2, 16], int] for microbatch 0 but "
+        "ExecOptions::output_specs[0] says [Float[2, 8], Float[2, 16], int]; correct "
+        "output_specs[0] (the same on every rank), or leave stage 0 out of output_specs to "
+        "learn its shapes from the first transfer\n");
+  // The peer fails too, within its timeout, naming the transfer it waited for.
+  CHECK(receiver.rfind("error rank 1: 1RECV_F0 from rank 0", 0) == 0);
+}

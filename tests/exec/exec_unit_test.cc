@@ -2,6 +2,10 @@
 // communication, and a one-rank group running every stage of a plan.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "pipeplan/exec/c10d.h"
 // glog (through c10) defines CHECK; Catch2 needs its own.
 #undef CHECK
 #include <catch2/catch.hpp>
@@ -164,7 +168,51 @@ TEST_CASE("exec: step() checks its inputs before communicating", "[exec]") {
         "input 1 has 8 rows but input 0 has 10; every tensor input and target must share the "
         "batch dimension");
   CHECK(error_of([&] { ex.step({ok.inputs[0]}, ok.targets); }) ==
-        "ExecOptions::input_stages routes 2 inputs but step() got 1");
+        "rank 0: step() got 1 inputs; pass every input (2, as routed by "
+        "ExecOptions::input_stages) or only those this rank's stages consume (2: input(s) 0, 1)");
   // Nothing was left half-done: a correct step still runs.
   CHECK(ex.step(ok.inputs, ok.targets).has_value());
+}
+
+TEST_CASE("exec: runs on a wrapped c10d process group and on a subgroup of it", "[exec]") {
+  // A group formed by the trainer itself, as torch.distributed would.
+  c10d::TCPStoreOptions so;
+  so.port = static_cast<std::uint16_t>(free_loopback_port());
+  so.isServer = true;
+  so.numWorkers = 1;
+  so.timeout = std::chrono::seconds(30);
+  auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
+  auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(30));
+  opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, 0, 1, opts);
+  auto world = wrap_process_group(pg, Backend::Gloo, at::kCPU, store);
+  CHECK(world->rank() == 0);
+  CHECK(world->size() == 1);
+  CHECK(error_of([&] { world->subgroup({1}, "x", std::chrono::seconds(5)); }) ==
+        "subgroup 'x': ranks must be distinct, ascending and below 1");
+  auto sub = world->subgroup({0}, "pipeline", std::chrono::seconds(30));
+  REQUIRE(sub != nullptr);
+  at::Tensor t = at::ones({3});
+  sub->allreduce_sum(t, std::chrono::seconds(5));
+  CHECK(t.sum().item<double>() == 3.0);
+  // Without the store a wrapped group cannot form subgroups, and says why.
+  auto bare = wrap_process_group(pg, Backend::Gloo, at::kCPU);
+  CHECK(error_of([&] { bare->subgroup({0}, "y", std::chrono::seconds(5)); }).rfind(
+            "this communicator wraps a process group without its store", 0) == 0);
+  // The executor runs on either.
+  for (const auto& group : {world, sub}) {
+    Plan p = plan(Problem{"interleaved-1f1b", 1, 2, 2});
+    DemoConfig c;
+    c.num_stages = 2;
+    ExecOptions eo;
+    eo.input_stages = demo_input_stages(c);
+    Executor ex(p, group, eo);
+    auto params = demo_parameters(c);
+    for (int s = 0; s < 2; ++s) ex.set_stage(s, demo_stage(c, s, params[s]));
+    ex.set_loss(demo_loss(c));
+    DemoBatch b = demo_batch(c, 4, 1);
+    CHECK(ex.step(b.inputs, b.targets).has_value());
+    ex.shutdown();
+    CHECK(error_of([&] { ex.step(b.inputs, b.targets); }) == "rank 0: the executor was shut down");
+  }
 }

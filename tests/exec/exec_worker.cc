@@ -28,6 +28,7 @@ struct Args {
   std::string out = ".";
   double timeout_s = 30;
   bool dynamic = false;  // batch size changes every step; shapes re-exchanged
+  bool bad_spec = false;  // output_specs[0] given wrong: the step must fail and say so
 };
 
 Args parse(int argc, char** argv) {
@@ -45,6 +46,8 @@ Args parse(int argc, char** argv) {
       a.timeout_s = std::stod(v);
     } else if (k == "--dynamic") {
       a.dynamic = v == "1";
+    } else if (k == "--bad-spec") {
+      a.bad_spec = v == "1";
     } else {
       throw InputError("unknown option " + k);
     }
@@ -85,12 +88,21 @@ std::string run_one(const std::string& name, int index, const Args& a, const Dis
   opts.timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
   opts.input_stages = demo_input_stages(c);
   opts.reexchange_shapes = a.dynamic;
+  if (a.bad_spec)  // the real boundary is Float[2, 16], Float[2, 16], int
+    opts.output_specs[0] = {{false, at::kFloat, {2, 8}}, {false, at::kFloat, {2, 16}}, {true}};
   Executor ex(plan, env.rank, env.world_size, opts);
   auto pipe_params = demo_parameters(c);
   auto ref_params = demo_parameters(c);
   std::vector<at::Tensor> pipe_local, ref_all;
+  // Counts stage forwards: shapes must be learned without an extra forward.
+  auto forwards = std::make_shared<long>(0);
   for (int s : ex.local_stages()) {
-    ex.set_stage(s, demo_stage(c, s, pipe_params[s]));
+    StageModule st = demo_stage(c, s, pipe_params[s]);
+    st.forward = [inner = st.forward, forwards](const Values& in) {
+      ++*forwards;
+      return inner(in);
+    };
+    ex.set_stage(s, st);
     for (auto& t : pipe_params[s]) pipe_local.push_back(t);
   }
   std::vector<StageModule> ref_stages;
@@ -106,10 +118,21 @@ std::string run_one(const std::string& name, int index, const Args& a, const Dis
   for (int k = 1; k <= a.steps; ++k) {
     const int m = plan.meta.num_microbatches;
     DemoBatch b = demo_batch(c, (a.dynamic ? k : 2) * m, k);
-    std::optional<double> loss = ex.step(b.inputs, b.targets);
+    std::optional<double> loss;
+    try {
+      loss = ex.step(b.inputs, b.targets);
+    } catch (const std::exception& e) {
+      if (a.bad_spec) return std::string("error ") + e.what();
+      throw;
+    }
+    if (a.bad_spec) return "FAIL " + name + ": a wrong output_specs went unnoticed";
     double ref = run_unpipelined(ref_stages, demo_loss(c), demo_input_stages(c), b.inputs,
                                  b.targets);
     if (ex.holds_last_stage() != loss.has_value()) return "FAIL " + name + ": loss on wrong rank";
+    const long want_forwards = static_cast<long>(k) * m * static_cast<long>(ex.local_stages().size());
+    if (*forwards != want_forwards)
+      return "FAIL " + name + ": " + std::to_string(*forwards) + " stage forwards after step " +
+             std::to_string(k) + ", expected " + std::to_string(want_forwards);
     if (loss) loss_err = std::max(loss_err, std::abs(*loss - ref) / std::abs(ref));
     for (int s : ex.local_stages())
       for (std::size_t i = 0; i < pipe_params[s].size(); ++i) {
@@ -147,6 +170,7 @@ int main(int argc, char** argv) {
       std::string line = run_one(a.schedules[i], static_cast<int>(i), a, env, comm);
       ok = ok && line.rfind("FAIL", 0) != 0;
       out << line << "\n" << std::flush;
+      if (a.bad_spec) std::_Exit(0);  // the peers are mid-step
     }
     comm->barrier(std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000)));
     std::fflush(stdout);

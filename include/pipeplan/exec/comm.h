@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace pipeplan::exec {
 
@@ -70,6 +71,20 @@ class Communicator {
   virtual void allreduce_max(at::Tensor& t, std::chrono::milliseconds timeout) = 0;
   /// Returns once every rank called it (or throws CommError after `timeout`).
   virtual void barrier(std::chrono::milliseconds timeout) = 0;
+  /// Posts an element-wise sum across ranks, in place, of a contiguous
+  /// tensor on device(); completes when the returned operation is waited.
+  virtual std::unique_ptr<PendingOp> iallreduce_sum(const at::Tensor& t) = 0;
+  /// Blocking element-wise sum across ranks, in place.
+  void allreduce_sum(const at::Tensor& t, std::chrono::milliseconds timeout) {
+    iallreduce_sum(t)->wait(timeout, "allreduce (sum) across " + std::to_string(size()) + " ranks");
+  }
+  /// A new group of `ranks` (ranks of this group, ascending, distinct): every
+  /// member calls it with the same ranks and `name`; the others may skip it
+  /// and get null. Its rank i is ranks[i]. Throws InputError for bad ranks,
+  /// CommError when members do not show up within `timeout`.
+  virtual std::shared_ptr<Communicator> subgroup(const std::vector<int>& ranks,
+                                                 const std::string& name,
+                                                 std::chrono::milliseconds timeout) = 0;
 
   /// Forms the group: a TCPStore at MASTER_ADDR:MASTER_PORT (served by rank
   /// 0) and a Gloo or NCCL process group, each bounded by `timeout`.

@@ -31,7 +31,7 @@ StageModule demo_stage(const DemoConfig& config, int stage, std::vector<at::Tens
 /// Mean squared error over samples and outputs (uses the `rows` scalar).
 LossFn demo_loss(const DemoConfig& config);
 /// Where the two user inputs go: x to stage 0, scale to the last stage.
-std::vector<int> demo_input_stages(const DemoConfig& config);
+std::vector<InputRoute> demo_input_stages(const DemoConfig& config);
 
 /// Synthetic inputs {x, scale} and targets {y} of one step, from the seed.
 struct DemoBatch {

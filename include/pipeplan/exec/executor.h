@@ -16,8 +16,13 @@
 #include <vector>
 
 #include "pipeplan/exec/comm.h"
+#include "pipeplan/exec/hooks.h"
 #include "pipeplan/ir.h"
 #include "pipeplan/verify.h"
+
+namespace torch::nn {
+class Module;
+}
 
 namespace pipeplan::exec {
 
@@ -36,9 +41,35 @@ using StageForward = std::function<Values(const Values& inputs)>;
 using LossFn = std::function<at::Tensor(const Values& outputs, const Values& targets)>;
 
 /// A stage this rank owns: its forward and the parameters that get gradients.
+/// Build it from a torch::nn module with module_stage() / split_sequential()
+/// (pipeplan/exec/module.h) so the parameters are collected for you. For a
+/// hand-written stage, every tensor requiring grad that the forward uses must
+/// be listed: the first training step fails with an InputError naming a
+/// trainable tensor the forward reached that `parameters` leaves out.
 struct StageModule {
   StageForward forward;
   std::vector<at::Tensor> parameters;
+  /// The module behind the stage, if any: Executor::train()/eval() switch its mode.
+  std::shared_ptr<torch::nn::Module> module;
+};
+
+/// The stages one user input feeds: implicitly from one stage (`2`) or a
+/// list (`{0, 3}`), e.g. an attention mask every stage reads.
+struct InputRoute {
+  std::vector<int> stages;
+  InputRoute(int stage) : stages{stage} {}  // NOLINT(google-explicit-constructor)
+  InputRoute(std::initializer_list<int> s) : stages(s) {}
+  explicit InputRoute(std::vector<int> s) : stages(std::move(s)) {}
+};
+
+/// How microbatch losses combine into the step loss (and the gradients).
+enum class LossReduction : std::uint8_t {
+  /// The loss function returns a mean over its microbatch; the step loss and
+  /// gradients are the mean over microbatches (equal to a full-batch mean).
+  Mean,
+  /// The loss function returns a sum over its microbatch; the step loss and
+  /// gradients are sums (torch's scale_grads=False).
+  Sum,
 };
 
 /// Kind, dtype and shape of one boundary value.
@@ -80,9 +111,30 @@ struct ExecOptions {
   /// Output spec of stage s for every cross-rank boundary s -> s+1. When it
   /// covers all of them, no shapes are exchanged. Give the same on all ranks.
   std::map<int, BoundarySpec> output_specs;
-  /// Per user input (in step() order), the stage consuming it; empty: all go
-  /// to stage 0. Every rank passes every input and slices only its own.
-  std::vector<int> input_stages;
+  /// Per user input (in step() order), the stage(s) consuming it; empty: all
+  /// go to stage 0. A rank passes either every input or only the inputs its
+  /// stages consume (in order); a rank consuming none calls step() without.
+  std::vector<InputRoute> input_stages;
+  /// Mean (default) or sum over microbatches.
+  LossReduction loss_reduction = LossReduction::Mean;
+  /// Return the step loss on every rank (one allreduce per step), not only
+  /// on the rank holding the last stage.
+  bool loss_on_every_rank = false;
+};
+
+/// What a step produced on this rank.
+struct StepResult {
+  /// Step loss (mean or sum of the microbatch losses): on the rank holding the
+  /// last stage when a loss is set and targets were given, on every rank with
+  /// loss_on_every_rank.
+  std::optional<double> loss;
+  /// Per-microbatch losses (0-d, detached), on the rank holding the last stage.
+  std::vector<at::Tensor> losses;
+  /// Forward-only steps, on the rank holding the last stage: its outputs for
+  /// the whole batch, microbatches concatenated along dim 0 (0-d tensors and
+  /// int scalars that differ between microbatches come back as one value per
+  /// microbatch; equal int scalars as that int).
+  Values outputs;
 };
 
 /// Checks, without communicating, that `plan` can run as `rank` of
@@ -96,26 +148,62 @@ class Executor {
  public:
   /// Runs prepare_plan(); nothing is communicated until connect().
   Executor(const Plan& plan, int rank, int world_size, ExecOptions options = {});
+  /// Rank and world size from the (pipeline) group; connects to it at the first
+  /// step (after the stages are set), or at connect().
+  Executor(const Plan& plan, std::shared_ptr<Communicator> group, ExecOptions options = {});
+  /// shutdown() (errors swallowed).
   ~Executor();
   Executor(Executor&&) noexcept;
   Executor& operator=(Executor&&) noexcept;
 
   /// Registers a stage this rank owns (throws InputError for a foreign one).
   void set_stage(int stage, StageModule module);
+  /// Registers this rank's stages from a list of every stage (index = stage),
+  /// as split_sequential() returns; InputError unless it has num_stages entries.
+  void set_stages(const std::vector<StageModule>& all);
   /// Sets the loss; required on the rank holding the last stage.
   void set_loss(LossFn loss);
   /// Attaches the group and checks (one allreduce) that every rank runs the
   /// same plan and options. Throws InputError on a mismatch, CommError on a
   /// dead or missing peer.
   void connect(std::shared_ptr<Communicator> comm);
+  /// Attaches an observer (its set_up() runs now). Observers run in the order added.
+  void add_observer(std::shared_ptr<Observer> observer);
+  /// Detaches an observer added before.
+  void remove_observer(const std::shared_ptr<Observer>& observer);
+  /// Runs `handler` for every UNSHARD, RESHARD or REDUCE_GRAD action (`type`);
+  /// InputError for another type. An empty handler removes it.
+  void set_handler(ActionType type, PassThroughHandler handler);
+  /// Training (default) or evaluation mode of every local module stage.
+  void train(bool on = true);
+  void eval() { train(false); }
 
-  /// One step: splits every tensor input and target along dim 0 into
-  /// num_microbatches (InputError when the batch does not divide), replays the
-  /// program, waits every operation, then adds the microbatch-mean gradient
-  /// to each parameter's .grad. Returns the mean microbatch loss on the rank
-  /// holding the last stage, nullopt elsewhere. After a throw the executor is
-  /// unusable (peers are left mid-step).
-  std::optional<double> step(const Values& inputs, const Values& targets);
+  /// One training step, torch-style: the rank(s) whose stages consume inputs
+  /// pass them (`step({x})`), the rank holding the last stage passes the
+  /// targets (`step({}, {y}, &losses)`), others call `step()`. Every tensor
+  /// input and target is split along dim 0 into num_microbatches (InputError
+  /// when the batch does not divide); the program is replayed, every operation
+  /// waited, and each stage's gradient (mean or sum over microbatches, see
+  /// LossReduction) is added to its parameters' .grad as soon as its last
+  /// backward ran. Returns the step loss on the rank holding the last stage
+  /// (every rank with loss_on_every_rank), nullopt elsewhere; `losses`, when
+  /// given, receives the per-microbatch losses there. After a throw the
+  /// executor refuses further steps (peers are left mid-step).
+  std::optional<double> step(const Values& inputs = {}, const Values& targets = {},
+                             std::vector<at::Tensor>* losses = nullptr);
+  /// A training step returning everything (loss, per-microbatch losses).
+  StepResult run_step(const Values& inputs = {}, const Values& targets = {});
+  /// A forward-only (evaluation) step: only the F / SEND_F / RECV_F actions of
+  /// the plan, in its order, without autograd (no graph kept, gradients
+  /// untouched). The loss is computed when one is set and targets are given.
+  /// A plan without backward actions is always run this way, also by step().
+  StepResult forward_only(const Values& inputs = {}, const Values& targets = {});
+  /// Leaves the group together: waits (bounded by the timeout) until every
+  /// rank reached shutdown(), so no rank closes its connections while a peer
+  /// still reads. Skipped after a failed step (peers are mid-step). Idempotent.
+  void shutdown();
+  /// Whether the plan has no backward actions (every step is forward-only).
+  bool forward_only_plan() const;
 
   /// The plan being run (lowered when a compute-only one was given).
   const Plan& plan() const;
@@ -136,7 +224,7 @@ class Executor {
 /// loss_fn call, one backward accumulating into .grad. Returns the loss. The
 /// reference a pipelined step must match (for a mean-reduced loss).
 double run_unpipelined(const std::vector<StageModule>& stages, const LossFn& loss_fn,
-                       const std::vector<int>& input_stages, const Values& inputs,
+                       const std::vector<InputRoute>& input_stages, const Values& inputs,
                        const Values& targets);
 
 }  // namespace pipeplan::exec

@@ -1,0 +1,97 @@
+// write_trace_json: a measured run as a JSON table, and the calibrated
+// stage-costs file. Written by hand, one record per line, so long runs
+// stream out without a JSON tree in memory.
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
+#include "pipeplan/emit.h"
+#include "pipeplan/render.h"
+#include "pipeplan/trace.h"
+#include "sim/numbers.h"
+
+namespace pipeplan {
+
+using detail::format_number;
+
+void write_trace_json(const Trace& trace, std::ostream& out) {
+  std::ostringstream plan;
+  write_json(trace.plan, plan);
+  std::string plan_text = plan.str();
+  // Indent the embedded plan document by two spaces.
+  std::string indented;
+  for (std::size_t i = 0; i < plan_text.size(); ++i) {
+    indented += plan_text[i];
+    if (plan_text[i] == '\n' && i + 1 < plan_text.size()) indented += "  ";
+  }
+  while (!indented.empty() && indented.back() == '\n') indented.pop_back();
+  out << "{\n"
+      << "  \"format\": \"" << kTraceFormatName << "\",\n"
+      << "  \"version\": " << kTraceFormatVersion << ",\n"
+      << "  \"time_unit\": \"ms\",\n"
+      << "  \"source\": " << nlohmann::json(trace.source).dump() << ",\n"
+      << "  \"plan\": " << indented << ",\n"
+      << "  \"columns\": [\"step\", \"rank\", \"index\", \"action\", \"start\", \"end\", \"wait\", "
+         "\"bytes\"],\n"
+      << "  \"records\": [";
+  std::string line;
+  for (std::size_t k = 0; k < trace.records.size(); ++k) {
+    const TraceRecord& r = trace.records[k];
+    line.clear();
+    line += k ? ",\n    [" : "\n    [";
+    line += std::to_string(r.step) + ", " + std::to_string(r.rank) + ", " + std::to_string(r.index) +
+            ", \"";
+    append_to(line, r.action);
+    line += "\", " + format_number(r.start, 6) + ", " + format_number(r.end, 6) + ", " +
+            format_number(r.wait, 6) + ", " + std::to_string(r.bytes) + "]";
+    out << line;
+  }
+  out << (trace.records.empty() ? "]\n}\n" : "\n  ]\n}\n");
+}
+
+void write_trace_chrome(const Trace& trace, std::ostream& out) {
+  ChromeTraceInfo info;
+  info.label = "measured";
+  info.time_unit = "ms";
+  std::ostringstream table;
+  write_trace_json(trace, table);
+  info.embedded = table.str();
+  while (!info.embedded.empty() && info.embedded.back() == '\n') info.embedded.pop_back();
+  write_chrome_trace(trace.plan, trace_timelines(trace), info, out);
+}
+
+void write_calibration_json(const Calibration& c, std::ostream& out) {
+  using nlohmann::json;
+  out << "{\n"
+      << "  \"format\": \"pipeplan.stage-costs\",\n"
+      << "  \"version\": 1,\n"
+      << "  \"absolute\": true,\n"
+      << "  \"time_unit\": \"ms\",\n"
+      << "  \"calibrated_from\": {\"schedule\": " << json(c.schedule).dump()
+      << ", \"pp_degree\": " << c.pp_degree << ", \"stages_per_rank\": " << c.stages_per_rank
+      << ", \"num_microbatches\": " << c.num_microbatches << ", \"steps_used\": " << c.steps_used
+      << ", \"measured_step_ms\": " << format_number(c.measured_step_ms, 4)
+      << ", \"transfers_used\": " << c.transfers_used << "},\n"
+      << "  \"stages\": [";
+  bool first = true;
+  for (const auto& [stage, d] : c.stage_ms) {
+    out << (first ? "\n" : ",\n") << "    {\"stage\": " << stage << ", \"F\": " << format_number(d.f, 4)
+        << ", \"B\": " << format_number(d.b, 4) << ", \"I\": " << format_number(d.i, 4)
+        << ", \"W\": " << format_number(d.w, 4) << "}";
+    first = false;
+  }
+  out << "\n  ],\n";
+  out << "  \"derived\": {";
+  first = true;
+  for (const auto& [stage, what] : c.derived) {
+    out << (first ? "" : ", ") << "\"" << stage << "\": " << json(what).dump();
+    first = false;
+  }
+  out << "},\n"
+      << "  \"comm\": {\"latency\": " << format_number(c.comm_latency_ms, 5)
+      << ", \"bandwidth\": " << format_number(c.comm_bandwidth, 3)
+      << ", \"bytes\": " << format_number(c.transfer_bytes, 0) << "}\n"
+      << "}\n";
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,83 @@
+// Module stages and the Sequential split.
+#include "pipeplan/exec/module.h"
+
+#include <unordered_set>
+
+#include "exec/boundary.h"
+#include "pipeplan/error.h"
+
+namespace pipeplan::exec {
+
+namespace detail {
+
+const at::Tensor& single_tensor(const Values& inputs) {
+  if (inputs.size() != 1 || !std::holds_alternative<at::Tensor>(inputs[0]))
+    throw InputError("a single-tensor module stage got " + std::to_string(inputs.size()) +
+                     " values" + (inputs.size() == 1 ? " (an int)" : "") +
+                     "; give module_stage() a forward function for stages that take or return "
+                     "several values");
+  return std::get<at::Tensor>(inputs[0]);
+}
+
+}  // namespace detail
+
+StageModule module_stage(std::shared_ptr<torch::nn::Module> module, StageForward forward) {
+  if (!module) throw InputError("module_stage: no module given");
+  if (!forward) throw InputError("module_stage: no forward given");
+  StageModule s;
+  s.parameters = module->parameters(/*recurse=*/true);
+  s.forward = std::move(forward);
+  s.module = std::move(module);
+  return s;
+}
+
+std::vector<StageModule> split_sequential(const torch::nn::Sequential& model,
+                                          const std::vector<std::size_t>& split_points) {
+  const std::size_t n = model->size();
+  std::vector<std::size_t> bounds{0};
+  for (std::size_t p : split_points) {
+    if (p <= bounds.back() || p >= n)
+      throw InputError("split_sequential: split points must be ascending and strictly between 0 "
+                       "and the model's " + std::to_string(n) + " children; got " +
+                       std::to_string(p) + " after " + std::to_string(bounds.back()));
+    bounds.push_back(p);
+  }
+  bounds.push_back(n);
+  auto children = model->named_children();
+  std::vector<StageModule> stages;
+  for (std::size_t k = 0; k + 1 < bounds.size(); ++k) {
+    torch::nn::Sequential part;
+    for (std::size_t i = bounds[k]; i < bounds[k + 1]; ++i)
+      part->push_back(children[i].key(), *(model->begin() + static_cast<std::ptrdiff_t>(i)));
+    stages.push_back(module_stage(part));
+  }
+  return stages;
+}
+
+std::vector<StageModule> split_sequential(const torch::nn::Sequential& model, int num_stages) {
+  const auto n = static_cast<int>(model->size());
+  if (num_stages < 1 || num_stages > n)
+    throw InputError("split_sequential: cannot split " + std::to_string(n) + " children into " +
+                     std::to_string(num_stages) + " non-empty stages");
+  std::vector<std::size_t> points;
+  int at = 0;
+  for (int k = 0; k + 1 < num_stages; ++k) {
+    at += n / num_stages + (k < n % num_stages ? 1 : 0);
+    points.push_back(static_cast<std::size_t>(at));
+  }
+  return split_sequential(model, points);
+}
+
+void check_parameters_covered(const torch::nn::Module& model,
+                              const std::vector<StageModule>& stages) {
+  std::unordered_set<const void*> listed;
+  for (const StageModule& s : stages)
+    for (const at::Tensor& p : s.parameters) listed.insert(p.unsafeGetTensorImpl());
+  for (const auto& item : model.named_parameters(/*recurse=*/true))
+    if (item.value().requires_grad() && listed.count(item.value().unsafeGetTensorImpl()) == 0)
+      throw InputError("parameter '" + item.key() + "' of the model is in no stage, so it would "
+                       "never be trained; add it to the stage that uses it (or build the stages "
+                       "with module_stage() / split_sequential())");
+}
+
+}  // namespace pipeplan::exec

@@ -1,0 +1,259 @@
+// In-process tests of the trainer-facing API: stages from torch::nn modules,
+// the Sequential split, input routing, loss options and forward-only steps.
+// One rank runs every stage (pp=1, several stages), so all boundaries are
+// same-rank handoffs and the results must equal unpipelined training.
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+#undef CHECK
+#include <catch2/catch.hpp>
+
+#include "pipeplan/error.h"
+#include "pipeplan/exec/comm.h"
+#include "pipeplan/exec/executor.h"
+#include "pipeplan/exec/launch.h"
+#include "pipeplan/exec/module.h"
+#include "pipeplan/planner.h"
+
+namespace {
+
+using namespace pipeplan;
+using namespace pipeplan::exec;
+
+std::shared_ptr<Communicator> solo_group() {
+  static std::shared_ptr<Communicator> comm = [] {
+    at::set_num_threads(1);
+    DistEnv env;
+    env.master_port = free_loopback_port();
+    return Communicator::connect(env, Backend::Gloo, std::chrono::seconds(30));
+  }();
+  return comm;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+// Embedding -> 3 x (Linear + GELU + LayerNorm) -> head, in float64.
+torch::nn::Sequential make_model(std::uint64_t seed) {
+  torch::manual_seed(seed);
+  torch::nn::Sequential m(torch::nn::Embedding(16, 8));
+  for (int i = 0; i < 3; ++i) {
+    m->push_back(torch::nn::Linear(8, 8));
+    m->push_back(torch::nn::Functional(torch::gelu, "none"));
+    m->push_back(torch::nn::LayerNorm(torch::nn::LayerNormOptions({8})));
+  }
+  m->push_back(torch::nn::Linear(8, 16));
+  m->to(torch::kDouble);
+  return m;
+}
+
+LossFn cross_entropy() {
+  return [](const Values& out, const Values& targets) {
+    at::Tensor logits = std::get<at::Tensor>(out.at(0));
+    return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}),
+                                                std::get<at::Tensor>(targets.at(0)).reshape(-1));
+  };
+}
+
+void sgd(torch::nn::Module& m, double lr) {
+  torch::NoGradGuard g;
+  for (at::Tensor& p : m.parameters()) {
+    p.sub_(p.grad() * lr);
+    p.mutable_grad().zero_();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("exec modules: a split Sequential trains exactly like the whole model", "[exec][module]") {
+  for (const Problem& pr : {Problem{"interleaved-1f1b", 1, 4, 4}, Problem{"zbv", 1, 4, 0}}) {
+    INFO(pr.schedule);
+    Plan p = plan(pr);
+    const int stages = p.meta.num_stages();
+    torch::nn::Sequential pipe = make_model(7), ref = make_model(7);
+    std::vector<StageModule> split = split_sequential(pipe, stages);
+    REQUIRE(static_cast<int>(split.size()) == stages);
+    check_parameters_covered(*pipe, split);  // nothing left out
+    Executor ex(p, solo_group());
+    ex.set_stages(split);
+    ex.set_loss(cross_entropy());
+    for (int k = 0; k < 3; ++k) {
+      at::Tensor tokens = torch::randint(16, {8, 5}, torch::kLong);
+      at::Tensor labels = torch::randint(16, {8, 5}, torch::kLong);
+      std::vector<at::Tensor> losses;
+      std::optional<double> loss = ex.step({tokens}, {labels}, &losses);
+      at::Tensor want = cross_entropy()({ref->forward(tokens)}, {labels});
+      want.backward();
+      REQUIRE(loss.has_value());
+      CHECK(*loss == Approx(want.item<double>()).epsilon(1e-12));
+      REQUIRE(losses.size() == 4);
+      CHECK(at::stack(losses).mean().item<double>() == Approx(*loss).epsilon(1e-14));
+      auto a = pipe->parameters(), b = ref->parameters();
+      REQUIRE(a.size() == b.size());
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        REQUIRE(a[i].grad().defined());
+        CHECK(at::allclose(a[i].grad(), b[i].grad(), 1e-10, 1e-12));
+      }
+      sgd(*pipe, 0.1);
+      sgd(*ref, 0.1);
+    }
+  }
+}
+
+TEST_CASE("exec modules: split points, balance and coverage", "[exec][module]") {
+  torch::nn::Sequential m = make_model(1);  // 11 children
+  auto sizes = [](const std::vector<StageModule>& st) {
+    std::vector<std::size_t> n;
+    for (const auto& s : st) n.push_back(std::dynamic_pointer_cast<torch::nn::SequentialImpl>(s.module)->size());
+    return n;
+  };
+  CHECK(sizes(split_sequential(m, 4)) == std::vector<std::size_t>{3, 3, 3, 2});
+  CHECK(sizes(split_sequential(m, std::vector<std::size_t>{1, 10})) ==
+        std::vector<std::size_t>{1, 9, 1});
+  CHECK(error_of([&] { split_sequential(m, 12); }) ==
+        "split_sequential: cannot split 11 children into 12 non-empty stages");
+  CHECK(error_of([&] { split_sequential(m, std::vector<std::size_t>{4, 4}); }) ==
+        "split_sequential: split points must be ascending and strictly between 0 and the "
+        "model's 11 children; got 4 after 4");
+  // The stages share the model's parameters (no copies).
+  auto st = split_sequential(m, 2);
+  CHECK(st[0].parameters[0].is_same(m->parameters()[0]));
+  // A stage list that misses the LayerNorm weights is reported by name.
+  st[1].parameters.erase(st[1].parameters.begin() + 2);
+  CHECK(error_of([&] { check_parameters_covered(*m, st); }).rfind(
+            "parameter '7.weight' of the model is in no stage", 0) == 0);
+  // A module holder and a module pointer both make single-tensor stages.
+  torch::nn::Linear lin(3, 2);
+  StageModule a = module_stage(lin), b = module_stage(lin.ptr());
+  CHECK(a.parameters.size() == 2);
+  CHECK(b.module.get() == lin.ptr().get());
+  CHECK(error_of([&] { a.forward({at::ones({1, 3}), at::ones({1, 3})}); }).rfind(
+            "a single-tensor module stage got 2 values", 0) == 0);
+}
+
+TEST_CASE("exec modules: a trainable tensor missing from a stage is an error", "[exec][module]") {
+  Plan p = plan(Problem{"interleaved-1f1b", 1, 2, 2});
+  at::Tensor w0 = torch::randn({4, 4}, torch::requires_grad());
+  at::Tensor w1 = torch::randn({4, 4}, torch::requires_grad());
+  at::Tensor hidden = torch::randn({4}, torch::requires_grad());  // forgotten
+  Executor ex(p, solo_group());
+  ex.set_stage(0, {[w0](const Values& in) -> Values { return {at::matmul(std::get<at::Tensor>(in[0]), w0)}; }, {w0}});
+  ex.set_stage(1, {[w1, hidden](const Values& in) -> Values {
+                     return {at::matmul(std::get<at::Tensor>(in[0]), w1) * hidden};
+                   },
+                   {w1}});
+  ex.set_loss([](const Values& out, const Values&) { return std::get<at::Tensor>(out[0]).pow(2).mean(); });
+  CHECK(error_of([&] { ex.step({torch::randn({4, 4})}); }) ==
+        "rank 0: stage 1 uses a tensor of shape [4] that requires grad but is not among the "
+        "stage's parameters, so it would never be trained; list it in StageModule::parameters, "
+        "build the stage with module_stage() so parameters are collected, or detach it "
+        "(requires_grad_(false)) if it is meant to stay fixed");
+}
+
+TEST_CASE("exec modules: inputs feed several stages; loss sum; forward-only", "[exec][module]") {
+  Plan p = plan(Problem{"interleaved-1f1b", 1, 2, 3});
+  // x feeds stage 0; a mask feeds stages 1 and 2; stage 2 also takes a scale.
+  std::vector<at::Tensor> ws;
+  for (int s = 0; s < 3; ++s) ws.push_back(torch::randn({6, 6}, torch::dtype(torch::kDouble)).requires_grad_());
+  auto stage = [&](int s) {
+    return StageModule{[s, w = ws[s]](const Values& in) -> Values {
+                         at::Tensor h = at::tanh(at::matmul(std::get<at::Tensor>(in[0]), w));
+                         if (s > 0) h = h * std::get<at::Tensor>(in[1]);          // mask
+                         if (s == 2) h = h * std::get<at::Tensor>(in[2]);         // scale
+                         return {h};
+                       },
+                       {ws[s]}};
+  };
+  auto loss_sum = [](const Values& out, const Values& t) {
+    return (std::get<at::Tensor>(out[0]) - std::get<at::Tensor>(t[0])).pow(2).sum();
+  };
+  ExecOptions o;
+  o.input_stages = {0, {1, 2}, 2};
+  o.loss_reduction = LossReduction::Sum;
+  Executor ex(p, solo_group(), o);
+  std::vector<StageModule> all{stage(0), stage(1), stage(2)};
+  ex.set_stages(all);
+  ex.set_loss(loss_sum);
+  auto opts = torch::dtype(torch::kDouble);
+  at::Tensor x = torch::randn({4, 6}, opts), mask = (torch::rand({4, 6}, opts) > 0.3).to(torch::kDouble);
+  at::Tensor scale = torch::rand({4, 1}, opts) + 0.5, y = torch::randn({4, 6}, opts);
+  // The unpipelined reference, summed over the batch.
+  double want = run_unpipelined(all, loss_sum, o.input_stages, {x, mask, scale}, {y});
+  std::vector<at::Tensor> ref_grads;
+  for (at::Tensor& w : ws) {
+    ref_grads.push_back(w.grad().clone());
+    w.mutable_grad() = at::Tensor();
+  }
+  std::optional<double> got = ex.step({x, mask, scale}, {y});
+  REQUIRE(got.has_value());
+  CHECK(*got == Approx(want).epsilon(1e-12));
+  for (int s = 0; s < 3; ++s) CHECK(at::allclose(ws[s].grad(), ref_grads[s], 1e-10, 1e-12));
+
+  // Forward-only: gradients untouched, no graph, outputs merged in batch order.
+  std::vector<at::Tensor> before;
+  for (at::Tensor& w : ws) before.push_back(w.grad().clone());
+  StepResult r = ex.forward_only({x, mask, scale}, {y});
+  REQUIRE(r.loss.has_value());
+  CHECK(*r.loss == Approx(want).epsilon(1e-12));  // weights unchanged: same loss
+  REQUIRE(r.outputs.size() == 1);
+  at::Tensor out = std::get<at::Tensor>(r.outputs[0]);
+  CHECK(out.sizes() == x.sizes());
+  CHECK_FALSE(out.requires_grad());
+  at::Tensor direct = at::tanh(at::matmul(x, ws[0]));
+  direct = at::tanh(at::matmul(direct, ws[1])) * mask;
+  direct = at::tanh(at::matmul(direct, ws[2])) * mask * scale;
+  CHECK(at::allclose(out, direct.detach(), 1e-12, 1e-12));
+  for (int s = 0; s < 3; ++s) CHECK(at::equal(ws[s].grad(), before[s]));
+  // Without targets a forward-only step returns outputs and no loss.
+  StepResult r2 = ex.forward_only({x, mask, scale});
+  CHECK_FALSE(r2.loss.has_value());
+  CHECK(at::allclose(std::get<at::Tensor>(r2.outputs[0]), out));
+}
+
+TEST_CASE("exec modules: train()/eval() reach module stages", "[exec][module]") {
+  Plan p = plan(Problem{"interleaved-1f1b", 1, 2, 2});
+  torch::nn::Sequential m(torch::nn::Linear(4, 4), torch::nn::Dropout(0.5), torch::nn::Linear(4, 2));
+  Executor ex(p, solo_group());
+  ex.set_stages(split_sequential(m, 2));
+  ex.eval();
+  for (const auto& c : m->children()) CHECK_FALSE(c->is_training());
+  // In eval mode dropout is the identity: forward-only equals the plain model.
+  at::Tensor x = torch::randn({4, 4});
+  StepResult r = ex.forward_only({x});
+  CHECK(at::allclose(std::get<at::Tensor>(r.outputs[0]), m->forward(x)));
+  ex.train();
+  for (const auto& c : m->children()) CHECK(c->is_training());
+}
+
+TEST_CASE("exec modules: a forward-only plan runs forward-only steps", "[exec][module]") {
+  Problem pr{"zbv", 1, 4, 0};
+  pr.forward_only = true;
+  Plan p = plan(pr);
+  REQUIRE(p.meta.forward_only);
+  torch::nn::Sequential model = make_model(3);
+  Executor ex(p, solo_group());
+  CHECK(ex.forward_only_plan());
+  ex.set_stages(split_sequential(model, p.meta.num_stages()));
+  ex.set_loss(cross_entropy());
+  at::Tensor tokens = torch::randint(16, {8, 5}, torch::kLong);
+  at::Tensor labels = torch::randint(16, {8, 5}, torch::kLong);
+  // step() on a forward-only plan evaluates: loss, no gradients.
+  std::vector<at::Tensor> losses;
+  std::optional<double> loss = ex.step({tokens}, {labels}, &losses);
+  REQUIRE(loss.has_value());
+  CHECK(losses.size() == 4);
+  at::Tensor want;
+  {
+    torch::NoGradGuard g;
+    want = cross_entropy()({model->forward(tokens)}, {labels});
+  }
+  CHECK(*loss == Approx(want.item<double>()).epsilon(1e-12));
+  for (const at::Tensor& w : model->parameters()) CHECK_FALSE(w.grad().defined());
+  StepResult r = ex.forward_only({tokens});
+  CHECK(at::allclose(std::get<at::Tensor>(r.outputs[0]), model->forward(tokens).detach()));
+}
