@@ -309,3 +309,34 @@ TEST_CASE("io: CSV and JSON convert into each other exactly", "[io]") {
   write_json(back, json2);
   CHECK(json1.str() == json2.str());
 }
+
+TEST_CASE("io: an in-memory action table reads like its CSV, errors by rank and step", "[io]") {
+  using Row = std::vector<std::optional<std::string>>;
+  const std::string csv = "0F0,,2F0,2B0,0B0\n1F0,3F0,3B0,,1B0\n";
+  const Plan from_csv = parse_csv_plan(csv, "plan.csv");
+  const Plan from_table = parse_action_table(
+      {Row{"0F0", std::nullopt, "2F0", "2B0", "0B0"}, Row{"1F0", "3F0", "3B0", std::nullopt, "1B0"}});
+  CHECK(from_table == from_csv);
+  CHECK(from_table.meta.stages_per_rank == 2);
+  CsvReadOptions options;
+  options.num_microbatches = 3;
+  options.schedule = "interleaved-1f1b";
+  CHECK(parse_action_table({Row{"0F0", "0B0"}}, "order", options).meta.num_microbatches == 3);
+
+  auto table_error = [](const std::vector<Row>& rows) {
+    try {
+      parse_action_table(rows, "order");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(table_error({Row{"0F0", std::nullopt, "0BW0"}}) ==
+        "order: rank 0 step 2: unknown action '0BW0': 'BW' is not an action type (types: F, B, "
+        "I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD)");
+  CHECK(table_error({Row{"0F0"}, Row{"1F0", std::nullopt, "0B0"}}) ==
+        "order: rank 1 step 2: stage 0 is on rank 1 here but on rank 0 at rank 0 step 0; a "
+        "stage belongs to one rank");
+  CHECK(table_error({}) == "order: no ranks: expected one list of actions per rank");
+  CHECK(table_error({Row{std::nullopt}}) == "order: no actions in any row");
+}

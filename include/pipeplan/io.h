@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "pipeplan/ir.h"
 
@@ -33,6 +34,13 @@ Plan parse_json_plan(std::string_view text, const std::string& source = "<input>
 /// Throws InputError "<source>:<line>:<column>: ..." on a bad cell.
 Plan parse_csv_plan(std::string_view text, const std::string& source = "<input>",
                     const CsvReadOptions& options = {});
+/// An action table as torch holds one in memory (`schedule.pipeline_order` or
+/// `pipeline_order_with_comms`): row r is rank r's actions in torch grammar,
+/// nullopt for an idle step. Metadata is inferred (or taken from `options`)
+/// exactly as for CSV. Throws InputError "<source>: rank R step S: ..." naming
+/// the bad entry by its position in the row (idle steps counted).
+Plan parse_action_table(const std::vector<std::vector<std::optional<std::string>>>& rows,
+                        const std::string& source = "<order>", const CsvReadOptions& options = {});
 /// torch's `_add_reduce_grad`: after the action that completes a stage's
 /// num_microbatches-th B or W (and the sends right after it), insert
 /// `<stage>REDUCE_GRAD`; torch 2.11's runtime scales and reduces gradients

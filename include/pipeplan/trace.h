@@ -29,10 +29,14 @@ struct TraceRecord {
   double start = 0.0, end = 0.0;
   double wait = 0.0;        ///< SEND/RECV: how long the host blocked on it
   std::int64_t bytes = 0;   ///< SEND/RECV: payload bytes
+  /// SEND/RECV: host time spent posting it (packing, isend/irecv). On a CPU
+  /// rank the host is the compute stream, so this delays the next compute.
+  double post = 0.0;
 
   friend bool operator==(const TraceRecord& a, const TraceRecord& b) {
     return a.step == b.step && a.rank == b.rank && a.index == b.index && a.action == b.action &&
-           a.start == b.start && a.end == b.end && a.wait == b.wait && a.bytes == b.bytes;
+           a.start == b.start && a.end == b.end && a.wait == b.wait && a.bytes == b.bytes &&
+           a.post == b.post;
   }
 };
 
@@ -53,7 +57,7 @@ inline constexpr int kTraceFormatVersion = 1;
 
 /// {"format":"pipeplan.trace","version":1,"time_unit":"ms","source":..,
 /// "plan":{plan document},"columns":[..],"records":[[step,rank,index,
-/// "2F5",start,end,wait,bytes],..]}; one record per line.
+/// "2F5",start,end,wait,bytes,post],..]}; one record per line.
 void write_trace_json(const Trace& trace, std::ostream& out);
 /// A Chrome trace (Perfetto) of every step in `pipeplan render
 /// --chrome-trace`'s layout (one track per rank, "X" slices named "2F5" with
@@ -94,6 +98,10 @@ struct Calibration {
   std::map<int, StageScale> stage_ms;
   std::map<int, std::string> derived;  ///< stage -> e.g. "I,W" (derived types)
   std::map<int, int> samples;          ///< stage -> compute actions measured
+  /// Per stage: the median host time of the posts charged to its computes
+  /// (included in stage_ms), and the durations without it.
+  std::map<int, double> host_overhead_ms;
+  std::map<int, StageScale> compute_only_ms;
   double comm_latency_ms = 0.0;      ///< per transfer
   double comm_bandwidth = 0.0;       ///< bytes per ms; 0 = not resolved (latency only)
   double transfer_bytes = 0.0;       ///< median payload of a transfer

@@ -57,8 +57,10 @@ std::function<int()> setup_calibrate(CLI::App& app) {
                  trace.num_steps() > 1 ? " (step 1 dropped)" : " (only one step: warm-up included)");
     for (const auto& [stage, d] : c.stage_ms) {
       auto it = c.derived.find(stage);
-      spdlog::info("  stage {}: F {}  B {}  I {}  W {}{}", stage, ms(d.f), ms(d.b), ms(d.i),
-                   ms(d.w), it == c.derived.end() ? "" : "  (derived: " + it->second + ")");
+      spdlog::info("  stage {}: F {}  B {}  I {}  W {}{}; posts before a compute {}", stage, ms(d.f),
+                   ms(d.b), ms(d.i), ms(d.w),
+                   it == c.derived.end() ? "" : "  (derived: " + it->second + ")",
+                   ms(c.host_overhead_ms.at(stage)));
     }
     if (c.transfers_used == 0)
       spdlog::warn("no transfer had its receiver waiting for it: transfer cost left at 0");
@@ -69,10 +71,18 @@ std::function<int()> setup_calibrate(CLI::App& app) {
                        : std::string(" (payloads of one size: latency only)"),
                    c.transfers_used, detail::format_number(c.transfer_bytes, 0));
     if (sim.ok() && c.measured_step_ms > 0) {
-      const double err = (sim.makespan - c.measured_step_ms) / c.measured_step_ms;
-      spdlog::info("measured step {} (median), simulated with these costs {} ({}{}%)",
-                   ms(c.measured_step_ms), ms(sim.makespan), err >= 0 ? "+" : "",
-                   detail::format_number(err * 100, 1));
+      auto rel = [&](double t) {
+        const double err = (t - c.measured_step_ms) / c.measured_step_ms;
+        return std::string(err >= 0 ? "+" : "") + detail::format_number(err * 100, 1) + "%";
+      };
+      // The same without the host time of posts: what the computes alone predict.
+      SimOptions bare = options;
+      bare.costs.stage_scales = c.compute_only_ms;
+      const SimResult sim_bare = simulate(trace.plan, bare);
+      spdlog::info("measured step {} (median), simulated with these costs {} ({}); computes "
+                   "alone, posts free: {} ({})",
+                   ms(c.measured_step_ms), ms(sim.makespan), rel(sim.makespan),
+                   ms(sim_bare.makespan), rel(sim_bare.makespan));
     } else if (!sim.ok()) {
       spdlog::warn("the check simulation failed under {}: {}", args->model,
                    sim.problems.front().message);

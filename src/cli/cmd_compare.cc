@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/sim_options.h"
+#include "pipeplan/cost_options.h"
 #include "pipeplan/error.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/planner.h"
@@ -21,29 +22,6 @@ struct CompareArgs {
   std::string output;
 };
 
-// The costs describe one rank's share of the model; a schedule with v
-// stages per rank runs each stage at 1/v of them, so all do the same work.
-SimOptions per_stage(SimOptions o, int v) {
-  CostModel& c = o.costs;
-  c.f /= v, c.b /= v, c.i /= v, c.w /= v;
-  if (c.overlap) *c.overlap /= v;
-  return o;
-}
-
-// A calibrated file times the stages of one measured layout; compare needs
-// one rank's share: the mean stage duration times the measured stages per
-// rank, for every schedule alike (per_stage divides it by each one's v).
-void rank_share(SimOptions& o, const StageCosts& file) {
-  CostModel& c = o.costs;
-  double f = 0, b = 0, i = 0, w = 0;
-  for (const auto& [stage, d] : file.stages) f += d.f, b += d.b, i += d.i, w += d.w;
-  const double n = static_cast<double>(std::max<std::size_t>(1, file.stages.size()));
-  const double v = std::max(1, file.stages_per_rank);
-  c.f *= f / n * v, c.b *= b / n * v, c.i *= i / n * v, c.w *= w / n * v;
-  c.stage_scales.clear();
-  spdlog::info("calibrated costs as one rank's share: F={} B={} I={} W={} {}", c.f, c.b, c.i, c.w,
-               file.time_unit.empty() ? std::string("units") : file.time_unit);
-}
 }  // namespace
 
 std::function<int()> setup_compare(CLI::App& app) {
@@ -70,41 +48,15 @@ std::function<int()> setup_compare(CLI::App& app) {
         throw InputError(why);
     StageCosts file;
     SimOptions options = make_sim_options(args->costs, &file);
-    if (file.absolute) rank_share(options, file);
-    std::vector<std::string> names = args->schedules;
-    if (names.empty())
-      for (const auto& s : schedules()) names.push_back(s.name);
-    std::vector<ComparisonRow> rows;
-    for (const std::string& name : names) {
-      ComparisonRow row;
-      row.schedule = find_schedule(name).name;  // unknown names are usage errors
-      Plan p;
-      try {
-        p = plan(Problem{row.schedule, args->pp, args->microbatches, args->stages_per_rank});
-      } catch (const InputError& e) {
-        // Shape errors start with the schedule's name; the row names it already.
-        row.skipped = e.what();
-        if (row.skipped.rfind(row.schedule + ": ", 0) == 0)
-          row.skipped.erase(0, row.schedule.size() + 2);
-        rows.push_back(row);
-        continue;
-      }
-      row.stages_per_rank = p.meta.stages_per_rank;
-      SimResult r;
-      try {
-        r = simulate(p, per_stage(options, p.meta.stages_per_rank));
-      } catch (const InputError& e) {  // e.g. --stage-costs names stages this v lacks
-        row.skipped = e.what();
-        rows.push_back(row);
-        continue;
-      }
-      row.problems = r.problems;
-      row.makespan = r.makespan;
-      row.bubble_fraction = r.bubble_fraction;
-      row.ranks = r.ranks;
-      rows.push_back(row);
+    if (file.absolute) {
+      use_rank_share(options, file);
+      const CostModel& c = options.costs;
+      spdlog::info("calibrated costs as one rank's share: F={:.4g} B={:.4g} I={:.4g} W={:.4g} {}", c.f, c.b, c.i,
+                   c.w, file.time_unit.empty() ? std::string("units") : file.time_unit);
     }
-    sort_comparison(rows);
+    const std::vector<ComparisonRow> rows = compare_schedules(
+        CompareRequest{args->pp, args->microbatches, args->stages_per_rank, args->schedules},
+        options);
     Output out(args->output);
     if (args->format == "json")
       write_compare_json(args->pp, args->microbatches, options, rows, out.stream());

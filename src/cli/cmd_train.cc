@@ -25,6 +25,9 @@
 #include "pipeplan/exec/demo.h"
 #include "pipeplan/exec/executor.h"
 #include "pipeplan/exec/launch.h"
+#include "pipeplan/exec/trace.h"
+#include "pipeplan/trace.h"
+#include <spdlog/spdlog.h>
 #endif
 
 namespace pipeplan::cli {
@@ -44,6 +47,10 @@ struct TrainArgs {
   double timeout_s = 60.0;
   int dp = 1;
   bool forward_only = false;
+  int width = 16;
+  std::string trace, trace_records;
+  bool verbose = false;
+  double warn_after_s = 5.0;
   CLI::Option* schedule_opt = nullptr;
   CLI::Option* nproc_opt = nullptr;
 };
@@ -74,6 +81,7 @@ Plan load_train_plan(const TrainArgs& a) {
 exec::DemoConfig demo_config(const TrainArgs& a, const Plan& p, at::Device device) {
   exec::DemoConfig c;
   c.num_stages = p.meta.num_stages();
+  c.width = a.width;
   c.seed = a.seed;
   c.device = device;
   return c;
@@ -135,6 +143,28 @@ int run_reference(const TrainArgs& a, const Plan& p, exec::Backend backend) {
   std::_Exit(code);
 }
 
+// "pipeplan train ARGS": how the trace was made.
+std::string trace_source(const TrainArgs& /*a*/) {
+  std::string s = "pipeplan train";
+  const auto& raw = raw_args();
+  for (std::size_t i = 1; i < raw.size(); ++i) s += " " + raw[i];
+  return s;
+}
+
+void write_traces(const TrainArgs& a, const Trace& t) {
+  if (!a.trace.empty()) {
+    Output out(a.trace);
+    write_trace_chrome(t, out.stream());
+    out.close();
+  }
+  if (!a.trace_records.empty()) {
+    Output out(a.trace_records);
+    write_trace_json(t, out.stream());
+    out.close();
+  }
+  spdlog::debug("trace of {} steps, {} records written", t.num_steps(), t.records.size());
+}
+
 int run_rank(const TrainArgs& a, const Plan& p, exec::Backend backend) {
   exec::DistEnv env = exec::DistEnv::from_environment();
   if (a.nproc_opt->count() > 0 && a.nproc != env.world_size)
@@ -165,7 +195,13 @@ int run_rank(const TrainArgs& a, const Plan& p, exec::Backend backend) {
     exec::ExecOptions opts;
     opts.timeout = timeout;
     opts.input_stages = {0, p.meta.num_stages() - 1};
+    exec::configure_logging(a.verbose ? "debug" : "info");
+    const auto t_connect = std::chrono::steady_clock::now();
     auto world = exec::Communicator::connect(env, backend, timeout);
+    spdlog::debug("rank {}: connected to {} ranks ({}, {}:{}) in {:.1f} ms", env.rank, env.world_size,
+                  a.backend, env.master_addr, env.master_port,
+                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_connect)
+                      .count());
     exec::ParallelGroups groups;
     if (a.dp > 1) {
       groups = exec::make_parallel_groups(world, pp, a.dp, timeout);
@@ -173,7 +209,14 @@ int run_rank(const TrainArgs& a, const Plan& p, exec::Backend backend) {
       groups.pipeline = world;
       groups.pipeline_rank = env.rank;
     }
-    exec::Executor ex(p, groups.pipeline, opts);
+    // The tracer always watches waits (a warning names a stalled peer);
+    // it records actions only when a trace is asked for.
+    exec::TracerOptions to;
+    to.record = !a.trace.empty() || !a.trace_records.empty();
+    to.warn_after = std::chrono::milliseconds(static_cast<long long>(a.warn_after_s * 1000));
+    auto tracer = std::make_shared<exec::Tracer>(to);
+    exec::Executor ex(p, tracer->wrap(groups.pipeline), opts);
+    ex.add_observer(tracer);
     at::Device device = backend == exec::Backend::Nccl
                             ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank))
                             : at::Device(at::kCPU);
@@ -216,6 +259,10 @@ int run_rank(const TrainArgs& a, const Plan& p, exec::Backend backend) {
     }
     // Leave together: no rank closes its sockets while a peer still reads.
     ex.shutdown();
+    if (to.record) {
+      std::optional<Trace> t = tracer->gather(trace_source(a), timeout);
+      if (t && groups.replica == 0) write_traces(a, *t);
+    }
     if (a.dp > 1) world->barrier(timeout);
     return kExitOk;
   } catch (const exec::PlanRejected& e) {
@@ -244,9 +291,10 @@ int run_train(const TrainArgs& a) {
 
   const int nproc = a.nproc_opt->count() > 0 ? a.nproc : p.meta.pp_degree * a.dp;
   if (nproc < 1) throw InputError("--nproc must be at least 1");
-  if (nproc % a.dp != 0)
-    throw InputError("--nproc " + std::to_string(nproc) + " is not a multiple of --dp " +
-                     std::to_string(a.dp) + "; start pp_degree x dp ranks");
+  if (a.dp > 1 && nproc != p.meta.pp_degree * a.dp)
+    throw InputError("--nproc " + std::to_string(nproc) + " does not equal pp_degree " +
+                     std::to_string(p.meta.pp_degree) + " x --dp " + std::to_string(a.dp) +
+                     " = " + std::to_string(p.meta.pp_degree * a.dp) + " ranks");
   try {
     // Same checks every rank repeats, done once here so a bad plan or world
     // size fails before any process starts.
@@ -320,6 +368,21 @@ std::function<int()> setup_train(CLI::App& app) {
   app.add_option("--dp", a->dp,
                  "Data-parallel replicas of the pipeline (world = pp x dp ranks); with "
                  "--reference: train on the global batch of dp replicas")
+      ->capture_default_str();
+  app.add_option("--width", a->width,
+                 "Hidden width of the demo model (larger: more compute per action)")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  app.add_option("--trace", a->trace,
+                 "Record every action of every step and write a Chrome trace (Perfetto) with "
+                 "the records embedded, for pipeplan calibrate / render --trace");
+  app.add_option("--trace-records", a->trace_records,
+                 "Write the trace's records as a JSON table (pipeplan.trace)");
+  app.add_flag("--verbose", a->verbose,
+               "Debug log on stderr: connect, per-step times (or PIPEPLAN_LOG_LEVEL=debug)");
+  app.add_option("--warn-after", a->warn_after_s,
+                 "Warn while a wait for a peer lasts longer than this many seconds (0: never)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_flag("--forward-only", a->forward_only,
                "Evaluate only: forward steps printing the loss, weights never updated");

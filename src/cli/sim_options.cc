@@ -8,23 +8,13 @@
 #include <cmath>
 
 #include "cli/common.h"
+#include "pipeplan/cost_options.h"
 #include "pipeplan/error.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/verify.h"
 
 namespace pipeplan::cli {
-namespace {
-
-double parse_non_negative(const std::string& s, const std::string& what) {
-  double v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(v) || v < 0)
-    throw InputError(what + " '" + s + "' is not a non-negative number");
-  return v;
-}
-
-}  // namespace
 
 void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs) {
   app.add_option("--cost", args.cost,
@@ -44,29 +34,23 @@ void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs) {
 }
 
 SimOptions make_sim_options(const CostArgs& args, StageCosts* file_out) {
-  SimOptions o;
+  CostOptions given;
+  given.cost = args.cost;
+  if (!args.stage_costs.empty()) {
+    given.stage_costs = read_input(args.stage_costs);
+    given.stage_costs_source = args.stage_costs;
+  }
+  given.comm = args.comm;
+  given.bytes = args.bytes;
+  given.model = args.model;
   StageCosts file;
-  if (!args.stage_costs.empty()) file = read_stage_costs(read_input(args.stage_costs), args.stage_costs);
-  // A calibrated file holds absolute durations: the base costs are 1 (and
-  // --cost, when given, multiplies them); its transfer cost applies unless
-  // --comm/--bytes say otherwise.
-  o.costs = parse_cost_spec(args.cost, file.absolute ? cost_model_of(file) : CostModel{});
-  o.costs.stage_scales = file.stages;
+  SimOptions o = pipeplan::make_sim_options(given, &file);
   if (file.absolute)
     spdlog::debug("{}: calibrated durations in {}", args.stage_costs,
                   file.time_unit.empty() ? std::string("time units") : file.time_unit);
-  if (file_out) *file_out = file;
-  if (!args.comm.empty()) {
-    const auto comma = args.comm.find(',');
-    o.costs.comm_latency = parse_non_negative(args.comm.substr(0, comma), "--comm latency");
-    o.costs.comm_bandwidth = 0;
-    if (comma != std::string::npos)
-      o.costs.comm_bandwidth = parse_non_negative(args.comm.substr(comma + 1), "--comm bandwidth");
-  }
-  if (args.bytes > 0 || !file.transfer_bytes) o.costs.transfer_bytes = args.bytes;
   if (args.bytes > 0 && o.costs.comm_bandwidth == 0)
     spdlog::warn("--bytes has no effect without a bandwidth (--comm LATENCY,BANDWIDTH)");
-  o.transport = *parse_transport(args.model);
+  if (file_out) *file_out = std::move(file);
   return o;
 }
 

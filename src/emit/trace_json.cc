@@ -32,7 +32,7 @@ void write_trace_json(const Trace& trace, std::ostream& out) {
       << "  \"source\": " << nlohmann::json(trace.source).dump() << ",\n"
       << "  \"plan\": " << indented << ",\n"
       << "  \"columns\": [\"step\", \"rank\", \"index\", \"action\", \"start\", \"end\", \"wait\", "
-         "\"bytes\"],\n"
+         "\"bytes\", \"post\"],\n"
       << "  \"records\": [";
   std::string line;
   for (std::size_t k = 0; k < trace.records.size(); ++k) {
@@ -43,7 +43,8 @@ void write_trace_json(const Trace& trace, std::ostream& out) {
             ", \"";
     append_to(line, r.action);
     line += "\", " + format_number(r.start, 6) + ", " + format_number(r.end, 6) + ", " +
-            format_number(r.wait, 6) + ", " + std::to_string(r.bytes) + "]";
+            format_number(r.wait, 6) + ", " + std::to_string(r.bytes) + ", " +
+            format_number(r.post, 6) + "]";
     out << line;
   }
   out << (trace.records.empty() ? "]\n}\n" : "\n  ]\n}\n");
@@ -85,6 +86,13 @@ void write_calibration_json(const Calibration& c, std::ostream& out) {
   first = true;
   for (const auto& [stage, what] : c.derived) {
     out << (first ? "" : ", ") << "\"" << stage << "\": " << json(what).dump();
+    first = false;
+  }
+  out << "},\n";
+  out << "  \"host_overhead\": {";
+  first = true;
+  for (const auto& [stage, ms] : c.host_overhead_ms) {
+    out << (first ? "" : ", ") << "\"" << stage << "\": " << format_number(ms, 4);
     first = false;
   }
   out << "},\n"

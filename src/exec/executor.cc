@@ -182,6 +182,16 @@ void Executor::Impl::finish_stage(int li) {
 }
 
 StepResult Executor::Impl::run(const Values& inputs, const Values& targets, bool forward_only) {
+  // Even an error found before communicating may be this rank's alone, with
+  // its peers already waiting in the step: shutdown() must not wait for them.
+  last_step_failed = true;
+  StepResult r = run_step(inputs, targets, forward_only);
+  last_step_failed = false;
+  return r;
+}
+
+StepResult Executor::Impl::run_step(const Values& inputs, const Values& targets,
+                                    bool forward_only) {
   fwd_step = forward_only || plan_forward_only;
   check_ready(!fwd_step);
   if (fwd_step) prove_forward_projection();
@@ -336,7 +346,7 @@ StepResult Executor::forward_only(const Values& inputs, const Values& targets) {
 
 void Executor::shutdown() {
   Impl& im = *impl_;
-  if (im.closed || im.broken || !im.comm) return;
+  if (im.closed || im.broken || im.last_step_failed || !im.comm) return;
   im.closed = true;
   im.comm->barrier(im.timeout());
 }

@@ -86,6 +86,7 @@ struct Executor::Impl {
   std::vector<at::Tensor> header_msgs;
 
   bool broken = false, closed = false;
+  bool last_step_failed = false;  // any error left the last step: peers may be mid-step
   int step_index = 0;
 
   // Hooks.
@@ -126,6 +127,7 @@ struct Executor::Impl {
   void check_ready(bool training) const;
   void prove_forward_projection();
   StepResult run(const Values& inputs, const Values& targets, bool forward_only);
+  StepResult run_step(const Values& inputs, const Values& targets, bool forward_only);
   void run_program(const std::vector<Action>& program);
   void finish_stage(int li);
 

@@ -21,18 +21,35 @@ struct Located {
   int column = 0;
 };
 
-class CsvReader {
+// Names places in the input: "file:line:column" for CSV text, "rank R step S"
+// for an in-memory table (line = rank + 1, column = step + 1).
+class Locator {
  public:
-  CsvReader(std::string_view text, std::string source) : text_(text), source_(std::move(source)) {}
+  Locator(std::string source, bool table) : source_(std::move(source)), table_(table) {}
 
   [[noreturn]] void error(int line, int column, const std::string& what) const {
-    throw InputError(source_ + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " +
-                     what);
+    if (table_) throw InputError(source_ + ": " + where(line, column) + ": " + what);
+    throw InputError(source_ + ":" + where(line, column) + ": " + what);
   }
   [[noreturn]] void error(const std::string& what) const { throw InputError(source_ + ": " + what); }
 
-  std::string where(const Located& l) const {
-    return std::to_string(l.line) + ":" + std::to_string(l.column);
+  std::string where(int line, int column) const {
+    if (table_) return "rank " + std::to_string(line - 1) + " step " + std::to_string(column - 1);
+    return std::to_string(line) + ":" + std::to_string(column);
+  }
+  std::string where(const Located& l) const { return where(l.line, l.column); }
+
+ private:
+  std::string source_;
+  bool table_;
+};
+
+class CsvReader {
+ public:
+  CsvReader(std::string_view text, std::string source) : text_(text), locator_(std::move(source), false) {}
+
+  [[noreturn]] void error(int line, int column, const std::string& what) const {
+    locator_.error(line, column, what);
   }
 
   // One vector of actions per row; trailing blank lines are not rows.
@@ -124,7 +141,7 @@ class CsvReader {
   }
 
   std::string_view text_;
-  std::string source_;
+  Locator locator_;
   std::size_t actions_ = 0;
 };
 
@@ -135,12 +152,11 @@ void for_each_stage(const Action& a, F&& f) {
   if (a.type == ActionType::OverlapFB) f(a.sub_stage);
 }
 
-}  // namespace
-
-Plan parse_csv_plan(std::string_view text, const std::string& source, const CsvReadOptions& options) {
-  CsvReader reader(text, source);
-  std::vector<std::vector<Located>> rows = reader.read_rows();
-  if (rows.empty()) reader.error("empty file: expected one row of actions per rank");
+// The metadata a table of actions lacks, inferred as torch's `_load_csv` does,
+// and the plan; `reader` names the places of errors.
+Plan build_plan(const std::vector<std::vector<Located>>& rows, const Locator& reader,
+                const CsvReadOptions& options, const char* empty_what) {
+  if (rows.empty()) reader.error(empty_what);
 
   const int pp = static_cast<int>(rows.size());
   const Located* max_stage_at = nullptr;
@@ -262,6 +278,34 @@ Plan parse_csv_plan(std::string_view text, const std::string& source, const CsvR
     plan.ranks.push_back(std::move(list));
   }
   return plan;
+}
+
+}  // namespace
+
+Plan parse_csv_plan(std::string_view text, const std::string& source, const CsvReadOptions& options) {
+  CsvReader reader(text, source);
+  return build_plan(reader.read_rows(), Locator(source, false), options,
+                    "empty file: expected one row of actions per rank");
+}
+
+Plan parse_action_table(const std::vector<std::vector<std::optional<std::string>>>& rows,
+                        const std::string& source, const CsvReadOptions& options) {
+  const Locator locator(source, true);
+  if (rows.size() > static_cast<std::size_t>(limits::kMaxRanks))
+    locator.error("more than " + std::to_string(limits::kMaxRanks) + " ranks");
+  std::vector<std::vector<Located>> located(rows.size());
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    located[r].reserve(rows[r].size());
+    for (std::size_t k = 0; k < rows[r].size(); ++k) {
+      if (!rows[r][k]) continue;  // an idle step
+      const std::string& text = *rows[r][k];
+      const int line = static_cast<int>(r) + 1, column = static_cast<int>(k) + 1;
+      io::ActionParse parsed = io::parse_action_located(text);
+      if (!parsed.action) locator.error(line, column, io::describe_bad_action(text, parsed));
+      located[r].push_back(Located{*parsed.action, line, column});
+    }
+  }
+  return build_plan(located, locator, options, "no ranks: expected one list of actions per rank");
 }
 
 }  // namespace pipeplan

@@ -51,7 +51,7 @@ Trace parse_trace_json(std::string_view text, const std::string& source) {
   }
   if (!doc.contains("plan") || !doc["plan"].is_object()) fail("plan", "expected the plan document");
   t.plan = parse_json_plan(doc["plan"].dump(), source + ": plan");
-  const json expected_columns = {"step", "rank", "index", "action", "start", "end", "wait", "bytes"};
+  const json expected_columns = {"step", "rank", "index", "action", "start", "end", "wait", "bytes", "post"};
   if (doc.contains("columns") && doc["columns"] != expected_columns)
     fail("columns", "expected " + expected_columns.dump());
   if (!doc.contains("records") || !doc["records"].is_array()) fail("records", "expected an array");
@@ -60,8 +60,8 @@ Trace parse_trace_json(std::string_view text, const std::string& source) {
   for (std::size_t k = 0; k < records.size(); ++k) {
     const std::string path = "records[" + std::to_string(k) + "]";
     const json& row = records[k];
-    if (!row.is_array() || row.size() != 8)
-      fail(path, "expected [step, rank, index, action, start, end, wait, bytes]");
+    if (!row.is_array() || row.size() != 9)
+      fail(path, "expected [step, rank, index, action, start, end, wait, bytes, post]");
     auto integer = [&](std::size_t col, const char* name, long long min, long long max) {
       if (!row[col].is_number_integer() || row[col].get<long long>() < min ||
           row[col].get<long long>() > max)
@@ -87,6 +87,7 @@ Trace parse_trace_json(std::string_view text, const std::string& source) {
     r.end = number(5, "end");
     r.wait = number(6, "wait");
     r.bytes = integer(7, "bytes", 0, 1LL << 50);
+    r.post = number(8, "post");
     t.records.push_back(r);
   }
   return t;

@@ -49,21 +49,33 @@ Calibration calibrate(const Trace& trace) {
   c.steps_used = steps - first + 1;
 
   // samples[stage][type]: F, B, I, W durations.
-  std::map<int, std::array<std::vector<double>, 4>> samples;
+  std::map<int, std::array<std::vector<double>, 4>> samples, bare;
+  std::map<int, std::vector<double>> overhead;
   std::vector<double> step_ms;
   std::vector<std::pair<double, double>> transfers;  // (bytes, ms)
   const detail::PlanLocations where(plan);
   for (int k = first; k <= steps; ++k) {
     const detail::StepView v(trace, k);
     double lo = 1e300, hi = -1e300;
-    for (std::size_t r = 0; r < plan.ranks.size(); ++r)
+    for (std::size_t r = 0; r < plan.ranks.size(); ++r) {
+      double pending = 0.0;  // host time of the posts since the last compute
       for (std::size_t i = 0; i < plan.ranks[r].size(); ++i) {
         const TraceRecord& rec = v.at(static_cast<int>(r), static_cast<int>(i));
         lo = std::min(lo, rec.start);
         hi = std::max(hi, rec.end);
         const ActionType t = rec.action.type;
-        if (t <= ActionType::W)  // F, B, I, W
-          samples[rec.action.stage][static_cast<int>(t)].push_back(rec.end - rec.start);
+        if (is_comm(t)) pending += rec.post;
+        if (t <= ActionType::W) {  // F, B, I, W
+          const int s = rec.action.stage, k = static_cast<int>(t);
+          // The simulator's posts are free and asynchronous; on a CPU rank
+          // they hold up the next compute, so that compute carries them.
+          samples[s][k].push_back(rec.end - rec.start + pending);
+          bare[s][k].push_back(rec.end - rec.start);
+          overhead[s].push_back(pending);
+          pending = 0.0;
+        } else if (is_compute(t)) {
+          pending = 0.0;
+        }
         if (!is_send(t)) continue;
         const detail::TransferEnds e = where.ends_of_send(plan, rec.action);
         if (e.recv.rank < 0) continue;
@@ -78,26 +90,33 @@ Calibration calibrate(const Trace& trace) {
           transfers.emplace_back(static_cast<double>(std::max(rec.bytes, recv.bytes)),
                                  recv.end - ready);
       }
+    }
     step_ms.push_back(hi - lo);
   }
   c.measured_step_ms = median(step_ms);
 
-  for (auto& [stage, by_type] : samples) {
+  // Medians per type; a type the run lacks is derived from the others.
+  auto medians = [](const std::array<std::vector<double>, 4>& by_type, std::string& derived) {
     double d[4];
     bool have[4];
-    int n = 0;
     for (int t = 0; t < 4; ++t) {
-      have[t] = !by_type[t].empty();
-      d[t] = median(by_type[t]);
-      n += static_cast<int>(by_type[t].size());
+      have[t] = !by_type[static_cast<std::size_t>(t)].empty();
+      d[t] = median(by_type[static_cast<std::size_t>(t)]);
     }
-    std::string derived;
     auto mark = [&](const char* name) { derived += (derived.empty() ? "" : ",") + std::string(name); };
     // A full backward is an input-gradient plus a weight-gradient pass.
     if (!have[1] && have[2] && have[3]) d[1] = d[2] + d[3], mark("B");
     if (have[1] && !have[2] && !have[3]) d[2] = d[3] = d[1] / 2, mark("I"), mark("W");
-    c.stage_ms[stage] = StageScale{d[0], d[1], d[2], d[3]};
+    return StageScale{d[0], d[1], d[2], d[3]};
+  };
+  for (auto& [stage, by_type] : samples) {
+    std::string derived, ignored;
+    c.stage_ms[stage] = medians(by_type, derived);
+    c.compute_only_ms[stage] = medians(bare[stage], ignored);
+    c.host_overhead_ms[stage] = median(overhead[stage]);
     if (!derived.empty()) c.derived[stage] = derived;
+    int n = 0;
+    for (const auto& v : by_type) n += static_cast<int>(v.size());
     c.samples[stage] = n;
   }
   if (c.stage_ms.empty()) throw InputError("the trace holds no compute action to calibrate from");

@@ -75,6 +75,8 @@ void read_calibrated_fields(const nlohmann::json& doc, const std::string& source
       throw InputError(source + ": calibrated_from.stages_per_rank must be a positive integer");
     file.stages_per_rank = v.get<int>();
   }
+  if (doc.contains("host_overhead") && !doc["host_overhead"].is_object())
+    throw InputError(source + ": host_overhead must be an object");
   if (doc.contains("comm")) {
     const auto& c = doc["comm"];
     if (!c.is_object()) throw InputError(source + ": comm must be an object");

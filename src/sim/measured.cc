@@ -169,7 +169,8 @@ std::vector<std::string> check_trace(const Trace& trace, std::size_t max_problem
               [static_cast<std::size_t>(rec.index)] == 2)
       add(who + " (" + to_string(rec.action) + ") is recorded twice");
     if (!std::isfinite(rec.start) || !std::isfinite(rec.end) || !std::isfinite(rec.wait) ||
-        rec.end < rec.start || rec.wait < 0 || rec.bytes < 0)
+        !std::isfinite(rec.post) || rec.end < rec.start || rec.wait < 0 || rec.post < 0 ||
+        rec.bytes < 0)
       add(who + " (" + to_string(rec.action) + ") has bad times: start " +
           std::to_string(rec.start) + ", end " + std::to_string(rec.end) + ", wait " +
           std::to_string(rec.wait));

@@ -200,7 +200,8 @@ class Executor {
   StepResult forward_only(const Values& inputs = {}, const Values& targets = {});
   /// Leaves the group together: waits (bounded by the timeout) until every
   /// rank reached shutdown(), so no rank closes its connections while a peer
-  /// still reads. Skipped after a failed step (peers are mid-step). Idempotent.
+  /// still reads. Skipped when the last step threw (peers may be mid-step).
+  /// Idempotent.
   void shutdown();
   /// Whether the plan has no backward actions (every step is forward-only).
   bool forward_only_plan() const;

@@ -1,0 +1,55 @@
+// The simulator's cost options as users give them (the CLI's --cost,
+// --stage-costs, --comm, --bytes and --model; the Python module's keywords),
+// and the side-by-side comparison of schedules built on them
+// (`pipeplan compare`). One home, so every front end means the same thing.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipeplan/simulate.h"
+
+namespace pipeplan {
+
+/// Cost options as text, each empty/unset when not given.
+struct CostOptions {
+  std::string cost;                        ///< "F=1,B=2,..." (parse_cost_spec)
+  std::optional<std::string> stage_costs;  ///< contents of a stage-costs file
+  std::string stage_costs_source = "<stage-costs>";  ///< its name in messages
+  std::string comm;                        ///< "LATENCY[,BANDWIDTH]"
+  double bytes = 0;                        ///< size of every transfer
+  std::string model = "rendezvous";        ///< rendezvous | eager | serial
+};
+
+/// The SimOptions the options describe. A calibrated stage-costs file
+/// (absolute durations) sets the base costs to 1 (`cost` multiplies them) and
+/// brings its transfer cost unless `comm`/`bytes` say otherwise. Throws
+/// InputError naming the option in the CLI's words ("--comm latency 'x' is
+/// not a non-negative number"). `file`, when given, receives the stage-costs
+/// file as read.
+SimOptions make_sim_options(const CostOptions& options, StageCosts* file = nullptr);
+
+/// A calibrated file times the stages of one measured layout; a comparison
+/// needs one rank's share: the mean stage duration times the measured stages
+/// per rank, for every schedule alike. Replaces the per-stage multipliers.
+void use_rank_share(SimOptions& options, const StageCosts& file);
+
+/// What `pipeplan compare` runs: one shape, the schedules named (every one in
+/// the table when empty), stages_per_rank 0 = each schedule's default.
+struct CompareRequest {
+  int pp_degree = 4;
+  int num_microbatches = 8;
+  int stages_per_rank = 0;
+  std::vector<std::string> schedules;
+};
+
+/// Plans and simulates each schedule. `options` cost one rank's share of the
+/// model: a schedule with v stages per rank runs each stage at 1/v of them.
+/// A schedule that rejects the shape (or whose stage costs do not fit) is a
+/// skipped row; rows come back sorted (sort_comparison). Throws InputError
+/// for an unknown schedule name.
+std::vector<ComparisonRow> compare_schedules(const CompareRequest& request,
+                                             const SimOptions& options);
+
+}  // namespace pipeplan

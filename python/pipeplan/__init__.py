@@ -1,0 +1,86 @@
+"""pipeplan: plan, verify and simulate pipeline-parallel schedules in process.
+
+A thin layer over pipeplan's C++ library: the same planners, lowering,
+verifier and simulator as the ``pipeplan`` CLI, with the CLI's messages.
+
+    >>> import pipeplan
+    >>> plan = pipeplan.plan("interleaved-1f1b", pp_degree=4, num_microbatches=8)
+    >>> pipeplan.verify(plan)                      # [] = deadlock-free
+    []
+    >>> pipeplan.simulate(plan, cost="F=1,B=2").makespan
+    >>> pipeplan.verify(pipeplan.from_torch(schedule.pipeline_order_with_comms))
+
+Functions: plan, lower, verify, check, simulate, compare, loads, read,
+from_torch, to_torch_csv, schedules. Types: Plan, PlanMeta, Action,
+Diagnostic, SimResult, RankStats, Comparison, ComparisonRow, ScheduleInfo.
+Errors (pipeplan.errors): Error > InputError > ShapeError; Error > PlanError;
+Error > InternalError.
+"""
+
+from __future__ import annotations
+
+from . import errors
+from .errors import Error, InputError, InternalError, PlanError, ShapeError
+from ._pipeplan import (
+    Action,
+    Comparison,
+    ComparisonRow,
+    Diagnostic,
+    Plan,
+    PlanMeta,
+    RankStats,
+    ScheduleInfo,
+    SimResult,
+    __version__,
+    check,
+    compare,
+    from_torch,
+    loads,
+    lower,
+    plan,
+    read,
+    schedules,
+    simulate,
+    to_torch_csv,
+    verify,
+)
+
+__all__ = [
+    "Action",
+    "Comparison",
+    "ComparisonRow",
+    "Diagnostic",
+    "Error",
+    "InputError",
+    "InternalError",
+    "Plan",
+    "PlanError",
+    "PlanMeta",
+    "RankStats",
+    "ScheduleInfo",
+    "ShapeError",
+    "SimResult",
+    "__version__",
+    "check",
+    "compare",
+    "errors",
+    "from_torch",
+    "loads",
+    "lower",
+    "plan",
+    "read",
+    "schedules",
+    "simulate",
+    "to_torch_csv",
+    "verify",
+]
+
+# Show the public names as pipeplan.X (not pipeplan._pipeplan.X) in help().
+for _name in __all__:
+    _obj = globals()[_name]
+    if getattr(_obj, "__module__", None) == "pipeplan._pipeplan":
+        try:
+            _obj.__module__ = "pipeplan"
+        except (AttributeError, TypeError):
+            pass
+del _name, _obj

@@ -1,0 +1,274 @@
+// Plan, Action, PlanMeta and Diagnostic: the IR as Python sees it. A Plan
+// wraps the C++ plan; Python objects per action are made only on request.
+#include <pybind11/operators.h>
+#include <pybind11/stl.h>
+
+#include <sstream>
+
+#include "common.h"
+#include "pipeplan/emit.h"
+#include "pipeplan/error.h"
+#include "pipeplan/io.h"
+
+namespace pipeplan::python {
+namespace {
+
+py::object optional_int(int v) { return v < 0 ? py::none() : py::object(py::int_(v)); }
+
+std::string plan_repr(const Plan& p) {
+  std::ostringstream s;
+  s << "<pipeplan.Plan " << p.meta.schedule << " pp=" << p.meta.pp_degree
+    << " m=" << p.meta.num_microbatches << " v=" << p.meta.stages_per_rank << ", "
+    << p.num_actions() << " actions, " << (p.is_compute_only() ? "compute-only" : "with comms");
+  if (p.meta.forward_only) s << ", forward-only";
+  if (!p.is_whole()) {
+    s << ", rank" << (p.rank_ids.size() == 1 ? " " : "s ");
+    for (std::size_t i = 0; i < p.rank_ids.size(); ++i) s << (i ? "," : "") << p.rank_ids[i];
+    s << " only";
+  }
+  s << ">";
+  return s.str();
+}
+
+py::list rank_list(const std::vector<Action>& actions) {
+  py::list out(actions.size());
+  for (std::size_t i = 0; i < actions.size(); ++i) out[i] = py::cast(actions[i]);
+  return out;
+}
+
+// Keys of the JSON document's metadata, which Plan.meta also answers to.
+py::object meta_item(const PlanMeta& m, const std::string& key) {
+  if (key == "schedule") return py::str(m.schedule);
+  if (key == "pp_degree") return py::int_(m.pp_degree);
+  if (key == "num_microbatches") return py::int_(m.num_microbatches);
+  if (key == "stages_per_rank") return py::int_(m.stages_per_rank);
+  if (key == "num_stages") return py::int_(m.num_stages());
+  if (key == "stage_to_rank") return py::str(std::string(to_string(m.mapping)));
+  if (key == "forward_only") return py::bool_(m.forward_only);
+  throw py::key_error(key);
+}
+const char* const kMetaKeys[] = {"schedule",   "pp_degree",     "num_microbatches", "stages_per_rank",
+                                 "num_stages", "stage_to_rank", "forward_only"};
+
+}  // namespace
+
+void bind_ir(py::module_& m) {
+  py::class_<Action>(m, "Action", R"doc(
+One action of a rank's program, in torch.distributed.pipelining's grammar:
+``str(action)`` is e.g. ``"2F0"``, ``"1SEND_F3"``, ``"(0F7;7B3)OVERLAP_F_B"``.
+
+``Action("1SEND_F3")`` parses the torch grammar (strictly: ``"2BW0"`` is an
+InputError). Actions compare equal to each other and to their string.)doc")
+      .def(py::init([](const std::string& text) {
+             std::optional<Action> a = parse_action(text);
+             if (!a)
+               throw InputError("unknown action '" + text +
+                                "': expected torch's grammar, e.g. 0F0, 1SEND_F3, 2I1, 0UNSHARD, "
+                                "(0F7;7B3)OVERLAP_F_B");
+             return *a;
+           }),
+           py::arg("text"))
+      .def_property_readonly(
+          "type", [](const Action& a) { return std::string(to_string(a.type)); },
+          "The action type as torch spells it: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, "
+          "OVERLAP_F_B, UNSHARD, RESHARD, REDUCE_GRAD.")
+      .def_property_readonly(
+          "stage", [](const Action& a) { return a.stage; },
+          "The stage (for OVERLAP_F_B: the forward's stage).")
+      .def_property_readonly(
+          "microbatch", [](const Action& a) { return optional_int(a.microbatch); },
+          "The microbatch; None for UNSHARD / RESHARD / REDUCE_GRAD.")
+      .def_property_readonly(
+          "sub_stage",
+          [](const Action& a) {
+            return a.type == ActionType::OverlapFB ? optional_int(a.sub_stage) : py::none();
+          },
+          "OVERLAP_F_B only: the backward's stage; None otherwise.")
+      .def_property_readonly(
+          "sub_microbatch",
+          [](const Action& a) {
+            return a.type == ActionType::OverlapFB ? optional_int(a.sub_microbatch) : py::none();
+          },
+          "OVERLAP_F_B only: the backward's microbatch; None otherwise.")
+      .def_property_readonly(
+          "is_compute", [](const Action& a) { return is_compute(a.type); },
+          "F, B, I, W or OVERLAP_F_B.")
+      .def_property_readonly(
+          "is_comm", [](const Action& a) { return is_comm(a.type); }, "SEND_* or RECV_*.")
+      .def("__str__", [](const Action& a) { return to_string(a); })
+      .def("__repr__", [](const Action& a) { return "Action('" + to_string(a) + "')"; })
+      .def(
+          "__eq__", [](const Action& a, const Action& b) { return a == b; }, py::is_operator())
+      .def(
+          "__eq__", [](const Action& a, const std::string& s) { return to_string(a) == s; },
+          py::is_operator())
+      .def("__hash__", [](const Action& a) { return py::hash(py::str(to_string(a))); })
+      .def(py::pickle([](const Action& a) { return py::make_tuple(to_string(a)); },
+                      [](const py::tuple& t) { return *parse_action(t[0].cast<std::string>()); }));
+
+  py::class_<PlanMeta>(m, "PlanMeta", R"doc(
+A plan's shape and placement. Attributes and keys (``meta["pp_degree"]``)
+follow the JSON format: schedule, pp_degree, num_microbatches,
+stages_per_rank, num_stages, stage_to_rank ("loop" or "v"), forward_only.)doc")
+      .def_readonly("schedule", &PlanMeta::schedule, "Schedule name, or 'custom'.")
+      .def_readonly("pp_degree", &PlanMeta::pp_degree, "Number of ranks.")
+      .def_readonly("num_microbatches", &PlanMeta::num_microbatches, "Microbatches per step.")
+      .def_readonly("stages_per_rank", &PlanMeta::stages_per_rank, "Stages per rank (v).")
+      .def_property_readonly("num_stages", &PlanMeta::num_stages, "pp_degree * stages_per_rank.")
+      .def_property_readonly(
+          "stage_to_rank", [](const PlanMeta& m) { return std::string(to_string(m.mapping)); },
+          "Stage placement: 'loop' (stage s on rank s % pp) or 'v' (V-shaped).")
+      .def_readonly("forward_only", &PlanMeta::forward_only,
+                    "True for an inference plan (F/SEND_F/RECV_F only; no backward owed).")
+      .def("rank_of", &PlanMeta::rank_of, py::arg("stage"), "The rank that owns `stage`.")
+      .def("stages_of", &PlanMeta::stages_of, py::arg("rank"), "The stages of `rank`, ascending.")
+      .def("__getitem__", &meta_item, py::arg("key"))
+      .def("keys",
+           [](const PlanMeta&) {
+             py::list keys;
+             for (const char* k : kMetaKeys) keys.append(k);
+             return keys;
+           })
+      .def("to_dict",
+           [](const PlanMeta& m) {
+             py::dict d;
+             for (const char* k : kMetaKeys) d[k] = meta_item(m, k);
+             return d;
+           },
+           "The metadata as a dict (the JSON format's keys).")
+      .def(py::self == py::self)
+      .def("__repr__", [](const PlanMeta& m) {
+        std::ostringstream s;
+        s << "PlanMeta(schedule='" << m.schedule << "', pp_degree=" << m.pp_degree
+          << ", num_microbatches=" << m.num_microbatches
+          << ", stages_per_rank=" << m.stages_per_rank << ", stage_to_rank='"
+          << to_string(m.mapping) << "'" << (m.forward_only ? ", forward_only=True" : "") << ")";
+        return s.str();
+      });
+
+  py::class_<Diagnostic>(m, "Diagnostic", R"doc(
+One defect found by verify(): a stable ``code`` (e.g. "fifo-both-send"), the
+``rank`` and ``index`` of the action (None when about the whole plan), the
+``action`` in torch grammar (None when none) and a concrete ``message``.
+``str(d)`` is the line `pipeplan verify` prints.)doc")
+      .def_readonly("code", &Diagnostic::code)
+      .def_property_readonly("rank", [](const Diagnostic& d) { return optional_int(d.rank); })
+      .def_property_readonly("index", [](const Diagnostic& d) { return optional_int(d.index); })
+      .def_property_readonly("action",
+                             [](const Diagnostic& d) {
+                               return d.action.empty() ? py::none() : py::object(py::str(d.action));
+                             })
+      .def_readonly("message", &Diagnostic::message)
+      .def("to_dict",
+           [](const Diagnostic& d) {
+             py::dict out;
+             out["code"] = d.code;
+             out["rank"] = optional_int(d.rank);
+             out["index"] = optional_int(d.index);
+             out["action"] = d.action.empty() ? py::none() : py::object(py::str(d.action));
+             out["message"] = d.message;
+             return out;
+           },
+           "The diagnostic as `pipeplan verify -f json` writes it.")
+      .def(py::self == py::self)
+      .def("__str__",
+           [](const Diagnostic& d) {
+             std::string line = format_diagnostics({d});
+             while (!line.empty() && line.back() == '\n') line.pop_back();
+             return line;
+           })
+      .def("__repr__", [](const Diagnostic& d) {
+        return "Diagnostic(code=" + py::repr(py::str(d.code)).cast<std::string>() +
+               ", rank=" + py::repr(optional_int(d.rank)).cast<std::string>() +
+               ", index=" + py::repr(optional_int(d.index)).cast<std::string>() +
+               ", action=" + py::repr(py::str(d.action)).cast<std::string>() +
+               ", message=" + py::repr(py::str(d.message)).cast<std::string>() + ")";
+      });
+
+  py::class_<Plan>(m, "Plan", R"doc(
+A plan: metadata and one ordered action list per rank. It holds the C++
+plan; ``ranks`` builds Python objects only when asked.
+
+- ``plan.meta``: the PlanMeta (``plan.meta.pp_degree``, ``plan.meta["schedule"]``)
+- ``plan.ranks``: per rank, a list of Action (``str(a)`` is torch grammar)
+- ``plan.to_json()``, ``plan.to_csv()``, ``plan.to_text()``, ``plan.timeline()``
+- ``len(plan)``: the number of actions; plans compare with ``==``
+Make one with plan(), lower(), loads(), read() or from_torch().)doc")
+      .def_property_readonly(
+          "meta", [](const Plan& p) { return p.meta; }, "Shape and placement (PlanMeta).")
+      .def_property_readonly(
+          "ranks",
+          [](const Plan& p) {
+            py::list out(p.ranks.size());
+            for (std::size_t r = 0; r < p.ranks.size(); ++r) out[r] = rank_list(p.ranks[r]);
+            return out;
+          },
+          "Per rank (in rank_ids order), a new list of its Actions. Builds one Python object "
+          "per action on each access: keep the result rather than asking again in a loop.")
+      .def_property_readonly(
+          "rank_ids", [](const Plan& p) { return p.rank_ids; },
+          "The rank each entry of `ranks` belongs to: 0..pp-1, or one rank for plan(rank=R).")
+      .def(
+          "rank",
+          [](const Plan& p, int rank) {
+            for (std::size_t i = 0; i < p.rank_ids.size(); ++i)
+              if (p.rank_ids[i] == rank) return rank_list(p.ranks[i]);
+            throw py::index_error("the plan holds no rank " + std::to_string(rank));
+          },
+          py::arg("rank"), "The Actions of one rank (by rank id).")
+      .def_property_readonly("num_actions", &Plan::num_actions, "Actions over all ranks.")
+      .def_property_readonly("compute_only", &Plan::is_compute_only,
+                             "True when the plan holds no SEND/RECV.")
+      .def_property_readonly("is_whole", &Plan::is_whole,
+                             "True when every rank 0..pp-1 is present, in order.")
+      .def(
+          "to_json",
+          [](const Plan& p) {
+            std::ostringstream s;
+            write_json(p, s);
+            return s.str();
+          },
+          "The JSON document `pipeplan plan -f json` writes (schemas/plan.schema.json).")
+      .def(
+          "to_csv",
+          [](const Plan& p) {
+            std::ostringstream s;
+            write_csv(p, s);
+            return s.str();
+          },
+          "torch's _dump_csv layout: one row per rank, one action per cell (whole plans only; "
+          "for torch's _load_csv see to_torch_csv()).")
+      .def(
+          "to_text",
+          [](const Plan& p) {
+            std::ostringstream s;
+            write_text(p, s);
+            return s.str();
+          },
+          "One line per rank, 'rank R: a b c' (`pipeplan plan -f text`).")
+      .def(
+          "timeline",
+          [](const Plan& p) {
+            std::ostringstream s;
+            write_timeline(p, s);
+            return s.str();
+          },
+          "The ASCII timeline `pipeplan show` draws (unit costs).")
+      .def("__len__", &Plan::num_actions)
+      .def("__repr__", &plan_repr)
+      .def(py::self == py::self)
+      .def("__copy__", [](const Plan& p) { return p; })
+      .def("__deepcopy__", [](const Plan& p, const py::dict&) { return p; }, py::arg("memo"))
+      .def(py::pickle(
+          [](const Plan& p) {
+            std::ostringstream s;
+            write_json(p, s);
+            return py::make_tuple(s.str());
+          },
+          [](const py::tuple& t) {
+            Plan p = parse_json_plan(t[0].cast<std::string>(), "<pickle>");
+            return p;
+          }));
+}
+
+}  // namespace pipeplan::python

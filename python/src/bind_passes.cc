@@ -1,0 +1,262 @@
+// The compiler chain: schedules(), plan(), lower(), verify(), check(), and
+// reading plans (loads(), read()). Each call is one public C++ entry point,
+// run without the GIL.
+#include <pybind11/stl.h>
+
+#include "common.h"
+#include "pipeplan/error.h"
+#include "pipeplan/io.h"
+#include "pipeplan/lower.h"
+#include "pipeplan/planner.h"
+#include "pipeplan/simulate.h"
+#include "pipeplan/verify.h"
+
+namespace pipeplan::python {
+namespace {
+
+using Release = py::gil_scoped_release;
+
+Plan make_plan(const std::string& schedule, int pp_degree, int num_microbatches,
+               std::optional<int> stages_per_rank, std::optional<int> rank, bool compute_only,
+               bool forward_only) {
+  // The library reads 0 as "the schedule's default"; here that is None.
+  if (stages_per_rank && *stages_per_rank == 0)
+    throw ShapeError(schedule + ": stages_per_rank must be positive, got 0; pass 1 or more, or "
+                     "None for the schedule's default");
+  Problem problem{schedule, pp_degree, num_microbatches, stages_per_rank.value_or(0)};
+  problem.forward_only = forward_only;
+  Release release;
+  if (rank) return compute_only ? plan_compute_rank(problem, *rank) : plan_rank(problem, *rank);
+  return compute_only ? plan_compute(problem) : plan(problem);
+}
+
+std::string first_comm(const Plan& plan) {
+  for (const auto& list : plan.ranks)
+    for (const Action& a : list)
+      if (is_comm(a.type)) return to_string(a);
+  return "";
+}
+
+std::string plan_name(const Plan& plan) { return "the " + plan.meta.schedule + " plan"; }
+
+// Where each rank of a compute order that lower() refuses (its ranks wait on
+// each other) is stuck: the simulator's diagnostics for it.
+std::vector<Diagnostic> stuck_ranks(const Plan& compute_only) {
+  return simulate(compute_only).problems;
+}
+
+Plan lower_plan(const Plan& plan, const std::optional<std::string>& send_placement,
+                bool reduce_grad) {
+  if (!plan.is_whole())
+    throw InputError("lower needs every rank of the plan; " + plan_name(plan) + " holds " +
+                     std::to_string(plan.ranks.size()) + " of " +
+                     std::to_string(plan.meta.pp_degree) + " ranks");
+  if (!plan.is_compute_only())
+    throw InputError(plan_name(plan) + " already has communication (" + first_comm(plan) +
+                     "); lower takes a compute-only plan, verify() checks this one as written");
+  LowerOptions options = schedule_lowering(plan.meta);
+  if (send_placement) {
+    if (*send_placement == "earliest") options.send_placement = SendPlacement::Earliest;
+    else if (*send_placement == "parity") options.send_placement = SendPlacement::ParityStaggered;
+    else
+      throw InputError("unknown send_placement '" + *send_placement +
+                       "' (expected earliest or parity)");
+  }
+  std::vector<Diagnostic> defects;
+  Plan lowered;
+  {
+    Release release;
+    defects = check_structure(plan);
+    if (defects.empty()) {
+      try {
+        lowered = lower(plan, options);
+      } catch (const InputError& e) {
+        // lower() refuses an order whose ranks wait on each other: a plan defect.
+        throw PlanFailure{"cannot lower " + plan_name(plan) + ": " + e.what(), stuck_ranks(plan)};
+      }
+      if (reduce_grad) lowered = add_reduce_grad(lowered);
+    }
+  }
+  if (!defects.empty())
+    throw PlanFailure{"cannot lower " + plan_name(plan) + ": its compute order has " +
+                          std::to_string(defects.size()) + " problem(s)\n" + describe(defects),
+                      defects};
+  return lowered;
+}
+
+// As `pipeplan verify`: a whole compute-only plan is checked, then lowered
+// the way `lower` would and proven; a plan with comms is proven as written.
+std::vector<Diagnostic> verify_plan(const Plan& plan, const std::string& transport) {
+  const Transport t = transport_from(transport);
+  Release release;
+  if (plan.is_whole() && plan.is_compute_only()) {
+    std::vector<Diagnostic> structure = check_structure(plan);
+    if (!structure.empty()) return structure;
+    Plan lowered;
+    try {
+      lowered = lower(plan, schedule_lowering(plan.meta));
+    } catch (const InputError& e) {
+      // A compute order whose ranks wait on each other is a plan defect.
+      std::vector<Diagnostic> stuck = stuck_ranks(plan);
+      if (stuck.empty()) throw PlanFailure{std::string("cannot lower the plan: ") + e.what(), {}};
+      return stuck;
+    }
+    return verify(lowered, {t}).diagnostics;
+  }
+  return verify(plan, {t}).diagnostics;
+}
+
+Plan read_plan_text(const std::string& text, const std::string& source,
+                    std::optional<int> num_microbatches, const std::optional<std::string>& mapping,
+                    const std::optional<std::string>& schedule, bool forward_only) {
+  const CsvReadOptions csv = csv_options(num_microbatches, mapping, schedule, forward_only);
+  Plan plan;
+  {
+    Release release;
+    plan = parse_plan(text, source, csv);
+  }
+  if (detect_format(text) == PlanFormat::Json) {
+    // JSON states its metadata; CSV options given with it must agree.
+    const PlanMeta& m = plan.meta;
+    auto clash = [&](const std::string& option, const std::string& file) {
+      throw InputError(option + " contradicts " + source + ", which says " + file);
+    };
+    if (csv.mapping && *csv.mapping != m.mapping)
+      clash("mapping='" + std::string(to_string(*csv.mapping)) + "'",
+            "stage_to_rank " + std::string(to_string(m.mapping)));
+    if (csv.num_microbatches && *csv.num_microbatches != m.num_microbatches)
+      clash("num_microbatches=" + std::to_string(*csv.num_microbatches),
+            "num_microbatches " + std::to_string(m.num_microbatches));
+    if (schedule && *schedule != m.schedule)
+      clash("schedule='" + *schedule + "'", "schedule " + m.schedule);
+    // forward_only states what the plan is for; a JSON plan that does not
+    // say so (older or hand-written) is taken at its word, as in the CLI.
+    if (forward_only) plan.meta.forward_only = true;
+  }
+  return plan;
+}
+
+}  // namespace
+
+void bind_passes(py::module_& m) {
+  py::class_<ScheduleInfo>(m, "ScheduleInfo", "One row of the schedule table (`pipeplan list`).")
+      .def_readonly("name", &ScheduleInfo::name, "Canonical name, e.g. '1f1b'.")
+      .def_readonly("aliases", &ScheduleInfo::aliases, "Other accepted names.")
+      .def_readonly("origin", &ScheduleInfo::origin, "Where the order comes from.")
+      .def_readonly("description", &ScheduleInfo::description)
+      .def_property_readonly(
+          "stage_to_rank", [](const ScheduleInfo& s) { return std::string(to_string(s.mapping)); },
+          "Stage placement: 'loop' or 'v'.")
+      .def_readonly("default_stages_per_rank", &ScheduleInfo::default_stages_per_rank)
+      .def_readonly("allowed_stages_per_rank", &ScheduleInfo::allowed_stages_per_rank,
+                    "Allowed v values; empty means any v >= 1.")
+      .def_readonly("constraints", &ScheduleInfo::constraints, "Shape constraints, in words.")
+      .def("__repr__", [](const ScheduleInfo& s) { return "<pipeplan.ScheduleInfo " + s.name + ">"; });
+
+  m.def(
+      "schedules", [] { return schedules(); },
+      R"doc(The schedule table in display order, as `pipeplan list -l` shows it:
+``[s.name for s in pipeplan.schedules()]`` are the names plan() accepts (it
+also accepts each row's aliases, case-insensitively).)doc");
+
+  m.def("plan", &make_plan, py::arg("schedule"), py::arg("pp_degree"),
+        py::arg("num_microbatches"), py::arg("stages_per_rank") = py::none(),
+        py::arg("rank") = py::none(), py::arg("compute_only") = false,
+        py::arg("forward_only") = false,
+        R"doc(Plans a schedule: the compute order of every rank, lowered (SEND/RECV
+inserted, each rank pair in one FIFO order) unless ``compute_only``.
+Equivalent to ``pipeplan plan -s SCHEDULE -p PP -m M [-v V] [-r R] [--compute-only]
+[--forward-only]``.
+
+schedule          name or alias from schedules(), e.g. "1f1b", "interleaved-1f1b", "zbv"
+pp_degree         number of ranks
+num_microbatches  microbatches per step
+stages_per_rank   stages per rank (v); None takes the schedule's default
+rank              keep only this rank's program (the others are planned to time it)
+compute_only      F/B/I/W order only, no SEND/RECV (what torch's _load_csv lowers itself)
+forward_only      inference: each rank's forwards in the schedule's order, no backward
+                  (recorded in the plan's metadata, so verification owes none)
+
+Raises ShapeError (an InputError) when the schedule cannot run the shape, with
+the CLI's message and a fix, and InputError for an unknown schedule or a rank
+out of range. Prove the result with verify().
+
+    >>> p = pipeplan.plan("1f1b", 4, 8)
+    >>> [str(a) for a in p.ranks[0][:3]]
+    ['0F0', '0SEND_F0', '0F1'])doc");
+
+  m.def("lower", &lower_plan, py::arg("plan"), py::arg("send_placement") = py::none(),
+        py::arg("reduce_grad") = false,
+        R"doc(Inserts SEND/RECV into a whole compute-only plan, as ``pipeplan lower``:
+each RECV right before its consumer, each rank pair's transfers in one common
+order (deadlock-free under rendezvous and eager transport). A plan of a known
+schedule is lowered exactly as plan() lowers it.
+
+send_placement  None (the schedule's own), "earliest" or "parity" (odd ranks
+                hold a forward output until just before their next compute)
+reduce_grad     add <stage>REDUCE_GRAD after each stage's last backward, as
+                torch's own lowering does (needed by torch's compute_comms runtime)
+
+Raises InputError for a partial plan or one that has comms already, and
+PlanError (with .diagnostics) when the compute order has defects or its ranks
+wait on each other.)doc");
+
+  m.def("verify", &verify_plan, py::arg("plan"), py::arg("transport") = "rendezvous",
+        R"doc(Proves the plan: structural checks (counts, ranges, placement, dependencies,
+each pair's FIFO) and a run showing every rank reaches the end of its list
+under ``transport``: "rendezvous" (NCCL-style in-order pair streams), "eager"
+(buffered sends) or "serial" (one stream per rank). An empty list means
+proved. A compute-only plan is checked, lowered as lower() would and proven,
+as ``pipeplan verify`` does; a plan with comms is proven as written. A
+partial plan (plan(rank=R)) gets a "partial-plan" diagnostic.
+
+    >>> pipeplan.verify(pipeplan.plan("zbv", 4, 8))
+    [])doc");
+
+  m.def(
+      "check",
+      [](const Plan& plan, const std::string& transport) {
+        std::vector<Diagnostic> diagnostics = verify_plan(plan, transport);
+        if (!diagnostics.empty())
+          throw PlanFailure{"FAILED under " + transport + " transport: " +
+                                std::to_string(diagnostics.size()) + " problem(s)\n" +
+                                describe(diagnostics),
+                            diagnostics};
+      },
+      py::arg("plan"), py::arg("transport") = "rendezvous",
+      R"doc(verify() for tests: raises PlanError (message as ``pipeplan verify`` prints
+it, ``.diagnostics`` the list) unless the plan is proved.
+
+    >>> pipeplan.check(pipeplan.from_torch(schedule.pipeline_order_with_comms)))doc");
+
+  m.def("loads", &read_plan_text, py::arg("text"), py::arg("source") = "<string>",
+        py::arg("num_microbatches") = py::none(), py::arg("mapping") = py::none(),
+        py::arg("schedule") = py::none(), py::arg("forward_only") = false,
+        R"doc(Parses a plan: JSON (schemas/plan.schema.json) or torch's CSV, told apart by
+content (JSON starts with '{'). A CSV carries no metadata: ``num_microbatches``,
+``mapping`` ("loop" or "v") and ``schedule`` supply it, else it is inferred as
+torch's _load_csv does; given with JSON they must agree with the file.
+``forward_only=True`` marks an inference plan (F/SEND_F/RECV_F only), as the
+CLI's --forward-only does.
+Raises InputError "<source>:<line>:<column>: ..." on malformed input. The
+plan is returned as read; verify() judges it.)doc");
+
+  m.def(
+      "read",
+      [](const py::object& path, std::optional<int> num_microbatches,
+         const std::optional<std::string>& mapping, const std::optional<std::string>& schedule,
+         bool forward_only) {
+        const std::string p = path_from(path);
+        std::string text;
+        {
+          Release release;
+          text = read_text_file(p);
+        }
+        return read_plan_text(text, p, num_microbatches, mapping, schedule, forward_only);
+      },
+      py::arg("path"), py::arg("num_microbatches") = py::none(), py::arg("mapping") = py::none(),
+      py::arg("schedule") = py::none(), py::arg("forward_only") = false,
+      R"doc(loads() of a file (JSON or CSV, detected from content); errors name the path.)doc");
+}
+
+}  // namespace pipeplan::python

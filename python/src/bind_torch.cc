@@ -1,0 +1,109 @@
+// torch.distributed.pipelining interop: from_torch() reads a schedule's
+// in-memory order, to_torch_csv() writes what torch's `_load_csv` reads.
+#include <pybind11/stl.h>
+
+#include <sstream>
+
+#include "common.h"
+#include "pipeplan/emit.h"
+#include "pipeplan/error.h"
+#include "pipeplan/io.h"
+
+namespace pipeplan::python {
+namespace {
+
+std::string type_name(const py::handle& h) {
+  return py::str(py::type::of(h).attr("__name__")).cast<std::string>();
+}
+
+// Rank r's entries: None stays idle, anything else is its str().
+std::vector<std::optional<std::string>> row_of(const py::handle& actions, std::size_t rank) {
+  if (py::isinstance<py::str>(actions) || !py::hasattr(actions, "__iter__"))
+    throw InputError("order[" + std::to_string(rank) + "] must be a list of actions, got " +
+                     type_name(actions));
+  std::vector<std::optional<std::string>> row;
+  for (const py::handle a : actions) {
+    if (a.is_none()) row.emplace_back(std::nullopt);
+    else row.emplace_back(py::str(a).cast<std::string>());
+  }
+  return row;
+}
+
+Plan from_torch(const py::object& order, std::optional<int> num_microbatches,
+                const std::optional<std::string>& mapping, const std::string& schedule,
+                bool forward_only) {
+  std::vector<std::vector<std::optional<std::string>>> rows;
+  if (py::isinstance<py::dict>(order) || py::hasattr(order, "keys")) {
+    // torch's pipeline_order: {rank: [actions]} with ranks 0..pp-1.
+    py::dict d = py::dict(order);
+    std::vector<std::pair<long long, py::object>> entries;
+    for (const auto& item : d) {
+      if (!py::isinstance<py::int_>(item.first) || py::isinstance<py::bool_>(item.first))
+        throw InputError("order's keys must be ranks (int), got " +
+                         py::repr(item.first).cast<std::string>());
+      entries.emplace_back(item.first.cast<long long>(),
+                           py::reinterpret_borrow<py::object>(item.second));
+    }
+    std::sort(entries.begin(), entries.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (std::size_t i = 0; i < entries.size(); ++i)
+      if (entries[i].first != static_cast<long long>(i))
+        throw InputError("order holds ranks " +
+                         [&] {
+                           std::string s;
+                           for (std::size_t k = 0; k < entries.size(); ++k)
+                             s += (k ? ", " : "") + std::to_string(entries[k].first);
+                           return s;
+                         }() +
+                         "; expected every rank 0.." + std::to_string(entries.size() - 1));
+    for (std::size_t i = 0; i < entries.size(); ++i) rows.push_back(row_of(entries[i].second, i));
+  } else if (py::isinstance<py::str>(order) || !py::hasattr(order, "__iter__")) {
+    throw InputError("order must map rank -> list of actions (torch's pipeline_order), got " +
+                     type_name(order));
+  } else {
+    std::size_t r = 0;
+    for (const py::handle actions : order) rows.push_back(row_of(actions, r++));
+  }
+  const CsvReadOptions options = csv_options(num_microbatches, mapping, schedule, forward_only);
+  py::gil_scoped_release release;
+  return parse_action_table(rows, "order", options);
+}
+
+std::string to_torch_csv(const Plan& plan, std::optional<bool> reduce_grad) {
+  py::gil_scoped_release release;
+  std::ostringstream s;
+  if (reduce_grad.value_or(!plan.is_compute_only())) write_csv(add_reduce_grad(plan), s);
+  else write_csv(plan, s);
+  return s.str();
+}
+
+}  // namespace
+
+void bind_torch(py::module_& m) {
+  m.def("from_torch", &from_torch, py::arg("order"), py::arg("num_microbatches") = py::none(),
+        py::arg("mapping") = py::none(), py::arg("schedule") = "custom",
+        py::arg("forward_only") = false,
+        R"doc(Reads a torch.distributed.pipelining schedule's in-memory order, exactly
+``schedule.pipeline_order`` (compute only) or
+``schedule.pipeline_order_with_comms``: a dict rank -> list of actions (or a
+list of lists), each action a string or any object whose ``str()`` is torch
+grammar ("0F0", "1SEND_F3", "(0F7;7B3)OVERLAP_F_B"), None for an idle step.
+As for a CSV file, ``num_microbatches`` and ``mapping`` ("loop" or "v") are
+inferred when None (microbatches = largest + 1; placement from who runs
+which stage); ``schedule`` is recorded (a known name also selects its
+lowering); ``forward_only=True`` marks an inference order (no backward owed).
+Raises InputError "order: rank R step S: ..." for a bad entry.
+
+    >>> plan = pipeplan.from_torch(schedule.pipeline_order, num_microbatches=8)
+    >>> assert pipeplan.verify(plan) == [])doc");
+
+  m.def("to_torch_csv", &to_torch_csv, py::arg("plan"), py::arg("reduce_grad") = py::none(),
+        R"doc(The CSV torch's ``_PipelineScheduleRuntime._load_csv`` reads: one row per
+rank, one action per cell. A compute-only plan is for ``format="compute_only"``
+(torch lowers it); a plan with comms for ``format="compute_comms"``, which
+runs it as written and needs ``<stage>REDUCE_GRAD`` after each stage's last
+backward to scale gradients: ``reduce_grad=None`` adds it to plans with comms
+(where missing), True/False force it.)doc");
+}
+
+}  // namespace pipeplan::python

@@ -1,0 +1,49 @@
+// Shared pieces of the pybind11 layer: one bind_* function per concept, and
+// the conversions every concept needs. The layer adds no planning logic of its
+// own: each Python call maps onto the public C++ API (include/pipeplan/).
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipeplan/io.h"
+#include "pipeplan/ir.h"
+#include "pipeplan/verify.h"
+
+namespace pipeplan::python {
+
+namespace py = pybind11;
+
+/// A plan that cannot run (exit code 1 in the CLI): raised in Python as
+/// pipeplan.PlanError carrying the diagnostics.
+struct PlanFailure {
+  std::string message;
+  std::vector<Diagnostic> diagnostics;
+};
+
+void bind_errors(py::module_& m);
+void bind_ir(py::module_& m);
+void bind_passes(py::module_& m);
+void bind_sim(py::module_& m);
+void bind_torch(py::module_& m);
+
+/// "rendezvous" | "eager" | "serial"; InputError naming the choices otherwise.
+Transport transport_from(const std::string& name);
+/// "loop" | "v"; InputError naming the choices otherwise.
+StageMapping mapping_from(const std::string& name);
+/// A path argument: str or os.PathLike.
+std::string path_from(const py::object& path);
+/// The whole file; InputError "cannot open 'PATH' for reading" as in the CLI.
+std::string read_text_file(const std::string& path);
+/// What a CSV lacks (None = inferred), as the CLI's --microbatches, --mapping
+/// and --schedule give it.
+CsvReadOptions csv_options(std::optional<int> num_microbatches,
+                           const std::optional<std::string>& mapping,
+                           const std::optional<std::string>& schedule, bool forward_only);
+/// Joins diagnostics as the CLI prints them.
+std::string describe(const std::vector<Diagnostic>& diagnostics);
+
+}  // namespace pipeplan::python

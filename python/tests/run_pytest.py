@@ -1,0 +1,29 @@
+"""Runs one pytest file for ctest.
+
+Exit codes: pytest's, except that a missing pytest is 77 (ctest's
+SKIP_RETURN_CODE: the suite is reported as skipped, with the fix) and
+"no tests collected" (pytest's 5) is a failure, since every test file
+collects tests; under a PYTEST_ADDOPTS filter (-k ...) that selects nothing
+it is a skip instead.
+"""
+
+import os
+import sys
+
+try:
+    import pytest
+except ImportError:
+    print("pytest is not installed for %s: apt-get install python3-pytest" % sys.executable)
+    sys.exit(77)
+
+NO_TESTS_COLLECTED = 5
+
+args = sys.argv[1:] + ["-q", "-p", "no:cacheprovider"]
+code = pytest.main(args)
+if code == NO_TESTS_COLLECTED:
+    if os.environ.get("PYTEST_ADDOPTS"):
+        print("no tests selected by PYTEST_ADDOPTS=%r" % os.environ["PYTEST_ADDOPTS"])
+        sys.exit(77)
+    print("no tests were collected from %s: the file or its test names are broken" % sys.argv[1:])
+    sys.exit(1)
+sys.exit(int(code))

@@ -1,0 +1,62 @@
+// compare_schedules: every schedule on one shape through the simulator. A
+// client of the passes (planner, lower, simulate), as `pipeplan compare` and
+// the Python module run it.
+#include "pipeplan/cost_options.h"
+#include "pipeplan/error.h"
+#include "pipeplan/planner.h"
+
+namespace pipeplan {
+namespace {
+
+// The costs describe one rank's share of the model; a schedule with v
+// stages per rank runs each stage at 1/v of them, so all do the same work.
+SimOptions per_stage(SimOptions o, int v) {
+  CostModel& c = o.costs;
+  c.f /= v, c.b /= v, c.i /= v, c.w /= v;
+  if (c.overlap) *c.overlap /= v;
+  return o;
+}
+
+}  // namespace
+
+std::vector<ComparisonRow> compare_schedules(const CompareRequest& request,
+                                             const SimOptions& options) {
+  std::vector<std::string> names = request.schedules;
+  if (names.empty())
+    for (const auto& s : schedules()) names.push_back(s.name);
+  std::vector<ComparisonRow> rows;
+  for (const std::string& name : names) {
+    ComparisonRow row;
+    row.schedule = find_schedule(name).name;  // unknown names are input errors
+    Plan p;
+    try {
+      p = plan(Problem{row.schedule, request.pp_degree, request.num_microbatches,
+                       request.stages_per_rank});
+    } catch (const InputError& e) {
+      // Shape errors start with the schedule's name; the row names it already.
+      row.skipped = e.what();
+      if (row.skipped.rfind(row.schedule + ": ", 0) == 0)
+        row.skipped.erase(0, row.schedule.size() + 2);
+      rows.push_back(row);
+      continue;
+    }
+    row.stages_per_rank = p.meta.stages_per_rank;
+    SimResult r;
+    try {
+      r = simulate(p, per_stage(options, p.meta.stages_per_rank));
+    } catch (const InputError& e) {  // e.g. stage costs name stages this v lacks
+      row.skipped = e.what();
+      rows.push_back(row);
+      continue;
+    }
+    row.problems = r.problems;
+    row.makespan = r.makespan;
+    row.bubble_fraction = r.bubble_fraction;
+    row.ranks = r.ranks;
+    rows.push_back(row);
+  }
+  sort_comparison(rows);
+  return rows;
+}
+
+}  // namespace pipeplan

@@ -1,0 +1,64 @@
+// make_sim_options: the cost options as users give them, checked and turned
+// into SimOptions.
+#include "pipeplan/cost_options.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <sstream>
+
+#include "pipeplan/error.h"
+#include "pipeplan/verify.h"
+
+namespace pipeplan {
+namespace {
+
+double parse_non_negative(const std::string& s, const std::string& what) {
+  double v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(v) || v < 0)
+    throw InputError(what + " '" + s + "' is not a non-negative number");
+  return v;
+}
+
+}  // namespace
+
+SimOptions make_sim_options(const CostOptions& args, StageCosts* file_out) {
+  SimOptions o;
+  StageCosts file;
+  if (args.stage_costs) file = read_stage_costs(*args.stage_costs, args.stage_costs_source);
+  o.costs = parse_cost_spec(args.cost, file.absolute ? cost_model_of(file) : CostModel{});
+  o.costs.stage_scales = file.stages;
+  if (!args.comm.empty()) {
+    const auto comma = args.comm.find(',');
+    o.costs.comm_latency = parse_non_negative(args.comm.substr(0, comma), "--comm latency");
+    o.costs.comm_bandwidth = 0;
+    if (comma != std::string::npos)
+      o.costs.comm_bandwidth = parse_non_negative(args.comm.substr(comma + 1), "--comm bandwidth");
+  }
+  if (!std::isfinite(args.bytes) || args.bytes < 0)
+  {
+    std::ostringstream s;
+    s << args.bytes;
+    throw InputError("--bytes '" + s.str() + "' is not a non-negative number");
+  }
+  if (args.bytes > 0 || !file.transfer_bytes) o.costs.transfer_bytes = args.bytes;
+  const std::optional<Transport> transport = parse_transport(args.model);
+  if (!transport)
+    throw InputError("--model '" + args.model + "' is not a transport (rendezvous, eager, serial)");
+  o.transport = *transport;
+  if (file_out) *file_out = std::move(file);
+  return o;
+}
+
+void use_rank_share(SimOptions& options, const StageCosts& file) {
+  CostModel& c = options.costs;
+  double f = 0, b = 0, i = 0, w = 0;
+  for (const auto& [stage, d] : file.stages) f += d.f, b += d.b, i += d.i, w += d.w;
+  const double n = static_cast<double>(std::max<std::size_t>(1, file.stages.size()));
+  const double v = std::max(1, file.stages_per_rank);
+  c.f *= f / n * v, c.b *= b / n * v, c.i *= i / n * v, c.w *= w / n * v;
+  c.stage_scales.clear();
+}
+
+}  // namespace pipeplan
