@@ -106,12 +106,22 @@ std::vector<Row> run_case(const Case& c, const Options& o) {
   });
   measure("plan", n_compute, [&] { Plan p = plan_compute(problem); });
   measure("lower", n_full, [&] { Plan p = lower(compute, info.lowering); });
+  // The seed lowering of the same order: what the latency-hiding one costs.
+  LowerOptions seed = info.lowering;
+  seed.mode = LowerMode::Seed;
+  measure("lower --lowering seed", n_full, [&] { Plan p = lower(compute, seed); });
   // One rank's program costs a whole plan (lowering needs every rank's
   // timing), and no more: counted against all actions like `plan`+`lower`.
   measure("plan --rank", n_full, [&] { Plan p = plan_rank(problem, c.pp / 2); });
+  // The serial model needs a serial-safe lowering (an option, except for
+  // the seed order, which has it by itself).
+  LowerOptions safe = info.lowering;
+  safe.serial_safe = true;
+  const Plan serial_safe = info.lowering.mode == LowerMode::Seed ? Plan{} : lower(compute, safe);
   for (Transport t : {Transport::Rendezvous, Transport::Eager, Transport::Serial}) {
-    require(verify(full, {t}).ok(), c, "verify " + std::string(to_string(t)) + " failed");
-    measure("verify " + std::string(to_string(t)), n_full, [&] { verify(full, {t}); });
+    const Plan& p = t == Transport::Serial && info.lowering.mode != LowerMode::Seed ? serial_safe : full;
+    require(verify(p, {t}).ok(), c, "verify " + std::string(to_string(t)) + " failed");
+    measure("verify " + std::string(to_string(t)), n_full, [&] { verify(p, {t}); });
   }
   {
     SimResult sim = simulate(full);

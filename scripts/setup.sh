@@ -6,7 +6,7 @@ set -euo pipefail
 PIPEPLAN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PIPEPLAN_BUILD="${PIPEPLAN_BUILD:-$PIPEPLAN_ROOT/build}"
 
-packages=(cmake g++ make nlohmann-json3-dev libcli11-dev libspdlog-dev catch2)
+packages=(cmake g++ make pkg-config nlohmann-json3-dev libcli11-dev libspdlog-dev catch2)
 # The Python module (pybind11) and its pytest suite.
 packages+=(python3-dev python3-pybind11 python3-pytest)
 # The executor needs LibTorch with c10d Gloo; PIPEPLAN_NO_TORCH=1 skips it.

@@ -14,7 +14,7 @@ using pipeplan::test::run_cli;
 namespace {
 
 const std::vector<std::string> kPasses = {
-    "plan+lower+verify+csv", "plan",     "lower",     "plan --rank", "verify rendezvous",
+    "plan+lower+verify+csv", "plan",     "lower",     "lower --lowering seed", "plan --rank", "verify rendezvous",
     "verify eager",          "verify serial", "simulate", "write csv",   "write json",
     "parse csv",             "parse json"};
 
@@ -61,4 +61,17 @@ TEST_CASE("bench: the table ends with the scaling ratios; bad input is a usage e
   auto bad = run_cli({"bench", "-s", "no-such-schedule", "-m", "8"});
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("unknown schedule 'no-such-schedule'") != std::string::npos);
+}
+
+TEST_CASE("bench: --latency tables each lowering against the bound and torch", "[bench]") {
+  auto r = run_cli({"bench", "--latency", "-s", "1f1b", "--csv"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::vector<std::string> rows = lines(r.out);
+  REQUIRE(rows.size() == 5);  // header + four transfer costs
+  CHECK(rows[0].rfind("schedule,comm,shapes,seed_at_bound,", 0) == 0);
+  // 1f1b: p 2..8 with m >= p, v = 1: 196 shapes; the latency-hiding lowering
+  // reaches the bound in every one (docs/performance.md).
+  CHECK(rows[1].rfind("1f1b,lat 0.1,196,", 0) == 0);
+  for (std::size_t i = 1; i < rows.size(); ++i) CHECK(rows[i].find(",196,1.0000,") != std::string::npos);
 }

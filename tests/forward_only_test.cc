@@ -71,11 +71,18 @@ TEST_CASE("forward-only: every schedule over a grid plans, lowers and verifies u
           }
           REQUIRE(n_f == static_cast<std::size_t>(p * v * m));
           REQUIRE(lowered == lower(compute, schedule_lowering(compute.meta)));
-          for (Transport t : {Transport::Rendezvous, Transport::Eager, Transport::Serial}) {
+          for (Transport t : {Transport::Rendezvous, Transport::Eager}) {
             VerifyResult res = verify(lowered, {t});
             INFO(to_string(t) << "\n" << format_diagnostics(res.diagnostics) << text_of(lowered));
             REQUIRE(res.ok());
           }
+          // Serial safety is an option of the latency-hiding lowering.
+          LowerOptions safe = schedule_lowering(compute.meta);
+          safe.serial_safe = true;
+          const Plan serial = lower(compute, safe);
+          VerifyResult res = verify(serial, {Transport::Serial});
+          INFO("serial-safe\n" << format_diagnostics(res.diagnostics) << text_of(serial));
+          REQUIRE(res.ok());
           // The same actions, taken for a training plan, owe backwards.
           Plan as_training = lowered;
           as_training.meta.forward_only = false;
@@ -100,17 +107,24 @@ TEST_CASE("forward-only: exact orders of 1f1b, gpipe, interleaved-1f1b and zbv",
         "rank 0: 0F0 0SEND_F0 0F1 0SEND_F1 0F2 0SEND_F2\n"
         "rank 1: 1RECV_F0 1F0 1RECV_F1 1F1 1RECV_F2 1F2\n");
   // Both ways between ranks 0 and 1 (stage 1 -> 2 goes back to rank 0):
-  // parity-staggered, so the two ends never both send first.
+  // the latency-hiding lowering posts both ends in one pair order and its
+  // receives ahead; the seed lowering staggers sends by parity, so the two
+  // ends never both send first.
   const Plan il = plan(fwd("interleaved-1f1b", 2, 2, 2));
   CHECK(schedule_lowering(il.meta).send_placement == SendPlacement::ParityStaggered);
   CHECK(text_of(il) ==
+        "rank 0: 0F0 0SEND_F0 0F1 0SEND_F1 2RECV_F0 2RECV_F1 2F0 2SEND_F0 2F1 2SEND_F1\n"
+        "rank 1: 1RECV_F0 1RECV_F1 1F0 1SEND_F0 1F1 1SEND_F1 3RECV_F0 3RECV_F1 3F0 3F1\n");
+  LowerOptions seed = schedule_lowering(il.meta);
+  seed.mode = LowerMode::Seed;
+  CHECK(text_of(lower(plan_compute(fwd("interleaved-1f1b", 2, 2, 2)), seed)) ==
         "rank 0: 0F0 0SEND_F0 0F1 0SEND_F1 2RECV_F0 2F0 2RECV_F1 2SEND_F0 2F1 2SEND_F1\n"
         "rank 1: 1RECV_F0 1F0 1RECV_F1 1SEND_F0 1F1 1SEND_F1 3RECV_F0 3F0 3RECV_F1 3F1\n");
   // V: down chunk 0, back up chunk 1; the last stage sits on rank 0.
   const Plan v = plan(fwd("zbv", 2, 2));
   CHECK(text_of(v) ==
-        "rank 0: 0F0 0SEND_F0 0F1 0SEND_F1 3RECV_F0 3F0 3RECV_F1 3F1\n"
-        "rank 1: 1RECV_F0 1F0 2F0 1RECV_F1 2SEND_F0 1F1 2F1 2SEND_F1\n");
+        "rank 0: 0F0 0SEND_F0 0F1 0SEND_F1 3RECV_F0 3RECV_F1 3F0 3F1\n"
+        "rank 1: 1RECV_F0 1RECV_F1 1F0 2F0 2SEND_F0 1F1 2F1 2SEND_F1\n");
 }
 
 TEST_CASE("forward-only: dualpipev keeps the forward half of each overlapped pair",

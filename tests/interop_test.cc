@@ -185,9 +185,16 @@ TEST_CASE("interop: hand-written torch-style CSVs lower to deadlock-free plans",
   CHECK(zb.ranks[0] == actions("0F0 0F1 0I0 0W0 0I1 0W1"));
   auto r = run_cli({"lower", kInterop + "handwritten_zb-h1_p2_m2.csv"});
   REQUIRE(r.exit_code == 0);
-  // Receives right before their consumers; both ends post each pair's
-  // transfers in one order (0-1: F0, F1, B0, B1... as lower.h promises).
+  // Receives posted as early as the pair order allows, sends right after
+  // their producers; both ends post each pair's transfers in one order
+  // (0-1: F0, F1, B0, B1, as lower.h promises).
   CHECK(r.out ==
+        "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0RECV_B1,0I0,0W0,0I1,0W1\n"
+        "1RECV_F0,1RECV_F1,1F0,1I0,1SEND_B0,1F1,1I1,1SEND_B1,1W0,1W1\n");
+  // The seed lowering posts each receive right before its consumer.
+  auto rs = run_cli({"lower", kInterop + "handwritten_zb-h1_p2_m2.csv", "--lowering", "seed"});
+  REQUIRE(rs.exit_code == 0);
+  CHECK(rs.out ==
         "0F0,0SEND_F0,0F1,0RECV_B0,0SEND_F1,0I0,0W0,0RECV_B1,0I1,0W1\n"
         "1RECV_F0,1F0,1I0,1SEND_B0,1RECV_F1,1F1,1I1,1SEND_B1,1W0,1W1\n");
   Plan lowered = parse_csv_plan(r.out, "lowered.csv");
@@ -222,8 +229,8 @@ TEST_CASE("interop: lower --reduce-grad adds torch's REDUCE_GRAD after each last
   auto r = run_cli({"lower", kInterop + "handwritten_zb-h1_p2_m2.csv", "--reduce-grad", "-f", "text"});
   REQUIRE(r.exit_code == 0);
   CHECK(r.out ==
-        "rank 0: 0F0 0SEND_F0 0F1 0RECV_B0 0SEND_F1 0I0 0W0 0RECV_B1 0I1 0W1 0REDUCE_GRAD\n"
-        "rank 1: 1RECV_F0 1F0 1I0 1SEND_B0 1RECV_F1 1F1 1I1 1SEND_B1 1W0 1W1 1REDUCE_GRAD\n");
+        "rank 0: 0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0RECV_B1 0I0 0W0 0I1 0W1 0REDUCE_GRAD\n"
+        "rank 1: 1RECV_F0 1RECV_F1 1F0 1I0 1SEND_B0 1F1 1I1 1SEND_B1 1W0 1W1 1REDUCE_GRAD\n");
   // The library pass: counted per stage over B, W and the B of a group; an
   // existing REDUCE_GRAD is kept and not duplicated.
   Plan p;

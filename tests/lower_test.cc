@@ -167,7 +167,9 @@ TEST_CASE("lower: output verifies under every transport model for gpipe and 1f1b
 
 TEST_CASE("lower: earliest placement ships forward outputs right after the forward", "[lower]") {
   Plan compute = plan_compute(problem("1f1b", 2, 2));
-  Plan lowered = lower(compute, LowerOptions{});
+  LowerOptions seed;
+  seed.mode = LowerMode::Seed;
+  Plan lowered = lower(compute, seed);
   CHECK(to_string(lowered.ranks[1]) == "1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B1");
   CHECK(to_string(lowered.ranks[0]) == "0F0 0SEND_F0 0F1 0RECV_B0 0SEND_F1 0B0 0RECV_B1 0B1");
 }
@@ -189,7 +191,9 @@ TEST_CASE("lower: 64-rank plans keep sends and receives paired and verify under 
   // Far more ranks than the sweep: many directions, the wrap-around link
   // of loop mappings, and the V mapping's two-input OVERLAP_F_B.
   for (auto [s, v] : {std::pair<const char*, int>{"interleaved-1f1b", 2}, {"zbv", 2}, {"dualpipev", 2}}) {
-    Plan plan = pipeplan::plan(problem(s, 64, 128, v));
+    LowerOptions safe = default_lowering(s);
+    safe.serial_safe = true;  // the serial model needs one order per rank
+    Plan plan = pipeplan::plan(problem(s, 64, 128, v), safe);
     const int stages = plan.meta.num_stages();
     std::size_t sends = 0, recvs = 0;
     for (const auto& list : plan.ranks)
@@ -210,13 +214,15 @@ TEST_CASE("lower: 64-rank plans keep sends and receives paired and verify under 
   }
 }
 
-TEST_CASE("lower: refuses non-positive unit costs", "[lower]") {
+TEST_CASE("lower: seed mode refuses non-positive unit costs", "[lower]") {
   Plan compute = plan_compute(problem("1f1b", 2, 2));
   LowerOptions zero;
-  zero.cost_f = 0.0;
+  zero.mode = LowerMode::Seed;
+  zero.costs.f = 0.0;
   CHECK_THROWS_WITH(lower(compute, zero), Catch::StartsWith("lower: every unit cost must be positive and finite (F=0"));
   LowerOptions custom;
-  custom.cost_f = 3.0;
-  custom.cost_b = 0.5;
+  custom.mode = LowerMode::Seed;
+  custom.costs.f = 3.0;
+  custom.costs.b = 0.5;
   CHECK(verify(lower(compute, custom)).ok());
 }

@@ -37,15 +37,24 @@ TEST_CASE("planner: 1f1b with fewer microbatches than stages is refused with a f
   CHECK_THROWS_AS(plan(Problem{"1f1b", 4, 3, 0}), ShapeError);
   CHECK_THROWS_WITH(plan(Problem{"1f1b", 4, 3, 0}),
                     "1f1b: needs at least pp_degree=4 microbatches, got 3 (the warmup cannot fill the "
-                    "pipeline); use -m 4 or more, fewer stages (-p 3), or the gpipe schedule");
+                    "pipeline); use num_microbatches 4 or more, fewer stages (pp_degree 3), or the gpipe schedule");
   CHECK_NOTHROW(plan(Problem{"gpipe", 4, 3, 0}));
+  // The library names parameters; a front end spells them its own way.
+  try {
+    plan(Problem{"1f1b", 4, 3, 0});
+    FAIL("1f1b with m < p was accepted");
+  } catch (const ShapeError& e) {
+    CHECK(e.message("-p", "-m", "-v") ==
+          "1f1b: needs at least pp_degree=4 microbatches, got 3 (the warmup cannot fill the "
+          "pipeline); use -m 4 or more, fewer stages (-p 3), or the gpipe schedule");
+  }
 }
 
 TEST_CASE("planner: impossible shapes name the problem", "[planner]") {
   CHECK_THROWS_WITH(plan(Problem{"gpipe", 0, 3, 0}), Catch::Contains("pp_degree must be at least 1, got 0"));
   CHECK_THROWS_WITH(plan(Problem{"gpipe", 2, 0, 0}), Catch::Contains("needs at least 1 microbatch, got 0"));
   CHECK_THROWS_WITH(plan(Problem{"gpipe", 2, 2, 2}),
-                    "gpipe: supports stages_per_rank 1, got 2; pass -v 1");
+                    "gpipe: supports stages_per_rank 1, got 2; pass stages_per_rank 1");
   CHECK_THROWS_WITH(plan(Problem{"gpipe", 2, 2, -1}), Catch::Contains("stages_per_rank must be positive"));
   // The limits readers and the verifier apply too (limits.h), checked up front.
   CHECK_THROWS_WITH(plan(Problem{"gpipe", 100000, 100000, 0}),

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "pipeplan/error.h"
+#include "pipeplan/io.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/render.h"
 #include "pipeplan/simulate.h"

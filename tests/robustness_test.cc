@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "pipeplan/emit.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
 #include "pipeplan/limits.h"
@@ -183,7 +184,12 @@ TEST_CASE("robustness: every command reading a file says 'cannot read' for a dir
       {"verify", "/tmp"},   {"lower", "/tmp"},
       {"convert", "/tmp", "-f", "json"},       {"show", "/tmp"},
       {"simulate", "/tmp"}, {"render", "/tmp", "--text"},
-      {"simulate", plan, "--stage-costs", "/tmp"}};
+      {"simulate", plan, "--stage-costs", "/tmp"},
+      {"plan", "-s", "zbv", "-p", "2", "-m", "4", "--stage-costs", "/tmp"},
+      {"lower", plan, "--stage-costs", "/tmp"},
+      {"compare", "-p", "2", "-m", "4", "--stage-costs", "/tmp"},
+      {"calibrate", "/tmp"},
+      {"render", "--trace", "/tmp", "--text"}};
   for (const auto& args : commands) {
     auto r = run_cli(args);
     INFO(args[0] << " " << args[1] << ": " << r.err);
@@ -227,6 +233,18 @@ TEST_CASE("robustness: simulate refuses costs that overflow, never ok with inf/n
   auto comm = run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--comm", "0,1e-320", "--bytes", "1e308"});
   CHECK(comm.exit_code == 2);
   CHECK(contains(comm.err, "transfer time (latency + bytes / bandwidth) inf is more than the supported"));
+  // Lowering plans with the same costs, under the same bounds (both modes).
+  const std::string compute = temp_file("compute.csv", "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+  for (const char* mode : {"latency-hiding", "seed"}) {
+    auto lowered = run_cli({"lower", compute, "--lowering", mode, "--comm", "1e300"});
+    INFO(mode << ": " << lowered.err);
+    CHECK(lowered.exit_code == 2);
+    CHECK(contains(lowered.err, "comm latency 1e+300 is more than the supported 1e+12 time units"));
+    CHECK(lowered.err.size() < 300);
+  }
+  auto planned = run_cli({"plan", "-s", "zbv", "-p", "2", "-m", "4", "--cost", "F=1e308,B=1e308"});
+  CHECK(planned.exit_code == 2);
+  CHECK(contains(planned.err, "cost F 1e+308 is more than the supported 1e+12 time units"));
   auto fine = run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--cost", "F=1e12,B=1e12", "-f", "json"});
   CHECK(fine.exit_code == 0);
   CHECK(contains(fine.out, "\"ok\": true"));
@@ -325,7 +343,8 @@ TEST_CASE("robustness: messages name the problem", "[robustness]") {
     auto r = run_cli({"plan", "-s", "interleaved-1f1b", "-p", "2", "-m", "4", "-v", v});
     INFO(v);
     CHECK(r.exit_code == 2);
-    CHECK(contains(r.err, std::string(v) + " is below the minimum 1 (leave -v out for the default)"));
+    CHECK(contains(r.err, "pipeplan: error: interleaved-1f1b: stages_per_rank must be positive, got " +
+                              std::string(v) + "; pass -v 1 or more"));
   }
   auto v_big = run_cli({"plan", "-s", "interleaved-1f1b", "-p", "2", "-m", "4", "-v", "5000"});
   CHECK(v_big.exit_code == 2);
@@ -340,4 +359,39 @@ TEST_CASE("robustness: messages name the problem", "[robustness]") {
   CHECK(contains(quiet.out, "rank 0: 0F0"));
   auto verbose = run_cli({"verify", "--verbose", "-"}, json_plan(1, 1, 1, "{\"rank\": 0, \"actions\": [\"0F0\", \"0B0\"]}"));
   CHECK(verbose.exit_code == 0);
+}
+
+TEST_CASE("robustness: a hostile trace is an input error, in memory that follows its records", "[robustness]") {
+  // A measured trace (calibrate, render --trace) read by the same rules as a
+  // plan: duplicate keys refused, numbers bounded, quoted text capped, and a
+  // step number far beyond the records costs nothing.
+  const pipeplan::Plan p = pipeplan::plan(pipeplan::Problem{"1f1b", 2, 2});
+  std::ostringstream plan_json;
+  pipeplan::write_json(p, plan_json);
+  auto trace = [&](const std::string& records, const std::string& extra = "") {
+    return "{\"format\": \"pipeplan.trace\", \"version\": 1, " + extra + "\"plan\": " + plan_json.str() +
+           ", \"records\": [" + records + "]}";
+  };
+  const std::string far = temp_file("far.json", trace("[1073741824, 0, 0, \"0F0\", 0, 1, 0, 0, 0]"));
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"calibrate", far}, {"render", "--trace", far, "--text"}}) {
+    auto r = run_cli_capped(args, 300);
+    INFO(args[0] << ": " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.err, "step 1 has no record of rank 0 index 0 (0F0)"));
+  }
+  auto dup = run_cli({"calibrate", temp_file("dup.json", trace("", "\"source\": \"a\", \"source\": \"b\", "))});
+  CHECK(dup.exit_code == 2);
+  CHECK(contains(dup.err, "duplicate key 'source'"));
+  auto huge = run_cli({"calibrate", temp_file("huge.json", trace("[1, 0, 0, \"0F0\", -1e308, 1e308, 0, 0, 0]"))});
+  CHECK(huge.exit_code == 2);
+  CHECK(contains(huge.err, "records[0]: start must be a number of ms within +-1e15"));
+  auto index = run_cli({"calibrate", temp_file("index.json", trace("[1, 0, 4294967296, \"0F0\", 0, 1, 0, 0, 0]"))});
+  CHECK(index.exit_code == 2);
+  CHECK(contains(index.err, "records[0]: index must be an integer in 0..33554432"));
+  const std::string name(1 << 20, 'Q');
+  auto action = run_cli({"calibrate", temp_file("action.json", trace("[1, 0, 0, \"" + name + "\", 0, 1, 0, 0, 0]"))});
+  CHECK(action.exit_code == 2);
+  CHECK(contains(action.err, "(1048576 bytes)"));
+  CHECK(action.err.size() < 600);
 }

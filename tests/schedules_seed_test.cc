@@ -163,17 +163,17 @@ TEST_CASE("schedules_seed: live activations stay within each schedule's budget",
 TEST_CASE("schedules_seed: refusals name the constraint and a fix", "[planner]") {
   CHECK(refusal("zb-h1", 4, 3, 1) ==
         "zb-h1: needs at least pp_degree=4 microbatches, got 3 (the warmup cannot fill the "
-        "pipeline); use -m 4 or more, fewer stages (-p 3), or the gpipe schedule");
+        "pipeline); use num_microbatches 4 or more, fewer stages (pp_degree 3), or the gpipe schedule");
   CHECK(refusal("zb-h2", 8, 7, 1) ==
         "zb-h2: needs at least pp_degree=8 microbatches, got 7 (the warmup cannot fill the "
-        "pipeline); use -m 8 or more, fewer stages (-p 7), or the gpipe schedule");
-  CHECK(refusal("zb-h1", 4, 8, 2) == "zb-h1: supports stages_per_rank 1, got 2; pass -v 1");
+        "pipeline); use num_microbatches 8 or more, fewer stages (pp_degree 7), or the gpipe schedule");
+  CHECK(refusal("zb-h1", 4, 8, 2) == "zb-h1: supports stages_per_rank 1, got 2; pass stages_per_rank 1");
   CHECK(refusal("vpp", 2, 8, 2) ==
         "vpp: needs pp_degree > 2 (the seed's virtual pipeline refuses 1 or 2 ranks), got 2; "
-        "use -p 3 or more, or interleaved-1f1b for 2 rank(s)");
+        "use pp_degree 3 or more, or interleaved-1f1b for 2 rank(s)");
   CHECK(refusal("vpp", 4, 8, 1) ==
         "vpp: needs stages_per_rank >= 2 (a virtual pipeline has several chunks per rank), "
-        "got 1; pass -v 2 or more, or use 1f1b for one stage per rank");
+        "got 1; pass stages_per_rank 2 or more, or use 1f1b for one stage per rank");
   CHECK(refusal("vpp", 4, 7, 2) ==
         "vpp: needs num_microbatches >= 2 * pp_degree (m=7, 2p=8); the seed's interleave "
         "driver asserts it; nearest valid m is 8, or use vpp-fthenb / vpp-balanced when "

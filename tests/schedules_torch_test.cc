@@ -160,20 +160,20 @@ TEST_CASE("schedules_torch: shape errors name the constraint and a fix", "[sched
       plan_compute(problem("interleaved-1f1b", 4, 9, 2)),
       "interleaved-1f1b: needs num_microbatches divisible by its number of rounds "
       "max(1, m / pp_degree) = 2, got m=9 with pp_degree=4 (torch refuses this shape); "
-      "use -m 8 or -m 10 (any multiple of pp_degree=4 works)");
+      "use num_microbatches 8 or num_microbatches 10 (any multiple of pp_degree=4 works)");
   CHECK_THROWS_WITH(
       plan_compute(problem("InterleavedZeroBubble", 4, 13, 3)),
       "interleaved-zb: needs num_microbatches divisible by its number of rounds "
       "max(1, m / pp_degree) = 3, got m=13 with pp_degree=4 (torch refuses this shape); "
-      "use -m 12 or -m 15 (any multiple of pp_degree=4 works)");
+      "use num_microbatches 12 or num_microbatches 15 (any multiple of pp_degree=4 works)");
   CHECK_THROWS_WITH(plan_compute(problem("dualpipev", 4, 5, 2)),
                     "dualpipev: needs at least as many microbatches as stages (2 * pp_degree = "
-                    "8), got 5 (torch refuses this shape); use -m 8 or more, or at most -p 2");
+                    "8), got 5 (torch refuses this shape); use num_microbatches 8 or more, or at most pp_degree 2");
   CHECK_THROWS_WITH(plan_compute(problem("dualpipev", 3, 1, 2)),
                     "dualpipev: needs at least as many microbatches as stages (2 * pp_degree = "
-                    "6), got 1 (torch refuses this shape); use -m 6 or more");
+                    "6), got 1 (torch refuses this shape); use num_microbatches 6 or more");
   CHECK_THROWS_WITH(plan_compute(problem("ZBVZeroBubble", 4, 8, 3)),
-                    "zbv: supports stages_per_rank 2, got 3; pass -v 2");
+                    "zbv: supports stages_per_rank 2, got 3; pass stages_per_rank 2");
   for (int v : {1, 3, 4}) {
     CHECK_THROWS_AS(plan_compute(problem("zbv", 4, 8, v)), ShapeError);
     CHECK_THROWS_AS(plan_compute(problem("dualpipev", 4, 8, v)), ShapeError);
@@ -186,7 +186,7 @@ TEST_CASE("schedules_torch: shape errors name the constraint and a fix", "[sched
   meta.stages_per_rank = 3;
   meta.mapping = StageMapping::V;
   CHECK_THROWS_WITH(find_schedule("zbv").check_shape(meta),
-                    "zbv: needs exactly 2 stages per rank (V mapping), got 3; pass -v 2");
+                    "zbv: needs exactly 2 stages per rank (V mapping), got 3; pass stages_per_rank 2");
 }
 
 TEST_CASE("schedules_torch: names, aliases, mappings and defaults", "[schedules][torch]") {

@@ -266,7 +266,9 @@ TEST_CASE("verify: receives posted long before their consumers, and corruption o
 TEST_CASE("verify: a ring of serial stream heads is named once, as a cycle", "[verify]") {
   // Without serial_safe, interleaved-1f1b p=3 closes a ring of sends through
   // the rank 2 -> rank 0 link: fine per pair, stuck with one stream per rank.
-  Plan plan = lower(plan_compute(Problem{"interleaved-1f1b", 3, 6, 2}), LowerOptions{});
+  LowerOptions seed;
+  seed.mode = LowerMode::Seed;
+  Plan plan = lower(plan_compute(Problem{"interleaved-1f1b", 3, 6, 2}), seed);
   REQUIRE(verify(plan, {Transport::Rendezvous}).ok());
   VerifyResult r = verify(plan, {Transport::Serial});
   REQUIRE(r.diagnostics.size() == 4);
@@ -276,6 +278,8 @@ TEST_CASE("verify: a ring of serial stream heads is named once, as a cycle", "[v
         "2SEND_F0 (pair 0-2 position 0 on rank 2), which waits on 0SEND_F2 (pair 0-1 position 2 on rank "
         "0), again: these stream heads wait on each other in a cycle");
   CHECK(r.diagnostics[3].code == "deadlock");
-  // The table's lowering for this schedule keeps one order per rank.
-  CHECK(verify(pipeplan::plan(Problem{"interleaved-1f1b", 3, 6, 2}), {Transport::Serial}).ok());
+  // With serial_safe each rank keeps one order across its peers.
+  LowerOptions safe = default_lowering("interleaved-1f1b");
+  safe.serial_safe = true;
+  CHECK(verify(pipeplan::plan(Problem{"interleaved-1f1b", 3, 6, 2}, safe), {Transport::Serial}).ok());
 }

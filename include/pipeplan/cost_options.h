@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "pipeplan/compare.h"
+#include "pipeplan/lower.h"
 #include "pipeplan/simulate.h"
 
 namespace pipeplan {
@@ -42,6 +44,16 @@ struct CompareRequest {
   int num_microbatches = 8;
   int stages_per_rank = 0;
   std::vector<std::string> schedules;
+  /// How a skipped row's shape fix spells pp_degree, num_microbatches and
+  /// stages_per_rank (ShapeError::message); the CLI says -p, -m, -v.
+  std::string shape_names[3] = {"pp_degree", "num_microbatches", "stages_per_rank"};
+  /// How each schedule is lowered: its own options (schedule_lowering) with
+  /// these overrides. A latency-hiding lowering plans for the costs the
+  /// schedule is simulated with (kNominalLatency per transfer when those
+  /// make transfers free).
+  std::optional<LowerMode> lowering;
+  int max_prefetch = 0;
+  bool serial_safe = false;
 };
 
 /// Plans and simulates each schedule. `options` cost one rank's share of the

@@ -1,37 +1,94 @@
-// Error types: bad input is a typed exception with a location; plan defects
-// are Diagnostics (verify.h), never exceptions.
+// Error types: one family under pipeplan::Error. Bad input is a typed
+// exception with a location; plan defects found by verify() are Diagnostics
+// (verify.h), never exceptions, until a runner refuses the plan
+// (PlanRejected). The CLI maps each type to one exit code in one place:
+//   PlanRejected 1, InputError 2, InternalError 3, CommError 4.
 #pragma once
 
 #include <stdexcept>
+#include <cstddef>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "pipeplan/diagnostic.h"
 
 namespace pipeplan {
 
-/// Bad user input: malformed file, unknown schedule, impossible shape.
-/// The CLI maps it to exit code 2.
-class InputError : public std::runtime_error {
+/// Base of every exception pipeplan throws on purpose.
+class Error : public std::runtime_error {
  public:
-  explicit InputError(const std::string& what) : std::runtime_error(what) {}
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+/// Bad user input: malformed file, unknown schedule, impossible shape.
+/// Exit code 2.
+class InputError : public Error {
+ public:
+  explicit InputError(const std::string& what) : Error(what) {}
 };
 
 /// A shape the schedule cannot run (e.g. 1f1b with m < pp). Also exit 2.
+/// Its fix names the shape's parameters as {p}, {m} and {v}: what() spells
+/// them pp_degree, num_microbatches and stages_per_rank; a front end spells
+/// them its own way with message() (the CLI: -p, -m, -v).
 class ShapeError : public InputError {
  public:
-  explicit ShapeError(const std::string& what) : InputError(what) {}
+  /// A refusal without a fix.
+  explicit ShapeError(const std::string& problem) : InputError(problem), problem_(problem) {}
+  ShapeError(const std::string& problem, const std::string& fix)
+      : InputError(problem + "; " + spell(fix, "pp_degree", "num_microbatches", "stages_per_rank")),
+        problem_(problem),
+        fix_(fix) {}
+  /// "<problem>; <fix>" with {p}, {m}, {v} replaced by `p`, `m`, `v`.
+  std::string message(std::string_view p, std::string_view m, std::string_view v) const {
+    return fix_.empty() ? problem_ : problem_ + "; " + spell(fix_, p, m, v);
+  }
+
+ private:
+  static std::string spell(const std::string& text, std::string_view p, std::string_view m,
+                           std::string_view v) {
+    std::string out;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+      const bool slot = text[i] == '{' && i + 2 < text.size() && text[i + 2] == '}';
+      const char k = slot ? text[i + 1] : '\0';
+      if (k == 'p' || k == 'm' || k == 'v') {
+        out += k == 'p' ? p : k == 'm' ? m : v;
+        i += 2;
+      } else {
+        out += text[i];
+      }
+    }
+    return out;
+  }
+  std::string problem_, fix_;
 };
 
-/// A plan that cannot run, found by a pass rather than by verify() (e.g.
-/// lower() on a compute order whose ranks wait on each other in a cycle).
-/// Like a failed verification, the CLI maps it to exit code 1.
-class PlanError : public InputError {
+/// A plan a runner refuses because it fails verification; the message lists
+/// the diagnostics. Exit code 1, like any plan that cannot run.
+class PlanRejected : public Error {
  public:
-  explicit PlanError(const std::string& what) : InputError(what) {}
+  PlanRejected(const std::string& what, std::vector<Diagnostic> diagnostics)
+      : Error(what), diagnostics_(std::move(diagnostics)) {}
+  const std::vector<Diagnostic>& diagnostics() const { return diagnostics_; }
+
+ private:
+  std::vector<Diagnostic> diagnostics_;
 };
 
-/// A broken internal invariant (a pipeplan bug). The CLI maps it to exit 3.
-class InternalError : public std::logic_error {
+/// A communication failure: a peer died or stalled past the timeout, or the
+/// process group could not be formed. The message names the operation. Not a
+/// plan defect: exit code 4.
+class CommError : public Error {
  public:
-  explicit InternalError(const std::string& what) : std::logic_error(what) {}
+  explicit CommError(const std::string& what) : Error(what) {}
+};
+
+/// A broken internal invariant (a pipeplan bug). Exit code 3.
+class InternalError : public Error {
+ public:
+  explicit InternalError(const std::string& what) : Error(what) {}
 };
 
 }  // namespace pipeplan

@@ -1,12 +1,15 @@
-// Reading plans: JSON (schemas/plan.schema.json) and torch-style CSV.
+// Readers: plans (JSON per schemas/plan.schema.json, torch-style CSV) and
+// simulator costs (a cost spec, a stage-costs file).
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "pipeplan/costs.h"
 #include "pipeplan/ir.h"
 
 namespace pipeplan {
@@ -51,5 +54,21 @@ Plan add_reduce_grad(const Plan& plan);
 /// detect_format + the matching parser.
 Plan parse_plan(std::string_view text, const std::string& source = "<input>",
                 const CsvReadOptions& csv_options = {});
+
+/// Parses "F=1,B=2,I=1,W=1,OVERLAP_F_B=2.5" (keys case-insensitive, "O" is
+/// short for OVERLAP_F_B) into `base`. When B is absent it defaults to I+W;
+/// when only B is given, I = W = B/2. Throws InputError "<source>: ..."
+/// naming the bad item.
+CostModel parse_cost_spec(std::string_view spec, CostModel base = {},
+                          const std::string& source = "cost spec");
+
+/// Parses a stage-costs file: CSV rows "stage,F,B,I,W" or "stage,SCALE"
+/// (optional header, '#' comments), or JSON {"stages":[{"stage":0,"scale":2,
+/// "F":..}]}. Throws InputError "<source>:<line>: ..." on bad content.
+std::map<int, StageScale> parse_stage_costs(std::string_view text,
+                                            const std::string& source = "<stage-costs>");
+/// parse_stage_costs plus the calibrated fields (costs.h: StageCosts);
+/// throws InputError.
+StageCosts read_stage_costs(std::string_view text, const std::string& source = "<stage-costs>");
 
 }  // namespace pipeplan

@@ -1,20 +1,70 @@
 // lower(): insert SEND/RECV into a compute-only plan.
+//
+// Two lowerings share one entry point (docs/verification.md, "Lowering"):
+//  - LowerMode::LatencyHiding (the default): plans for the durations in
+//    `costs` (per type and stage, transfer latency and bandwidth x bytes).
+//    Each pair's transfers are ordered as a one-at-a-time pair stream
+//    would take them, earliest deadline (the consumer's latest start) first
+//    among those ready, sends follow their producer at once, and receives
+//    are posted as early as the pair order and `max_prefetch` allow, so
+//    transfer latency overlaps compute.
+//  - LowerMode::Seed: the seed driver's order (receives right before their
+//    consumer; pairs ordered by consumer start in a unit-cost run). gpipe and
+//    1f1b use it by default; it is the "before" of the latency-hiding one.
+//
+// @code
+//   LowerOptions o = default_lowering("interleaved-1f1b");  // planner.h
+//   o.costs.comm_latency = 0.25;     // what the transfers cost on your links
+//   o.max_prefetch = 4;              // at most 4 receive buffers waiting
+//   Plan p = lower(plan_compute(problem), o);
+// @endcode
 #pragma once
 
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
 #include "pipeplan/ir.h"
+#include "pipeplan/simulate.h"
 
 namespace pipeplan {
 
-/// Where a forward send goes once its producer ran.
+/// Transfer latency (in units of one forward) that a lowering plans for when
+/// the caller gives no communication cost: small but not free.
+inline constexpr double kNominalLatency = 0.25;
+
+/// Where a forward send goes once its producer ran (Seed mode only; the
+/// latency-hiding lowering always sends right after the producer).
 enum class SendPlacement : std::uint8_t {
   Earliest,         ///< right after the producer (or the pair's previous transfer)
   ParityStaggered,  ///< odd ranks ship a forward output just before their next compute
 };
 
-/// Unit durations used to order each pair's transfers.
+/// Which algorithm places the transfers.
+enum class LowerMode : std::uint8_t {
+  LatencyHiding,  ///< prefetched receives, pair order from the cost model
+  Seed,           ///< receives right before their consumer (the seed's order)
+};
+std::string_view to_string(LowerMode m);
+/// "latency-hiding" / "seed"; nullopt for anything else.
+std::optional<LowerMode> parse_lower_mode(std::string_view s);
+
+/// The cost model a lowering plans for when none is given: unit compute
+/// costs (F=1, B=2, I=W=1) and kNominalLatency per transfer.
+CostModel nominal_costs();
+
 struct LowerOptions {
+  LowerMode mode = LowerMode::LatencyHiding;
   SendPlacement send_placement = SendPlacement::Earliest;
-  double cost_f = 1.0, cost_b = 2.0, cost_i = 1.0, cost_w = 1.0;
+  /// Durations to plan for: compute per type and stage (stage_scales) and
+  /// transfers (comm_latency + transfer_bytes / comm_bandwidth). Seed mode
+  /// reads the per-type compute costs only.
+  CostModel costs = nominal_costs();
+  /// Latency hiding: most receives a rank holds posted before their consumer
+  /// ran (buffers allocated, data not yet used); at least the inputs of one
+  /// compute (2 for an OVERLAP_F_B). 0: no limit. With a cap, pairs order
+  /// their transfers by consumer start (deadline) rather than readiness.
+  int max_prefetch = 0;
   /// Keep one transfer order per rank across all its peers (not just per
   /// pair), which also makes the plan progress under the serial model.
   bool serial_safe = false;
@@ -22,13 +72,13 @@ struct LowerOptions {
 
 /// Precondition: `plan` is whole and compute-only, and its compute order is
 /// consistent (every forward/backward dependency reachable without a cycle;
-/// otherwise throws PlanError naming the stuck ranks).
-/// Postcondition: every cross-rank boundary has one SEND and one RECV; each
-/// RECV sits right before its consumer; each rank pair posts its transfers in
-/// one common order (ordered by the consumer's start time in a unit-cost run),
-/// so the plan is deadlock-free under the rendezvous and eager models (and
-/// serial with `serial_safe`, which orders all of a rank's transfers). Compute
-/// order is unchanged. gpipe/1f1b reproduce the seed driver's order.
+/// otherwise throws PlanRejected naming the stuck ranks); costs positive and
+/// finite (InputError otherwise).
+/// Postcondition: every cross-rank boundary has one SEND and one RECV before
+/// its consumer and after its producer; each rank pair posts its transfers in
+/// one common order, so the plan is deadlock-free under the rendezvous and
+/// eager models (and serial with `serial_safe`). Compute order is unchanged.
+/// Linear in the number of actions.
 Plan lower(const Plan& plan, const LowerOptions& options = {});
 
 }  // namespace pipeplan

@@ -25,7 +25,8 @@ struct ScheduleInfo {
   std::function<void(const PlanMeta&)> check_shape;
   /// Compute-only order (F, B, I, W, OVERLAP_F_B) of one rank. Pure.
   std::function<std::vector<Action>(const PlanMeta&, int rank)> plan_rank;
-  /// How lower() places this schedule's sends by default.
+  /// How lower() lowers this schedule by default (gpipe/1f1b: the seed's
+  /// order; the rest: latency hiding for the nominal cost model, serial-safe).
   LowerOptions lowering;
 };
 
@@ -54,8 +55,15 @@ LowerOptions schedule_lowering(const PlanMeta& meta);
 Plan plan_compute(const Problem& problem);
 /// Compute-only plan of one rank (a Plan holding only that rank).
 Plan plan_compute_rank(const Problem& problem, int rank);
+/// The lowering options of a schedule (name or alias as written in a plan's
+/// metadata); for a custom plan, LowerOptions{} (latency hiding).
+LowerOptions default_lowering(const std::string& schedule);
+
 /// Planned and lowered (with comms) plan of every rank.
 Plan plan(const Problem& problem);
+/// Planned plan of every rank, lowered with `options` (e.g. default_lowering
+/// with the caller's cost model).
+Plan plan(const Problem& problem, const LowerOptions& options);
 /// Planned and lowered plan of one rank only.
 Plan plan_rank(const Problem& problem, int rank);
 

@@ -1,16 +1,19 @@
 // verify(): structural checks and a progress proof under a transport model.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-#include <optional>
 
+#include "pipeplan/diagnostic.h"
 #include "pipeplan/ir.h"
 
 namespace pipeplan {
 
-/// How P2P operations complete (semantics.md).
+/// How P2P operations complete (docs/semantics.md).
 enum class Transport : std::uint8_t {
   Rendezvous,  ///< one in-order stream per rank pair (NCCL P2P)
   Eager,       ///< sends buffered; a receive completes once its send is posted
@@ -18,19 +21,6 @@ enum class Transport : std::uint8_t {
 };
 std::string_view to_string(Transport t);
 std::optional<Transport> parse_transport(std::string_view s);
-
-/// One defect. `rank`/`index` locate the action (-1 when not applicable).
-struct Diagnostic {
-  std::string code;     ///< stable identifier, e.g. "fifo-both-send"
-  int rank = -1;
-  int index = -1;
-  std::string action;   ///< the action in torch grammar, or ""
-  std::string message;  ///< names the problem concretely
-  friend bool operator==(const Diagnostic& a, const Diagnostic& b) {
-    return a.code == b.code && a.rank == b.rank && a.index == b.index &&
-           a.action == b.action && a.message == b.message;
-  }
-};
 
 struct VerifyOptions {
   Transport transport = Transport::Rendezvous;

@@ -9,6 +9,7 @@
 
 #include "common.h"
 #include "pipeplan/cost_options.h"
+#include "pipeplan/emit_sim.h"
 #include "pipeplan/error.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"

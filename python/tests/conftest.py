@@ -21,6 +21,16 @@ def _find_cli():
     return None
 
 
+_FLAG_NAMES = {"-p": "pp_degree", "-m": "num_microbatches", "-v": "stages_per_rank"}
+
+
+def python_spelling(text):
+    """The CLI's text with shape fixes spelled as the Python keywords
+    (the CLI says `-p 2`, the library and Python `pp_degree 2`)."""
+    import re
+    return re.sub(r"(?<![\w-])(-[pmv]) (?=-?\d)", lambda m: _FLAG_NAMES[m.group(1)] + " ", text)
+
+
 class Cli:
     """Runs the pipeplan binary: run(args) -> CompletedProcess (text)."""
 

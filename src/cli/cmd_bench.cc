@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "bench/bench.h"
+#include "bench/latency.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 
@@ -26,7 +27,18 @@ std::function<int()> setup_bench(CLI::App& app) {
   app.add_flag("--no-memory", [o](std::int64_t) { o->memory = false; },
                "Skip the per-pass peak-RSS measurement (one forked run per pass)");
   app.add_flag("--csv", o->csv, "One CSV row per case and pass instead of the tables");
-  return [o]() {
+  auto latency = std::make_shared<bool>(false);
+  app.add_flag("--latency", *latency,
+               "Instead: each lowering's rendezvous makespan against the eager bound and torch's "
+               "lowering, every schedule (or -s) over p 2..8, m 1..32, v 1..4 and four transfer costs");
+  return [o, latency]() {
+    if (*latency) {
+      bench::LatencyBenchOptions l;
+      l.schedules = o->schedules;
+      l.csv = o->csv;
+      bench::run_latency_bench(l, std::cout);
+      return kExitOk;
+    }
     bench::run_bench(*o, std::cout);
     return kExitOk;
   };

@@ -10,9 +10,10 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "pipeplan/error.h"
+#include "pipeplan/io.h"
 #include "pipeplan/simulate.h"
 #include "pipeplan/trace.h"
-#include "sim/numbers.h"
+#include "ir/numbers.h"
 
 namespace pipeplan::cli {
 namespace {

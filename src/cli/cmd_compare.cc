@@ -7,6 +7,7 @@
 #include "cli/common.h"
 #include "cli/sim_options.h"
 #include "pipeplan/cost_options.h"
+#include "pipeplan/emit_sim.h"
 #include "pipeplan/error.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/planner.h"
@@ -18,6 +19,7 @@ struct CompareArgs {
   int pp = 4, microbatches = 8, stages_per_rank = 0;
   std::vector<std::string> schedules;
   CostArgs costs;
+  LoweringArgs lowering;
   std::string format = "text";
   std::string output;
 };
@@ -36,6 +38,7 @@ std::function<int()> setup_compare(CLI::App& app) {
                  "Schedules to compare (default: every one that accepts the shape)")
       ->delimiter(',');
   add_cost_options(app, args->costs);
+  add_lowering_options(app, args->lowering);
   app.add_option("-f,--format", args->format, "Report format")
       ->check(CLI::IsMember({"text", "json"}));
   app.add_option("-o,--output", args->output, "Output file (default: stdout)");
@@ -54,9 +57,12 @@ std::function<int()> setup_compare(CLI::App& app) {
       spdlog::info("calibrated costs as one rank's share: F={:.4g} B={:.4g} I={:.4g} W={:.4g} {}", c.f, c.b, c.i,
                    c.w, file.time_unit.empty() ? std::string("units") : file.time_unit);
     }
-    const std::vector<ComparisonRow> rows = compare_schedules(
-        CompareRequest{args->pp, args->microbatches, args->stages_per_rank, args->schedules},
-        options);
+    CompareRequest request{args->pp, args->microbatches, args->stages_per_rank, args->schedules};
+    request.shape_names[0] = "-p", request.shape_names[1] = "-m", request.shape_names[2] = "-v";
+    request.lowering = parse_lower_mode(args->lowering.mode);
+    request.max_prefetch = args->lowering.prefetch;
+    request.serial_safe = args->lowering.serial_safe;
+    const std::vector<ComparisonRow> rows = compare_schedules(request, options);
     Output out(args->output);
     if (args->format == "json")
       write_compare_json(args->pp, args->microbatches, options, rows, out.stream());

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/sim_options.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
@@ -26,14 +27,9 @@ struct LowerArgs {
   bool reduce_grad = false;
   bool no_verify = false;
   CsvReadOptions csv;
+  CostArgs costs;
+  LoweringArgs lowering;
 };
-
-// A known schedule lowers the way `pipeplan plan` lowers it (gpipe/1f1b:
-// parity-staggered sends, reproducing the seed driver); anything else gets
-// the general rule.
-LowerOptions lowering_for(const PlanMeta& meta) {
-  return schedule_lowering(meta);
-}
 
 std::string first_comm(const Plan& plan) {
   for (std::size_t r = 0; r < plan.ranks.size(); ++r)
@@ -54,12 +50,14 @@ std::function<int()> setup_lower(CLI::App& app) {
       ->check(CLI::IsMember({"json", "csv", "text"}));
   add_csv_options(app, args->csv);
   app.add_option("--send-placement", args->send_placement,
-                 "Where forward sends go (default: the schedule's; 'earliest' for custom plans)")
+                 "Seed lowering: where forward sends go (default: the schedule's; 'earliest' for custom plans)")
       ->check(CLI::IsMember({"earliest", "parity"}));
   app.add_flag("--reduce-grad", args->reduce_grad,
                "Append <stage>REDUCE_GRAD after each stage's last backward, as torch's lowering "
                "does (needed to run the result with torch's format=\"compute_comms\")");
   app.add_flag("--no-verify", args->no_verify, "Skip the rendezvous deadlock proof of the result");
+  add_cost_options(app, args->costs, true, /*model=*/false);
+  add_lowering_options(app, args->lowering);
   return [args]() {
     PlanFormat in_format = PlanFormat::Csv;
     Plan plan = load_plan(args->input, args->csv, &in_format);
@@ -80,13 +78,15 @@ std::function<int()> setup_lower(CLI::App& app) {
                 << format_diagnostics(defects);
       return kExitInvalid;
     }
-    LowerOptions options = lowering_for(plan.meta);
+    LowerOptions options = make_lower_options(plan.meta, args->lowering,
+                                              make_sim_options(args->costs).costs,
+                                              !args->costs.comm.empty());
     if (args->send_placement == "earliest") options.send_placement = SendPlacement::Earliest;
     if (args->send_placement == "parity") options.send_placement = SendPlacement::ParityStaggered;
     Plan lowered;
     try {
       lowered = lower(plan, options);
-    } catch (const InputError& e) {
+    } catch (const PlanRejected& e) {
       // lower() refuses an order whose ranks wait on each other: a plan defect.
       std::cerr << "cannot lower " << name << ": " << e.what() << "\n";
       return kExitInvalid;

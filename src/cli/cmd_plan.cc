@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/sim_options.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
 #include "pipeplan/planner.h"
@@ -20,6 +21,8 @@ struct PlanArgs {
   bool no_verify = false;
   std::string format = "json";
   std::string output;
+  CostArgs costs;
+  LoweringArgs lowering;
 };
 }  // namespace
 
@@ -41,9 +44,15 @@ std::function<int()> setup_plan(CLI::App& app) {
   app.add_option("-f,--format", args->format, "Output format")
       ->check(CLI::IsMember({"json", "csv", "text", "timeline"}));
   app.add_option("-o,--output", args->output, "Output file (default: stdout)");
+  add_cost_options(app, args->costs, true, /*model=*/false);
+  add_lowering_options(app, args->lowering);
   return [args]() {
     const Problem& pr = args->problem;
-    Plan whole = args->compute_only ? plan_compute(pr) : plan(pr);
+    // The plan is lowered for the cost model given (else the nominal one).
+    const LowerOptions lowering =
+        make_lower_options(resolve(pr), args->lowering,
+                           make_sim_options(args->costs).costs, !args->costs.comm.empty());
+    Plan whole = args->compute_only ? plan_compute(pr) : plan(pr, lowering);
     spdlog::debug("planned {} p={} m={} v={}: {} actions", whole.meta.schedule, whole.meta.pp_degree,
                   whole.meta.num_microbatches, whole.meta.stages_per_rank, whole.num_actions());
     if (!args->no_verify) {
@@ -52,7 +61,7 @@ std::function<int()> setup_plan(CLI::App& app) {
       // (No copy of the plan: at scale it would cost as much as lowering.)
       VerifyResult res =
           args->compute_only
-              ? verify(lower(whole, schedule_lowering(whole.meta)), {Transport::Rendezvous})
+              ? verify(lower(whole, lowering), {Transport::Rendezvous})
               : verify(whole, {Transport::Rendezvous});
       if (!res.ok()) {
         spdlog::error("the planned schedule is not deadlock-free (a pipeplan bug):\n{}",

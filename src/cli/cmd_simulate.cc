@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/sim_options.h"
+#include "pipeplan/emit_sim.h"
 #include "pipeplan/simulate.h"
 
 namespace pipeplan::cli {

@@ -175,12 +175,7 @@ int run_rank(const TrainArgs& a, const Plan& p, exec::Backend backend) {
   at::set_num_threads(1);
   const auto timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
   const std::string rank_prefix = "rank " + std::to_string(env.rank) + ": ";
-  auto fail = [&rank_prefix](const std::exception& e, int code) {
-    std::string msg = e.what();
-    std::cerr << "pipeplan: error: " << (msg.rfind(rank_prefix, 0) == 0 ? "" : rank_prefix) << msg
-              << "\n";
-    leave(code);
-  };
+
   try {
     const int pp = p.meta.pp_degree;
     if (a.dp > 1 && env.world_size != pp * a.dp)
@@ -265,16 +260,14 @@ int run_rank(const TrainArgs& a, const Plan& p, exec::Backend backend) {
     }
     if (a.dp > 1) world->barrier(timeout);
     return kExitOk;
-  } catch (const exec::PlanRejected& e) {
-    fail(e, kExitInvalid);
-  } catch (const exec::CommError& e) {
-    fail(e, kExitInvalid);
-  } catch (const InputError& e) {
-    fail(e, kExitUsage);
-  } catch (const std::exception& e) {
-    fail(e, kExitInternal);
+  } catch (...) {
+    // Mapped like every other failure (common.h), but reported with the rank
+    // and left without unwinding: peers may still hold our sockets.
+    const Failure f = classify(std::current_exception());
+    std::cerr << "pipeplan: error: " << (f.message.rfind(rank_prefix, 0) == 0 ? "" : rank_prefix)
+              << f.message << "\n";
+    leave(f.code);
   }
-  return kExitInternal;
 }
 
 int run_train(const TrainArgs& a) {
@@ -295,14 +288,9 @@ int run_train(const TrainArgs& a) {
     throw InputError("--nproc " + std::to_string(nproc) + " does not equal pp_degree " +
                      std::to_string(p.meta.pp_degree) + " x --dp " + std::to_string(a.dp) +
                      " = " + std::to_string(p.meta.pp_degree * a.dp) + " ranks");
-  try {
-    // Same checks every rank repeats, done once here so a bad plan or world
-    // size fails before any process starts.
-    exec::prepare_plan(p, 0, nproc / a.dp, Transport::Rendezvous);
-  } catch (const exec::PlanRejected& e) {
-    std::cerr << "pipeplan: error: " << e.what() << "\n";
-    return kExitInvalid;
-  }
+  // Same checks every rank repeats, done once here so a bad plan or world
+  // size fails before any process starts (guarded() reports a refusal).
+  exec::prepare_plan(p, 0, nproc / a.dp, Transport::Rendezvous);
   exec::LaunchOptions lo;
   lo.nproc = nproc;
   lo.grace = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000) + 10000);

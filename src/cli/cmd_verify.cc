@@ -23,11 +23,6 @@ struct VerifyArgs {
   CsvReadOptions csv;
 };
 
-// Lowering options for a compute-only file: the schedule's own when it names
-// a known one, else the defaults.
-LowerOptions lowering_for(const PlanMeta& meta) {
-  return schedule_lowering(meta);
-}
 bool no_backward(const Plan& plan) {
   for (const auto& list : plan.ranks)
     for (const Action& a : list)
@@ -63,15 +58,12 @@ std::function<int()> setup_verify(CLI::App& app) {
       } else {
         spdlog::info("compute-only plan: lowering it before verification");
         try {
-          plan = lower(plan, lowering_for(plan.meta));
+          plan = lower(plan, schedule_lowering(plan.meta));
           lowered = true;
-        } catch (const PlanError& e) {
+        } catch (const PlanRejected& e) {
           // Ranks that wait on each other: the plan cannot run (exit 1, as
           // `lower` says), whatever the transport.
-          std::string why = e.what();
-          if (why.rfind("lower: ", 0) == 0) why = why.substr(7);
-          const Diagnostic cycle{"compute-cycle", -1, -1, "", why};
-          for (Transport t : models) results.push_back({t, VerifyResult{{cycle}}});
+          for (Transport t : models) results.push_back({t, VerifyResult{e.diagnostics()}});
         }
       }
     }

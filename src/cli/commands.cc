@@ -8,7 +8,6 @@ const std::vector<Command>& commands() {
       {"verify", "Prove a plan file (JSON or CSV) deadlock-free", setup_verify},
       {"show", "Show a plan file as an ASCII timeline", setup_show},
       {"list", "List the schedules with their constraints", setup_list},
-      // --- further subcommands: one row each ---
       {"train", "Train a demo MLP pipelined by a plan (LibTorch executor)", setup_train},
       {"simulate", "Simulate a plan under a cost model: makespan, bubble, peak memory", setup_simulate},
       {"render", "Draw a simulated plan: SVG, Chrome trace (Perfetto) or text timeline", setup_render},

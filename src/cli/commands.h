@@ -26,7 +26,6 @@ std::function<int()> setup_plan(CLI::App& app);
 std::function<int()> setup_verify(CLI::App& app);
 std::function<int()> setup_show(CLI::App& app);
 std::function<int()> setup_list(CLI::App& app);
-// --- further subcommands are declared below, one line each ---
 std::function<int()> setup_train(CLI::App& app);
 std::function<int()> setup_simulate(CLI::App& app);
 std::function<int()> setup_render(CLI::App& app);

@@ -42,20 +42,26 @@ CLI::Option* add_count_option(CLI::App& app, const std::string& names, int& valu
   return app.add_option(names, value, help)->check(at_most(max, unit));
 }
 
-CLI::Option* add_stages_per_rank_option(CLI::App& app, int& v, const std::string& help) {
+CLI::Option* add_stages_per_rank_option(CLI::App& app, int& v, const std::string& help,
+                                        const std::string* schedule) {
   // One rule: a given -v is a count of stages, at least 1; leaving it out
-  // means the default. (-v 0 used to mean the default silently.)
-  return app.add_option("-v,--stages-per-rank", v, help)
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            long long x = 0;
-            if (!CLI::detail::lexical_cast(text, x)) return "'" + limits::excerpt(text) + "' is not an integer";
-            if (x < 1) return text + " is below the minimum 1 (leave -v out for the default)";
-            if (x > limits::kMaxStagesPerRank)
-              return text + " is more than the supported " + std::to_string(limits::kMaxStagesPerRank);
-            return {};
+  // means the schedule's default (-v 0 used to mean the default silently).
+  // Worded as the planner words a bad stages_per_rank, so the CLI and the
+  // Python module say the same. CLI11 runs this after -s is stored.
+  return app
+      .add_option_function<int>(
+          "-v,--stages-per-rank",
+          [&v, schedule](const int& x) {
+            if (x < 1) {
+              const std::string who = schedule && !schedule->empty() ? *schedule + ": " : "";
+              throw ShapeError(who + "stages_per_rank must be positive, got " + std::to_string(x),
+                               x == 0 ? "pass {v} 1 or more, or leave -v out for the schedule's default"
+                                      : "pass {v} 1 or more");
+            }
+            v = x;
           },
-          "INT in 1.." + std::to_string(limits::kMaxStagesPerRank)));
+          help)
+      ->check(at_most(limits::kMaxStagesPerRank, " stages per rank"));
 }
 
 void add_problem_options(CLI::App& app, Problem& problem, bool required) {
@@ -64,7 +70,8 @@ void add_problem_options(CLI::App& app, Problem& problem, bool required) {
                              limits::kMaxRanks, " ranks");
   auto* m = add_count_option(app, "-m,--microbatches", problem.num_microbatches, "Number of microbatches",
                              limits::kMaxMicrobatches, " microbatches");
-  add_stages_per_rank_option(app, problem.stages_per_rank, "Stages per rank (default: the schedule's)");
+  add_stages_per_rank_option(app, problem.stages_per_rank, "Stages per rank (default: the schedule's)",
+                             &problem.schedule);
   if (required) {
     s->required();
     p->required();
@@ -110,24 +117,36 @@ std::string read_input(const std::string& path) {
   return text;
 }
 
+std::string error_text(const std::exception& e) {
+  if (const auto* shape = dynamic_cast<const ShapeError*>(&e)) return shape->message("-p", "-m", "-v");
+  return e.what();
+}
+
+Failure classify(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const PlanRejected& x) {
+    return {kExitInvalid, "error", x.what()};
+  } catch (const CommError& x) {
+    return {kExitPeer, "error", x.what()};
+  } catch (const InputError& x) {
+    return {kExitUsage, "error", error_text(x)};
+  } catch (const std::bad_alloc&) {
+    return {kExitInternal, "internal error", "out of memory"};
+  } catch (const std::exception& x) {
+    return {kExitInternal, "internal error", x.what()};
+  } catch (...) {
+    return {kExitInternal, "internal error", "unknown exception"};
+  }
+}
+
 int guarded(const std::function<int()>& body) {
   try {
     return body();
-  } catch (const PlanError& e) {
-    std::cerr << "pipeplan: error: " << e.what() << "\n";
-    return kExitInvalid;
-  } catch (const InputError& e) {
-    std::cerr << "pipeplan: error: " << e.what() << "\n";
-    return kExitUsage;
-  } catch (const InternalError& e) {
-    std::cerr << "pipeplan: internal error: " << e.what() << "\n";
-    return kExitInternal;
-  } catch (const std::bad_alloc&) {
-    std::cerr << "pipeplan: internal error: out of memory\n";
-    return kExitInternal;
-  } catch (const std::exception& e) {
-    std::cerr << "pipeplan: internal error: " << e.what() << "\n";
-    return kExitInternal;
+  } catch (...) {
+    const Failure f = classify(std::current_exception());
+    std::cerr << "pipeplan: " << f.label << ": " << f.message << "\n";
+    return f.code;
   }
 }
 

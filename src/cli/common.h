@@ -1,6 +1,7 @@
 // Helpers shared by the subcommands: options, input, output, exit codes.
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -22,20 +23,37 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitInvalid = 1;   ///< plan invalid or not deadlock-free
 inline constexpr int kExitUsage = 2;     ///< usage or input error
 inline constexpr int kExitInternal = 3;  ///< internal error
+inline constexpr int kExitPeer = 4;      ///< a peer failed or communication broke (train)
+
+/// What a failure means for the user: its exit code and the stderr label
+/// ("error" or "internal error").
+struct Failure {
+  int code = kExitInternal;
+  const char* label = "internal error";
+  std::string message;
+};
+/// The one mapping from an exception to a Failure: PlanRejected 1,
+/// InputError 2, InternalError and anything unexpected 3, CommError 4.
+Failure classify(std::exception_ptr e);
+/// An error's text as the CLI words it: shape fixes name -p, -m and -v.
+std::string error_text(const std::exception& e);
 
 /// An integer option whose value may not exceed `max` (a limits.h limit):
 /// "--pp: 99999999999 is more than the supported 65536 ranks".
 CLI::Option* add_count_option(CLI::App& app, const std::string& names, int& value, const std::string& help,
                               long long max, const std::string& unit);
-/// -v/--stages-per-rank: when given, an integer in 1..limits::kMaxStagesPerRank.
-CLI::Option* add_stages_per_rank_option(CLI::App& app, int& v, const std::string& help);
+/// -v/--stages-per-rank: when given, an integer in 1..limits::kMaxStagesPerRank
+/// (ShapeError below 1, named as the planner names it, prefixed with
+/// `*schedule` when given and set).
+CLI::Option* add_stages_per_rank_option(CLI::App& app, int& v, const std::string& help,
+                                        const std::string* schedule = nullptr);
 
 /// -s/--schedule, -p/--pp, -m/--microbatches, -v/--stages-per-rank.
 /// `required`: whether -s/-p/-m must be given.
 void add_problem_options(CLI::App& app, Problem& problem, bool required);
 
-/// The one catch point: runs `body`, mapping InputError to 2, InternalError
-/// and anything else to 3 (with a message on stderr).
+/// The one catch point: runs `body`; an exception is reported on stderr
+/// ("pipeplan: error: ...") and mapped to its exit code by classify().
 int guarded(const std::function<int()>& body);
 
 /// The process arguments, recorded by main() (for commands that re-exec).

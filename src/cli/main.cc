@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "ir/edit_distance.h"
 #include "pipeplan/error.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/version.h"
@@ -15,25 +16,13 @@ namespace {
 
 using namespace pipeplan::cli;
 
-std::size_t distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 // "unknown command 'plam' (did you mean 'plan'?)" before CLI11 sees it.
 int unknown_command(const std::string& name) {
   std::string best, names;
   std::size_t best_d = 3;
   for (const auto& c : commands()) {
     names += (names.empty() ? "" : ", ") + c.name;
-    std::size_t d = distance(name, c.name);
+    std::size_t d = pipeplan::detail::edit_distance(name, c.name);
     if (d < best_d) best_d = d, best = c.name;
   }
   std::cerr << "pipeplan: unknown command '" << name << "'";
@@ -65,9 +54,9 @@ int unexpected_arguments(const CLI::App& app, int argc, char** argv) {
     if (!a) continue;
     for (const CLI::Option* o : a->get_options()) {
       for (const std::string& l : o->get_lnames())
-        if (std::size_t d = distance(name, "--" + l); d < best_d) best_d = d, best = "--" + l;
+        if (std::size_t d = pipeplan::detail::edit_distance(name, "--" + l); d < best_d) best_d = d, best = "--" + l;
       for (const std::string& sn : o->get_snames())
-        if (std::size_t d = distance(name, "-" + sn); d < best_d && name.size() <= 3) best_d = d, best = "-" + sn;
+        if (std::size_t d = pipeplan::detail::edit_distance(name, "-" + sn); d < best_d && name.size() <= 3) best_d = d, best = "-" + sn;
     }
   }
   std::cerr << "pipeplan: unknown option '" << pipeplan::limits::excerpt(name) << "'" << where;
@@ -83,7 +72,8 @@ int run(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "Only errors on stderr");
   app.add_flag("--verbose", verbose, "Debug logging on stderr");
   app.require_subcommand(0, 1);
-  app.footer("Exit codes: 0 ok, 1 plan invalid or not deadlock-free, 2 usage or input error, 3 internal error.\n"
+  app.footer("Exit codes: 0 ok, 1 plan invalid or not deadlock-free, 2 usage or input error, 3 internal error,\n"
+             "4 a peer failed or communication broke (train).\n"
              "Run with no command for a default 1f1b pp=4 m=8 plan. 'pipeplan COMMAND --help' for details.");
 
   if (argc > 1 && argv[1][0] != '-') {
@@ -92,7 +82,6 @@ int run(int argc, char** argv) {
     if (!known) return unknown_command(argv[1]);
   }
 
-  std::function<int()> chosen;
   std::vector<std::pair<CLI::App*, std::function<int()>>> runners;
   for (const auto& c : commands()) {
     CLI::App* sub = app.add_subcommand(c.name, c.description);
@@ -125,8 +114,7 @@ int run(int argc, char** argv) {
     if (sub->get_name() == "plan") {
       CLI::App demo;
       auto demo_run = setup_plan(demo);
-      // CLI11 takes a vector of arguments in reverse order.
-      demo.parse(std::vector<std::string>{"timeline", "-f", "8", "-m", "4", "-p", "1f1b", "-s"});
+      demo.parse("-s 1f1b -p 4 -m 8 -f timeline", false);
       return demo_run();
     }
   return kExitOk;

@@ -10,13 +10,14 @@
 #include "cli/common.h"
 #include "pipeplan/cost_options.h"
 #include "pipeplan/error.h"
+#include "pipeplan/io.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/verify.h"
 
 namespace pipeplan::cli {
 
-void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs) {
+void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs, bool model) {
   app.add_option("--cost", args.cost,
                  "Action costs, e.g. F=1,B=2,I=1,W=1[,OVERLAP_F_B=2.5] (default F=1,B=2,I=1,W=1; "
                  "B defaults to I+W, I=W=B/2 when only B is given)");
@@ -29,8 +30,9 @@ void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs) {
                  "(default 0)");
   app.add_option("--bytes", args.bytes, "Size of every transfer, for --comm's BANDWIDTH")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--model", args.model, "Transport model for SEND/RECV")
-      ->check(CLI::IsMember({"rendezvous", "eager", "serial"}));
+  if (model)
+    app.add_option("--model", args.model, "Transport model for SEND/RECV")
+        ->check(CLI::IsMember({"rendezvous", "eager", "serial"}));
 }
 
 SimOptions make_sim_options(const CostArgs& args, StageCosts* file_out) {
@@ -65,9 +67,11 @@ void add_plan_source(CLI::App& app, PlanSource& src) {
                "Forward-only (inference) plan: with -s, plan one; with FILE, owe no backward");
   app.add_flag("--compute-only", src.compute_only,
                "Simulate the compute order only: values move as soon as they are produced");
+  add_lowering_options(app, src.lowering);
 }
 
-Plan load_plan_source(const PlanSource& src, std::vector<Diagnostic>& defects) {
+Plan load_plan_source(const PlanSource& src, const CostModel& costs, bool comm_given,
+                      std::vector<Diagnostic>& defects) {
   const bool named = src.app->count("--schedule") > 0;
   const bool shaped = src.app->count("--pp") > 0 || src.app->count("--microbatches") > 0 ||
                       src.app->count("--stages-per-rank") > 0;
@@ -78,7 +82,8 @@ Plan load_plan_source(const PlanSource& src, std::vector<Diagnostic>& defects) {
     if (src.app->count("--pp") == 0 || src.app->count("--microbatches") == 0)
       throw InputError("-s needs -p P and -m M");
     if (src.lower) throw InputError("--lower applies to a plan FILE; -s plans are lowered already");
-    return src.compute_only ? plan_compute(src.problem) : plan(src.problem);
+    if (src.compute_only) return plan_compute(src.problem);
+    return plan(src.problem, make_lower_options(resolve(src.problem), src.lowering, costs, comm_given));
   }
   CsvReadOptions csv;
   csv.forward_only = src.problem.forward_only;
@@ -94,7 +99,7 @@ Plan load_plan_source(const PlanSource& src, std::vector<Diagnostic>& defects) {
                                 [](const Action& a) { return is_comm(a.type); }),
                  list.end());
   } else if (src.lower && p.is_compute_only()) {
-    p = lower(p, schedule_lowering(p.meta));
+    p = lower(p, make_lower_options(p.meta, src.lowering, costs, comm_given));
     spdlog::debug("lowered the compute-only plan: {} actions", p.num_actions());
   }
   return p;
@@ -111,7 +116,7 @@ Simulated load_and_simulate(const PlanSource& src, const CostArgs& costs, const 
   Simulated s;
   s.options = make_sim_options(costs);
   std::vector<Diagnostic> defects;
-  s.plan = load_plan_source(src, defects);
+  s.plan = load_plan_source(src, s.options.costs, !costs.comm.empty(), defects);
   if (!defects.empty()) {
     s.exit_code = report_invalid(src.file + " is not a valid plan", defects);
     return s;

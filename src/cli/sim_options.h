@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/lower_options.h"
 #include "pipeplan/ir.h"
 #include "pipeplan/problem.h"
 #include "pipeplan/simulate.h"
@@ -25,8 +26,9 @@ struct CostArgs {
   std::string model = "rendezvous";
 };
 
-/// Adds the cost-model options (`stage_costs`: whether --stage-costs exists).
-void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs = true);
+/// Adds the cost-model options (`stage_costs`: whether --stage-costs exists;
+/// `model`: whether --model does).
+void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs = true, bool model = true);
 /// Parses the cost options (reading --stage-costs FILE; a calibrated file
 /// sets absolute durations and its transfer cost); throws InputError.
 /// `file_out`, when given, receives the stage-costs file as read.
@@ -38,14 +40,18 @@ struct PlanSource {
   Problem problem;
   bool lower = false;         ///< lower a compute-only FILE first
   bool compute_only = false;  ///< drop SEND/RECV (-s: plan without lowering)
+  LoweringArgs lowering;      ///< how -s plans and FILE --lower are lowered
   CLI::App* app = nullptr;
 };
 
-/// Adds the positional FILE, -s/-p/-m/-v, --forward-only, --lower and --compute-only.
+/// Adds the positional FILE, -s/-p/-m/-v, --forward-only, --lower,
+/// --compute-only and the lowering options.
 void add_plan_source(CLI::App& app, PlanSource& src);
-/// Loads or plans the plan. A FILE's structural defects (check_structure)
-/// land in `defects`, and the plan is returned as read.
-Plan load_plan_source(const PlanSource& src, std::vector<Diagnostic>& defects);
+/// Loads or plans the plan, lowering for `costs` (the simulated cost model;
+/// `comm_given`: whether --comm set its transfer cost). A FILE's structural
+/// defects (check_structure) land in `defects`, and the plan is returned as read.
+Plan load_plan_source(const PlanSource& src, const CostModel& costs, bool comm_given,
+                      std::vector<Diagnostic>& defects);
 /// Prints defects or simulation problems to stderr; returns kExitInvalid.
 int report_invalid(const std::string& what, const std::vector<Diagnostic>& problems);
 

@@ -30,11 +30,28 @@ std::vector<ComparisonRow> compare_schedules(const CompareRequest& request,
     row.schedule = find_schedule(name).name;  // unknown names are input errors
     Plan p;
     try {
-      p = plan(Problem{row.schedule, request.pp_degree, request.num_microbatches,
-                       request.stages_per_rank});
+      const Problem problem{row.schedule, request.pp_degree, request.num_microbatches,
+                            request.stages_per_rank};
+      const PlanMeta meta = resolve(problem);
+      LowerOptions lowering = schedule_lowering(meta);
+      if (request.lowering) lowering.mode = *request.lowering;
+      lowering.max_prefetch = request.max_prefetch;
+      if (request.serial_safe) lowering.serial_safe = true;
+      if (lowering.mode == LowerMode::LatencyHiding) {
+        // Lowered for the per-stage costs it is simulated with.
+        lowering.costs = per_stage(options, meta.stages_per_rank).costs;
+        if (lowering.costs.transfer_time() == 0.0) {
+          lowering.costs.comm_latency = kNominalLatency;
+          lowering.costs.comm_bandwidth = 0.0;
+        }
+      }
+      p = plan(problem, lowering);
     } catch (const InputError& e) {
       // Shape errors start with the schedule's name; the row names it already.
-      row.skipped = e.what();
+      const auto* shape = dynamic_cast<const ShapeError*>(&e);
+      row.skipped = shape ? shape->message(request.shape_names[0], request.shape_names[1],
+                                           request.shape_names[2])
+                          : std::string(e.what());
       if (row.skipped.rfind(row.schedule + ": ", 0) == 0)
         row.skipped.erase(0, row.schedule.size() + 2);
       rows.push_back(row);

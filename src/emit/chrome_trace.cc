@@ -7,7 +7,7 @@
 
 #include "emit/render_util.h"
 #include "pipeplan/render.h"
-#include "sim/numbers.h"
+#include "ir/numbers.h"
 
 namespace pipeplan {
 namespace {

@@ -2,19 +2,22 @@
 //
 // It times the compute order with unit costs (F=1, B=2, I=1, W=1, an F+B
 // group 3; communication free) so that the picture shows the schedule's
-// shape without depending on the simulator's cost model. Comms and FSDP
+// shape without depending on the simulator's cost model. Dependencies are
+// those of ir/deps.h; an order that cannot run is still drawn (forced), which
+// is why this walks its own loop instead of lower/timing's. Comms and FSDP
 // pass-through actions are not drawn.
 #include <algorithm>
 #include <cstdint>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/deps.h"
 #include "pipeplan/emit.h"
 
 namespace pipeplan {
 namespace {
 
-enum Kind : std::uint64_t { kForward = 0, kGrad = 1, kWeight = 2 };
+enum Kind : std::uint64_t { kForward = 0, kGrad = 1 };
 
 std::uint64_t key(Kind k, int stage, int mb) {
   return (static_cast<std::uint64_t>(k) << 62) |
@@ -30,43 +33,20 @@ int unit_cost(const Action& a) {
   }
 }
 
+std::uint64_t key(const deps::Value& v) {
+  return key(v.kind == deps::Kind::Forward ? kForward : kGrad, v.stage, v.microbatch);
+}
+
 // What an action produces (for the dependencies of others).
 void produced(const Action& a, std::vector<std::uint64_t>& out) {
   out.clear();
-  switch (a.type) {
-    case ActionType::F: out.push_back(key(kForward, a.stage, a.microbatch)); break;
-    case ActionType::B:
-    case ActionType::I: out.push_back(key(kGrad, a.stage, a.microbatch)); break;
-    case ActionType::W: out.push_back(key(kWeight, a.stage, a.microbatch)); break;
-    case ActionType::OverlapFB:
-      out.push_back(key(kForward, a.stage, a.microbatch));
-      out.push_back(key(kGrad, a.sub_stage, a.sub_microbatch));
-      break;
-    default: break;
-  }
+  deps::for_each_output(a, [&](const deps::Value& v) { out.push_back(key(v)); });
 }
 
-// What an action waits for (semantics.md's dependency rules).
+// What an action waits for (ir/deps.h, docs/semantics.md).
 void needed(const Action& a, int num_stages, std::vector<std::uint64_t>& out) {
   out.clear();
-  auto forward = [&](int s, int m) {
-    if (s > 0) out.push_back(key(kForward, s - 1, m));
-  };
-  auto grad = [&](int s, int m) {
-    out.push_back(key(kForward, s, m));
-    if (s + 1 < num_stages) out.push_back(key(kGrad, s + 1, m));
-  };
-  switch (a.type) {
-    case ActionType::F: forward(a.stage, a.microbatch); break;
-    case ActionType::B:
-    case ActionType::I: grad(a.stage, a.microbatch); break;
-    case ActionType::W: out.push_back(key(kGrad, a.stage, a.microbatch)); break;
-    case ActionType::OverlapFB:
-      forward(a.stage, a.microbatch);
-      grad(a.sub_stage, a.sub_microbatch);
-      break;
-    default: break;
-  }
+  deps::for_each_input(a, num_stages, [&](const deps::Value& v, int) { out.push_back(key(v)); });
 }
 
 std::string label(const Action& a, bool with_stage) {

@@ -7,7 +7,7 @@
 #include "pipeplan/error.h"
 #include "pipeplan/ir.h"
 #include "pipeplan/simulate.h"
-#include "sim/numbers.h"
+#include "ir/numbers.h"
 
 namespace pipeplan::detail {
 

@@ -8,7 +8,7 @@
 #include "pipeplan/error.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/render.h"
-#include "sim/numbers.h"
+#include "ir/numbers.h"
 
 namespace pipeplan {
 namespace {

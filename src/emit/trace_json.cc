@@ -8,7 +8,7 @@
 #include "pipeplan/emit.h"
 #include "pipeplan/render.h"
 #include "pipeplan/trace.h"
-#include "sim/numbers.h"
+#include "ir/numbers.h"
 
 namespace pipeplan {
 

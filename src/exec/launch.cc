@@ -68,7 +68,7 @@ std::vector<std::string> own_command_line() {
 
 LaunchResult launch_local(const std::vector<std::string>& argv, const LaunchOptions& options) {
   if (argv.empty()) throw InputError("launch_local: empty command");
-  if (options.nproc < 1) throw InputError("--nproc must be at least 1");
+  if (options.nproc < 1) throw InputError("nproc (the number of ranks to start) must be at least 1");
   const int port = options.master_port > 0 ? options.master_port : free_loopback_port();
 
   std::vector<char*> cargv;

@@ -14,11 +14,6 @@ namespace pipeplan::exec {
 
 namespace {
 
-// Lowering options for a compute-only plan: its schedule's when it names one.
-LowerOptions lowering_for(const PlanMeta& meta) {
-  return schedule_lowering(meta);
-}
-
 // format_diagnostics ends every line with a newline; a message does not.
 std::string trimmed(std::string s) {
   while (!s.empty() && s.back() == '\n') s.pop_back();
@@ -55,7 +50,7 @@ Plan prepare_plan(const Plan& plan, int rank, int world_size, Transport transpor
       throw PlanRejected("the plan fails verification; refusing to run it:\n" +
                              trimmed(format_diagnostics(diags)),
                          diags);
-    runnable = lower(runnable, lowering_for(meta));
+    runnable = lower(runnable, schedule_lowering(meta));
   }
   VerifyResult result = verify(runnable, {transport});
   if (!result.ok())

@@ -1,6 +1,7 @@
-// lower(): place SEND/RECV around a compute-only order.
+// lower(): the entry point, and the seed lowering (LowerMode::Seed); the
+// latency-hiding one is in latency.cc.
 //
-// Every cross-rank boundary becomes one transfer. Each rank pair gets one
+// Seed lowering: every cross-rank boundary becomes one transfer. Each rank pair gets one
 // transfer order (sigma), sorted by the consumer's start time in a unit-cost
 // run; both ends post in that order, so the pair FIFO is complementary by
 // construction. A receive sits right before its consumer; a send goes right
@@ -23,7 +24,9 @@
 #include <tuple>
 #include <utility>
 
+#include "lower/latency.h"
 #include "lower/transfers.h"
+#include "sim/cost_check.h"
 #include "pipeplan/error.h"
 
 namespace pipeplan {
@@ -236,26 +239,48 @@ std::vector<Action> emit_rank(const Transfers& tr, int r, const std::vector<Acti
 
 }  // namespace
 
+std::string_view to_string(LowerMode m) {
+  return m == LowerMode::Seed ? "seed" : "latency-hiding";
+}
+
+std::optional<LowerMode> parse_lower_mode(std::string_view s) {
+  if (s == "seed") return LowerMode::Seed;
+  if (s == "latency-hiding") return LowerMode::LatencyHiding;
+  return std::nullopt;
+}
+
+CostModel nominal_costs() {
+  CostModel c;
+  c.comm_latency = kNominalLatency;
+  return c;
+}
+
 Plan lower(const Plan& plan, const LowerOptions& options) {
   if (!plan.is_whole())
     throw InputError("lower: the plan must hold every rank 0.." +
                      std::to_string(plan.meta.pp_degree - 1));
   if (!plan.is_compute_only())
     throw InputError("lower: the plan already has SEND/RECV actions");
+  if (options.mode == LowerMode::LatencyHiding) return detail::lower_latency_hiding(plan, options);
 
   // The ordering argument needs every compute to take time: with zero-length
-  // actions, consumer start times stop separating transfers.
-  for (double c : {options.cost_f, options.cost_b, options.cost_i, options.cost_w})
-    if (!(c > 0.0) || c > 1e12)
+  // actions, consumer start times stop separating transfers. The seed order
+  // is a unit-cost run's: only the per-type costs count, transfers are free.
+  const CostModel& given = options.costs;
+  detail::check_costs(given, plan.meta.num_stages(), "lower: ");
+  for (double c : {given.f, given.b, given.i, given.w})
+    if (!(c > 0.0))
       throw InputError("lower: every unit cost must be positive and finite (F=" +
-                       std::to_string(options.cost_f) + ", B=" + std::to_string(options.cost_b) +
-                       ", I=" + std::to_string(options.cost_i) + ", W=" +
-                       std::to_string(options.cost_w) + ")");
-  detail::ComputeCosts costs{options.cost_f, options.cost_b, options.cost_i, options.cost_w};
+                       std::to_string(given.f) + ", B=" + std::to_string(given.b) +
+                       ", I=" + std::to_string(given.i) + ", W=" +
+                       std::to_string(given.w) + ")");
+  CostModel costs;
+  costs.f = given.f;
+  costs.b = given.b;
+  costs.i = given.i;
+  costs.w = given.w;
   detail::Timing timing = detail::time_compute(plan, costs, /*with_end=*/false);
-  if (!timing.complete)
-    throw PlanError("lower: the compute order cannot complete (cyclic wait across ranks): " +
-                     timing.stuck);
+  detail::refuse_if_stuck(timing);
 
   Transfers tr(plan, timing);
   walk(tr, static_cast<int>(plan.ranks.size()), options);

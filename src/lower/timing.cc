@@ -4,68 +4,58 @@
 #include <deque>
 #include <limits>
 
-namespace pipeplan::detail {
+#include "ir/deps.h"
+#include "pipeplan/error.h"
 
-double ComputeCosts::of(const Action& a) const {
-  switch (a.type) {
-    case ActionType::F: return f;
-    case ActionType::B: return b;
-    case ActionType::I: return i;
-    case ActionType::W: return w;
-    case ActionType::OverlapFB: return f + b;
-    default: return 0.0;
-  }
-}
+namespace pipeplan::detail {
 
 namespace {
 
 constexpr double kNotDone = -1.0;
 
 // End times of F and of B/I per (stage, microbatch), -1 until done.
+// `hop` is the transfer time, paid where neighbouring stages sit on
+// different ranks (`cross[s]`: stages s and s+1 do).
 struct DoneTable {
   int stages = 0, mbs = 0;
   std::vector<double> f_end, bi_end;
-  DoneTable(int s, int m)
-      : stages(s), mbs(m), f_end(static_cast<std::size_t>(s) * m, kNotDone),
-        bi_end(static_cast<std::size_t>(s) * m, kNotDone) {}
+  std::vector<char> cross;
+  double hop = 0.0;
+  DoneTable(const PlanMeta& meta, double transfer)
+      : stages(meta.num_stages()), mbs(meta.num_microbatches),
+        f_end(static_cast<std::size_t>(stages) * mbs, kNotDone),
+        bi_end(static_cast<std::size_t>(stages) * mbs, kNotDone),
+        cross(static_cast<std::size_t>(std::max(stages, 1)), 0), hop(transfer) {
+    for (int s = 0; s + 1 < stages; ++s)
+      cross[static_cast<std::size_t>(s)] = meta.rank_of(s) != meta.rank_of(s + 1);
+  }
+  // When a value produced at `t` by stage s is usable by its neighbour
+  // (stage s+1 for a forward value, s-1 for a gradient): `boundary` is the
+  // lower of the two stages.
+  double arrive(double t, int boundary) const {
+    return t < 0 ? t : t + (cross[static_cast<std::size_t>(boundary)] ? hop : 0.0);
+  }
   bool in_range(int s, int mb) const { return s >= 0 && s < stages && mb >= 0 && mb < mbs; }
   std::size_t at(int s, int mb) const { return static_cast<std::size_t>(s) * mbs + mb; }
 };
 
-// Time at which the inputs of a forward of (s, mb) are ready, or -1.
-double forward_ready(const DoneTable& d, int s, int mb) {
-  if (s == 0) return 0.0;
-  return d.in_range(s - 1, mb) ? d.f_end[d.at(s - 1, mb)] : kNotDone;
-}
-
-// Time at which the inputs of a backward (B or I) of (s, mb) are ready, or -1.
-double backward_ready(const DoneTable& d, int s, int mb) {
-  if (!d.in_range(s, mb)) return kNotDone;
-  double t = d.f_end[d.at(s, mb)];
-  if (t < 0) return kNotDone;
-  if (s + 1 < d.stages) {
-    double g = d.bi_end[d.at(s + 1, mb)];
-    if (g < 0) return kNotDone;
-    t = std::max(t, g);
-  }
-  return t;
+// When value `v` is usable by an action of stage `reader`, or -1: a value
+// crossing to another rank arrives one transfer after its producer ends.
+double end_of(const DoneTable& d, const deps::Value& v, int reader) {
+  if (!d.in_range(v.stage, v.microbatch)) return kNotDone;
+  const std::size_t k = d.at(v.stage, v.microbatch);
+  const double t = v.kind == deps::Kind::Forward ? d.f_end[k] : d.bi_end[k];
+  return v.stage == reader ? t : d.arrive(t, std::min(v.stage, reader));
 }
 
 // Ready time of a compute action, or -1 when a producer has not run.
 double ready_time(const DoneTable& d, const Action& a) {
-  switch (a.type) {
-    case ActionType::F: return forward_ready(d, a.stage, a.microbatch);
-    case ActionType::B:
-    case ActionType::I: return backward_ready(d, a.stage, a.microbatch);
-    case ActionType::W:
-      return d.in_range(a.stage, a.microbatch) ? d.bi_end[d.at(a.stage, a.microbatch)] : kNotDone;
-    case ActionType::OverlapFB: {
-      double f = forward_ready(d, a.stage, a.microbatch);
-      double b = backward_ready(d, a.sub_stage, a.sub_microbatch);
-      return (f < 0 || b < 0) ? kNotDone : std::max(f, b);
-    }
-    default: return 0.0;
-  }
+  double t = 0.0;
+  deps::for_each_input(a, d.stages, [&](const deps::Value& v, int reader) {
+    const double e = t < 0 ? t : end_of(d, v, reader);
+    t = e < 0 ? kNotDone : std::max(t, e);
+  });
+  return t;
 }
 
 std::string describe_wait(const DoneTable& d, const Action& a) {
@@ -85,10 +75,10 @@ std::string describe_wait(const DoneTable& d, const Action& a) {
 
 }  // namespace
 
-Timing time_compute(const Plan& plan, const ComputeCosts& costs, bool with_end) {
+Timing time_compute(const Plan& plan, const CostModel& costs, bool with_end) {
   const PlanMeta& meta = plan.meta;
   const int n_ranks = static_cast<int>(plan.ranks.size());
-  DoneTable done(meta.num_stages(), meta.num_microbatches);
+  DoneTable done(meta, costs.transfer_time());
   Timing t;
   t.start.resize(plan.ranks.size());
   if (with_end) t.end.resize(plan.ranks.size());
@@ -122,24 +112,17 @@ Timing time_compute(const Plan& plan, const ComputeCosts& costs, bool with_end) 
       double ready = is_compute(a.type) ? ready_time(done, a) : 0.0;
       if (ready < 0) break;  // woken again when a producer finishes
       double s = std::max(free_at[ru], ready);
-      double e = s + costs.of(a);
+      double e = s + costs.duration(a);
       t.start[ru][pc[ru]] = s;
       if (with_end) t.end[ru][pc[ru]] = e;
       free_at[ru] = e;
-      auto finish_f = [&](int st, int mb) {
-        if (done.in_range(st, mb)) done.f_end[done.at(st, mb)] = e;
-        wake(st + 1);
-      };
-      auto finish_bi = [&](int st, int mb) {
-        if (done.in_range(st, mb)) done.bi_end[done.at(st, mb)] = e;
-        wake(st - 1);
-      };
-      if (a.type == ActionType::F) finish_f(a.stage, a.microbatch);
-      if (a.type == ActionType::B || a.type == ActionType::I) finish_bi(a.stage, a.microbatch);
-      if (a.type == ActionType::OverlapFB) {
-        finish_f(a.stage, a.microbatch);
-        finish_bi(a.sub_stage, a.sub_microbatch);
-      }
+      deps::for_each_output(a, [&](const deps::Value& v) {
+        if (done.in_range(v.stage, v.microbatch)) {
+          const std::size_t k = done.at(v.stage, v.microbatch);
+          (v.kind == deps::Kind::Forward ? done.f_end : done.bi_end)[k] = e;
+        }
+        wake(deps::consumer_stage(v));
+      });
       ++pc[ru];
     }
   }
@@ -154,6 +137,111 @@ Timing time_compute(const Plan& plan, const ComputeCosts& costs, bool with_end) 
     }
   }
   return t;
+}
+
+}  // namespace pipeplan::detail
+
+namespace pipeplan::detail {
+
+std::vector<std::vector<double>> latest_starts(const Plan& plan, const CostModel& costs,
+                                               const Timing& timing) {
+  const PlanMeta& meta = plan.meta;
+  const int S = meta.num_stages(), M = meta.num_microbatches;
+  const std::size_t n_ranks = plan.ranks.size();
+  auto in_range = [&](int s, int mb) { return s >= 0 && s < S && mb >= 0 && mb < M; };
+  auto at = [&](int s, int mb) { return static_cast<std::size_t>(s) * M + mb; };
+  // Where F and B/I of each (stage, mb) sit, and their latest starts once known.
+  const std::size_t n_keys = static_cast<std::size_t>(S) * static_cast<std::size_t>(M);
+  std::vector<double> ls_f(n_keys, kNotDone), ls_bi(n_keys, kNotDone);
+  std::vector<char> exists_f(n_keys, 0), exists_bi(n_keys, 0);
+  double makespan = 0.0;
+  for (std::size_t r = 0; r < n_ranks; ++r) {
+    for (const Action& a : plan.ranks[r]) {
+      if (a.type == ActionType::F || a.type == ActionType::OverlapFB)
+        if (in_range(a.stage, a.microbatch)) exists_f[at(a.stage, a.microbatch)] = 1;
+      if (a.type == ActionType::B || a.type == ActionType::I)
+        if (in_range(a.stage, a.microbatch)) exists_bi[at(a.stage, a.microbatch)] = 1;
+      if (a.type == ActionType::OverlapFB && in_range(a.sub_stage, a.sub_microbatch))
+        exists_bi[at(a.sub_stage, a.sub_microbatch)] = 1;
+    }
+    for (double e : timing.end[r]) makespan = std::max(makespan, e);
+  }
+  const double hop = costs.transfer_time();
+  auto hop_between = [&](int s, int t) { return meta.rank_of(s) != meta.rank_of(t) ? hop : 0.0; };
+
+  std::vector<std::vector<double>> ls(n_ranks);
+  for (std::size_t r = 0; r < n_ranks; ++r) ls[r].assign(plan.ranks[r].size(), 0.0);
+  std::vector<std::size_t> left(n_ranks);  // actions not yet settled: [0, left)
+  for (std::size_t r = 0; r < n_ranks; ++r) left[r] = plan.ranks[r].size();
+  std::vector<char> queued(n_ranks, 1);
+  std::deque<std::size_t> work;
+  for (std::size_t r = 0; r < n_ranks; ++r) work.push_back(r);
+  auto wake = [&](int stage) {
+    if (stage < 0 || stage >= S) return;
+    const auto r = static_cast<std::size_t>(meta.rank_of(stage));
+    if (r < n_ranks && !queued[r]) {
+      queued[r] = 1;
+      work.push_back(r);
+    }
+  };
+  // The latest finish a produced value allows: its consumers' latest starts
+  // less the transfer; kNotDone while a consumer is unsettled.
+  auto after_forward = [&](int s, int mb, double lf) {
+    if (s + 1 < S && exists_f[at(s + 1, mb)]) {
+      const double c = ls_f[at(s + 1, mb)];
+      if (c == kNotDone) return kNotDone;
+      lf = std::min(lf, c - hop_between(s, s + 1));
+    }
+    return lf;
+  };
+  auto after_backward = [&](int s, int mb, double lf) {
+    if (s > 0 && exists_bi[at(s - 1, mb)]) {
+      const double c = ls_bi[at(s - 1, mb)];
+      if (c == kNotDone) return kNotDone;
+      lf = std::min(lf, c - hop_between(s - 1, s));
+    }
+    return lf;
+  };
+  while (!work.empty()) {
+    const std::size_t r = work.front();
+    work.pop_front();
+    queued[r] = 0;
+    const auto& list = plan.ranks[r];
+    while (left[r] > 0) {
+      const std::size_t i = left[r] - 1;
+      const Action& a = list[i];
+      double lf = i + 1 < list.size() ? ls[r][i + 1] : makespan;
+      // Same-rank consumers come later in the list, so they are settled
+      // and bounded through the chain above; cross-rank ones are looked up.
+      if (a.type == ActionType::F || a.type == ActionType::OverlapFB) lf = after_forward(a.stage, a.microbatch, lf);
+      if (lf != kNotDone && (a.type == ActionType::B || a.type == ActionType::I))
+        lf = after_backward(a.stage, a.microbatch, lf);
+      if (lf != kNotDone && a.type == ActionType::OverlapFB) lf = after_backward(a.sub_stage, a.sub_microbatch, lf);
+      if (lf == kNotDone) break;  // woken when that consumer settles
+      const double start = lf - costs.duration(a);
+      ls[r][i] = start;
+      if (a.type == ActionType::F || a.type == ActionType::OverlapFB) {
+        if (in_range(a.stage, a.microbatch)) ls_f[at(a.stage, a.microbatch)] = start;
+        wake(a.stage - 1);
+      }
+      if (a.type == ActionType::B || a.type == ActionType::I) {
+        if (in_range(a.stage, a.microbatch)) ls_bi[at(a.stage, a.microbatch)] = start;
+        wake(a.stage + 1);
+      }
+      if (a.type == ActionType::OverlapFB) {
+        if (in_range(a.sub_stage, a.sub_microbatch)) ls_bi[at(a.sub_stage, a.sub_microbatch)] = start;
+        wake(a.sub_stage + 1);
+      }
+      --left[r];
+    }
+  }
+  return ls;
+}
+
+void refuse_if_stuck(const Timing& timing) {
+  if (timing.complete) return;
+  const std::string why = "the compute order cannot complete (cyclic wait across ranks): " + timing.stuck;
+  throw PlanRejected("lower: " + why, {Diagnostic{"compute-cycle", -1, -1, "", why}});
 }
 
 }  // namespace pipeplan::detail

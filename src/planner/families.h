@@ -10,7 +10,8 @@
 
 namespace pipeplan::detail {
 
-/// Throws ShapeError("<schedule>: <what>; <fix>") when !ok.
+/// Throws ShapeError("<schedule>: <what>", fix) when !ok; `fix` names the
+/// shape parameters {p}, {m}, {v} (error.h).
 void require(bool ok, const std::string& schedule, const std::string& what,
              const std::string& fix);
 
@@ -18,8 +19,6 @@ void require(bool ok, const std::string& schedule, const std::string& what,
 std::vector<Action> plan_gpipe(const PlanMeta& meta, int rank);
 std::vector<Action> plan_1f1b(const PlanMeta& meta, int rank);
 void check_1f1b(const PlanMeta& meta);
-
-// --- further families are declared below, one block per file ---
 
 // zero_bubble_sail.cc: sail-sg's handcrafted ZB-H1 and ZB-H2 (v = 1, F/I/W).
 std::vector<Action> plan_zb_h1(const PlanMeta& meta, int rank);

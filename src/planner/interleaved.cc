@@ -70,8 +70,8 @@ std::string nearest_valid_m(int m, int p) {
   while (below >= 1 && !interleaving_fits(below, p)) --below;
   int above = m + 1;
   while (!interleaving_fits(above, p)) ++above;
-  std::string fix = "use -m " + std::to_string(above);
-  if (below >= 1) fix = "use -m " + std::to_string(below) + " or -m " + std::to_string(above);
+  std::string fix = "use {m} " + std::to_string(above);
+  if (below >= 1) fix = "use {m} " + std::to_string(below) + " or {m} " + std::to_string(above);
   return fix + " (any multiple of pp_degree=" + std::to_string(p) + " works)";
 }
 
@@ -83,7 +83,7 @@ void check_interleaved(const PlanMeta& meta) {
   const std::string name = meta.schedule.empty() ? "interleaved-1f1b" : meta.schedule;
   require(meta.stages_per_rank >= 1, name,
           "needs at least 1 stage per rank, got " + std::to_string(meta.stages_per_rank),
-          "pass -v 2");
+          "pass {v} 2");
   const int rounds = rounds_of(m, p);
   require(m % rounds == 0, name,
           "needs num_microbatches divisible by its number of rounds max(1, m / pp_degree) = " +

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "ir/edit_distance.h"
 #include "pipeplan/error.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/planner.h"
@@ -14,124 +15,226 @@ namespace detail {
 
 void require(bool ok, const std::string& schedule, const std::string& what,
              const std::string& fix) {
-  if (!ok) throw ShapeError(schedule + ": " + what + "; " + fix);
+  if (!ok) throw ShapeError(schedule + ": " + what, fix);
 }
 
 }  // namespace detail
 
 namespace {
 
+using detail::edit_distance;
 using detail::require;
 
 void no_extra_check(const PlanMeta&) {}
 
-// Schedules without a seed order to reproduce keep one transfer order per
-// rank, which makes them deadlock-free under the serial model as well.
-LowerOptions serial_safe() {
+// Schedules without a seed order to reproduce get the latency-hiding
+// lowering, per-pair order (serial safety is an option: it costs time).
+LowerOptions latency_hiding() { return LowerOptions{}; }
+
+// gpipe and 1f1b keep the seed driver's order unless asked otherwise.
+LowerOptions seed(SendPlacement placement) {
   LowerOptions o;
-  o.serial_safe = true;
+  o.mode = LowerMode::Seed;
+  o.send_placement = placement;
   return o;
 }
 
-LowerOptions staggered() {
-  LowerOptions o;
-  o.send_placement = SendPlacement::ParityStaggered;
-  return o;
-}
-
+// One block per schedule, fields by name (planner.h documents each).
 std::vector<ScheduleInfo> make_table() {
   std::vector<ScheduleInfo> t;
-  t.push_back({"gpipe",
-               {"GPipe", "ScheduleGPipe", "fill-drain"},
-               "seed 000 (ScheduleGPipe)",
-               "all forwards, then all backwards in reverse microbatch order",
-               StageMapping::Loop, 1, {1}, "v = 1; any m", no_extra_check, detail::plan_gpipe,
-               LowerOptions{}});
-  t.push_back({"1f1b",
-               {"1F1B", "Schedule1F1B", "one-forward-one-backward", "pipedream-flush"},
-               "seed 000 (Schedule1F1B), torch Schedule1F1B",
-               "warmup min(m, p-r) forwards, then alternate backward/forward, then drain",
-               StageMapping::Loop, 1, {1}, "v = 1; m >= p", detail::check_1f1b,
-               detail::plan_1f1b, staggered()});
-  // --- schedule-library rows (one block per family) go below ---
+  {
+    ScheduleInfo& s = t.emplace_back();
+    s.name = "gpipe";
+    s.aliases = {"GPipe", "ScheduleGPipe", "fill-drain"};
+    s.origin = "seed 000 (ScheduleGPipe)";
+    s.description = "all forwards, then all backwards in reverse microbatch order";
+    s.mapping = StageMapping::Loop;
+    s.default_stages_per_rank = 1;
+    s.allowed_stages_per_rank = {1};
+    s.constraints = "v = 1; any m";
+    s.check_shape = no_extra_check;
+    s.plan_rank = detail::plan_gpipe;
+    s.lowering = seed(SendPlacement::Earliest);
+  }
+  {
+    ScheduleInfo& s = t.emplace_back();
+    s.name = "1f1b";
+    s.aliases = {"1F1B", "Schedule1F1B", "one-forward-one-backward", "pipedream-flush"};
+    s.origin = "seed 000 (Schedule1F1B), torch Schedule1F1B";
+    s.description = "warmup min(m, p-r) forwards, then alternate backward/forward, then drain";
+    s.mapping = StageMapping::Loop;
+    s.default_stages_per_rank = 1;
+    s.allowed_stages_per_rank = {1};
+    s.constraints = "v = 1; m >= p";
+    s.check_shape = detail::check_1f1b;
+    s.plan_rank = detail::plan_1f1b;
+    s.lowering = seed(SendPlacement::ParityStaggered);
+  }
   // interleaved.cc: torch's loop-mapped multi-stage schedules.
-  t.push_back({"interleaved-1f1b",
-               {"Interleaved1F1B", "ScheduleInterleaved1F1B"},
-               "torch Interleaved1F1B (2.11), Megatron-LM interleaved 1F1B",
-               "depth-first interleaving: warmup (v-1)*mpr + 2*(p-1-r) forwards, then F/B pairs "
-               "cycling local stages every mpr = m / max(1, m // p) microbatches, then drain",
-               StageMapping::Loop, 2, {},
-               "any v >= 1; m divisible by max(1, m // p) (e.g. m % p == 0, or m <= p)",
-               detail::check_interleaved, detail::plan_interleaved_1f1b, serial_safe()});
-  t.push_back({"looped-bfs",
-               {"LoopedBFS", "ScheduleLoopedBFS", "breadth-first", "bfs"},
-               "torch LoopedBFS (2.11), Lamy-Poirier breadth-first pipeline parallelism",
-               "every microbatch through each local stage in turn, then backwards over the "
-               "stages and microbatches in reverse",
-               StageMapping::Loop, 2, {}, "any v >= 1; any m", no_extra_check,
-               detail::plan_looped_bfs, serial_safe()});
-  t.push_back({"interleaved-zb",
-               {"InterleavedZeroBubble", "ScheduleInterleavedZeroBubble",
-                "interleaved-zero-bubble"},
-               "torch InterleavedZeroBubble (2.11), sail-sg ZB1P",
-               "interleaved 1F1B with warmup (v-1)*mpr + (p-1-r), I instead of B, and the oldest "
-               "pending W after each backward once rank r did r steady steps; W flushed at the end",
-               StageMapping::Loop, 2, {},
-               "any v >= 1; m divisible by max(1, m // p) (e.g. m % p == 0, or m <= p)",
-               detail::check_interleaved, detail::plan_interleaved_zb, serial_safe()});
+  {
+    ScheduleInfo& s = t.emplace_back();
+    s.name = "interleaved-1f1b";
+    s.aliases = {"Interleaved1F1B", "ScheduleInterleaved1F1B"};
+    s.origin = "torch Interleaved1F1B (2.11), Megatron-LM interleaved 1F1B";
+    s.description =
+        "depth-first interleaving: warmup (v-1)*mpr + 2*(p-1-r) forwards, then F/B pairs "
+        "cycling local stages every mpr = m / max(1, m // p) microbatches, then drain";
+    s.mapping = StageMapping::Loop;
+    s.default_stages_per_rank = 2;
+    s.allowed_stages_per_rank = {};
+    s.constraints = "any v >= 1; m divisible by max(1, m // p) (e.g. m % p == 0, or m <= p)";
+    s.check_shape = detail::check_interleaved;
+    s.plan_rank = detail::plan_interleaved_1f1b;
+    s.lowering = latency_hiding();
+  }
+  {
+    ScheduleInfo& s = t.emplace_back();
+    s.name = "looped-bfs";
+    s.aliases = {"LoopedBFS", "ScheduleLoopedBFS", "breadth-first", "bfs"};
+    s.origin = "torch LoopedBFS (2.11), Lamy-Poirier breadth-first pipeline parallelism";
+    s.description =
+        "every microbatch through each local stage in turn, then backwards over the "
+        "stages and microbatches in reverse";
+    s.mapping = StageMapping::Loop;
+    s.default_stages_per_rank = 2;
+    s.allowed_stages_per_rank = {};
+    s.constraints = "any v >= 1; any m";
+    s.check_shape = no_extra_check;
+    s.plan_rank = detail::plan_looped_bfs;
+    s.lowering = latency_hiding();
+  }
+  {
+    ScheduleInfo& s = t.emplace_back();
+    s.name = "interleaved-zb";
+    s.aliases = {"InterleavedZeroBubble", "ScheduleInterleavedZeroBubble",
+                 "interleaved-zero-bubble"};
+    s.origin = "torch InterleavedZeroBubble (2.11), sail-sg ZB1P";
+    s.description =
+        "interleaved 1F1B with warmup (v-1)*mpr + (p-1-r), I instead of B, and the oldest "
+        "pending W after each backward once rank r did r steady steps; W flushed at the end";
+    s.mapping = StageMapping::Loop;
+    s.default_stages_per_rank = 2;
+    s.allowed_stages_per_rank = {};
+    s.constraints = "any v >= 1; m divisible by max(1, m // p) (e.g. m % p == 0, or m <= p)";
+    s.check_shape = detail::check_interleaved;
+    s.plan_rank = detail::plan_interleaved_zb;
+    s.lowering = latency_hiding();
+  }
   // zero_bubble_torch.cc: torch's V-mapped schedules.
-  t.push_back({"zbv",
-               {"ZBVZeroBubble", "ScheduleZBVZeroBubble", "zb-v", "zero-bubble-v"},
-               "torch ZBVZeroBubble (2.11), sail-sg ZB-V",
-               "V-shaped zero bubble: chunk 0 down, chunk 1 back up; F/I/W steady state planned "
-               "for max(2p-1, m) microbatches, the extra ones dropped",
-               StageMapping::V, 2, {2}, "v = 2; any m", detail::check_zbv, detail::plan_zbv,
-               serial_safe()});
-  t.push_back({"dualpipev",
-               {"DualPipeV", "ScheduleDualPipeV", "dualpipe-v", "dual-pipe-v"},
-               "torch DualPipeV (2.11), DeepSeek DualPipeV",
-               "DeepSeek's eight phases on a V: overlapped F+B pairs (OVERLAP_F_B) in the main "
-               "phase, zero-bubble I/W split in the ramp and the drain",
-               StageMapping::V, 2, {2}, "v = 2; m >= 2p", detail::check_dualpipev,
-               detail::plan_dualpipev, serial_safe()});
+  {
+    ScheduleInfo& s = t.emplace_back();
+    s.name = "zbv";
+    s.aliases = {"ZBVZeroBubble", "ScheduleZBVZeroBubble", "zb-v", "zero-bubble-v"};
+    s.origin = "torch ZBVZeroBubble (2.11), sail-sg ZB-V";
+    s.description =
+        "V-shaped zero bubble: chunk 0 down, chunk 1 back up; F/I/W steady state planned "
+        "for max(2p-1, m) microbatches, the extra ones dropped";
+    s.mapping = StageMapping::V;
+    s.default_stages_per_rank = 2;
+    s.allowed_stages_per_rank = {2};
+    s.constraints = "v = 2; any m";
+    s.check_shape = detail::check_zbv;
+    s.plan_rank = detail::plan_zbv;
+    s.lowering = latency_hiding();
+  }
+  {
+    ScheduleInfo& s = t.emplace_back();
+    s.name = "dualpipev";
+    s.aliases = {"DualPipeV", "ScheduleDualPipeV", "dualpipe-v", "dual-pipe-v"};
+    s.origin = "torch DualPipeV (2.11), DeepSeek DualPipeV";
+    s.description =
+        "DeepSeek's eight phases on a V: overlapped F+B pairs (OVERLAP_F_B) in the main "
+        "phase, zero-bubble I/W split in the ramp and the drain";
+    s.mapping = StageMapping::V;
+    s.default_stages_per_rank = 2;
+    s.allowed_stages_per_rank = {2};
+    s.constraints = "v = 2; m >= 2p";
+    s.check_shape = detail::check_dualpipev;
+    s.plan_rank = detail::plan_dualpipev;
+    s.lowering = latency_hiding();
+  }
   // zero_bubble_sail.cc: sail-sg handcrafted zero-bubble schedules.
-  t.push_back({"zb-h1",
-               {"ZB-H1", "ZBH1", "ZeroBubbleH1", "zero-bubble-h1"},
-               "sail-sg zero-bubble-pipeline-parallelism (handcrafted ZB-H1)",
-               "1F1B with the backward split into I and W; rank r defers its first r W "
-               "into the drain, so the bubble shrinks to (p-1)(F+I-W) at 1F1B's memory",
-               StageMapping::Loop, 1, {1}, "v = 1; m >= p", detail::check_zb_h1,
-               detail::plan_zb_h1, serial_safe()});
-  t.push_back({"zb-h2",
-               {"ZB-H2", "ZBH2", "ZeroBubbleH2", "zero-bubble-h2"},
-               "sail-sg zero-bubble-pipeline-parallelism (handcrafted ZB-H2)",
-               "ZB-H1 with 2(p-r-1) warmup forwards (2p-1 in flight on rank 0) and the "
-               "last 2r W flushed at the end: a parallelogram with no bubble inside",
-               StageMapping::Loop, 1, {1}, "v = 1; m >= p", detail::check_zb_h2,
-               detail::plan_zb_h2, serial_safe()});
+  {
+    ScheduleInfo& s = t.emplace_back();
+    s.name = "zb-h1";
+    s.aliases = {"ZB-H1", "ZBH1", "ZeroBubbleH1", "zero-bubble-h1"};
+    s.origin = "sail-sg zero-bubble-pipeline-parallelism (handcrafted ZB-H1)";
+    s.description =
+        "1F1B with the backward split into I and W; rank r defers its first r W "
+        "into the drain, so the bubble shrinks to (p-1)(F+I-W) at 1F1B's memory";
+    s.mapping = StageMapping::Loop;
+    s.default_stages_per_rank = 1;
+    s.allowed_stages_per_rank = {1};
+    s.constraints = "v = 1; m >= p";
+    s.check_shape = detail::check_zb_h1;
+    s.plan_rank = detail::plan_zb_h1;
+    s.lowering = latency_hiding();
+  }
+  {
+    ScheduleInfo& s = t.emplace_back();
+    s.name = "zb-h2";
+    s.aliases = {"ZB-H2", "ZBH2", "ZeroBubbleH2", "zero-bubble-h2"};
+    s.origin = "sail-sg zero-bubble-pipeline-parallelism (handcrafted ZB-H2)";
+    s.description =
+        "ZB-H1 with 2(p-r-1) warmup forwards (2p-1 in flight on rank 0) and the "
+        "last 2r W flushed at the end: a parallelogram with no bubble inside";
+    s.mapping = StageMapping::Loop;
+    s.default_stages_per_rank = 1;
+    s.allowed_stages_per_rank = {1};
+    s.constraints = "v = 1; m >= p";
+    s.check_shape = detail::check_zb_h2;
+    s.plan_rank = detail::plan_zb_h2;
+    s.lowering = latency_hiding();
+  }
   // vpp.cc: seed 002 (PaddlePaddle) virtual pipeline schedules.
-  t.push_back({"vpp",
-               {"VPP", "interleave", "PipelineParallelWithInterleave", "paddle-vpp"},
-               "seed 002 (Paddle PipelineParallelWithInterleave)",
-               "interleaved 1F1B over v chunks; the first m%p+p microbatches pass each chunk "
-               "in turn, then chunks rotate every p steps, so any m >= 2p works",
-               StageMapping::Loop, 2, {}, "v >= 2; p > 2; m >= 2p (any m % p)",
-               detail::check_vpp, detail::plan_vpp, serial_safe()});
-  t.push_back({"vpp-fthenb",
-               {"VPP-FthenB", "PipelineParallelWithInterleaveFthenB", "vpp-f-then-b",
-                "paddle-vpp-fthenb"},
-               "seed 002 (Paddle PipelineParallelWithInterleaveFthenB)",
-               "every forward chunk by chunk, then every backward in reverse chunk order",
-               StageMapping::Loop, 2, {}, "v >= 2; p > 2; m % p == 0", detail::check_vpp_fthenb,
-               detail::plan_vpp_fthenb, serial_safe()});
-  t.push_back({"vpp-balanced",
-               {"VPPFhenBInBalancedMemory", "VPPFthenBInBalancedMemory", "vpp-balanced-memory",
-                "paddle-vpp-balanced"},
-               "seed 002 (Paddle VPPFhenBInBalancedMemory)",
-               "F-then-B over the first v-1 chunks, 1F1B on the last chunk, backwards in "
-               "reverse chunk order (less live activation than vpp-fthenb)",
-               StageMapping::Loop, 2, {}, "v >= 2; p > 2; m % p == 0",
-               detail::check_vpp_balanced, detail::plan_vpp_balanced, serial_safe()});
+  {
+    ScheduleInfo& s = t.emplace_back();
+    s.name = "vpp";
+    s.aliases = {"VPP", "interleave", "PipelineParallelWithInterleave", "paddle-vpp"};
+    s.origin = "seed 002 (Paddle PipelineParallelWithInterleave)";
+    s.description =
+        "interleaved 1F1B over v chunks; the first m%p+p microbatches pass each chunk "
+        "in turn, then chunks rotate every p steps, so any m >= 2p works";
+    s.mapping = StageMapping::Loop;
+    s.default_stages_per_rank = 2;
+    s.allowed_stages_per_rank = {};
+    s.constraints = "v >= 2; p > 2; m >= 2p (any m % p)";
+    s.check_shape = detail::check_vpp;
+    s.plan_rank = detail::plan_vpp;
+    s.lowering = latency_hiding();
+  }
+  {
+    ScheduleInfo& s = t.emplace_back();
+    s.name = "vpp-fthenb";
+    s.aliases = {"VPP-FthenB", "PipelineParallelWithInterleaveFthenB", "vpp-f-then-b",
+                 "paddle-vpp-fthenb"};
+    s.origin = "seed 002 (Paddle PipelineParallelWithInterleaveFthenB)";
+    s.description = "every forward chunk by chunk, then every backward in reverse chunk order";
+    s.mapping = StageMapping::Loop;
+    s.default_stages_per_rank = 2;
+    s.allowed_stages_per_rank = {};
+    s.constraints = "v >= 2; p > 2; m % p == 0";
+    s.check_shape = detail::check_vpp_fthenb;
+    s.plan_rank = detail::plan_vpp_fthenb;
+    s.lowering = latency_hiding();
+  }
+  {
+    ScheduleInfo& s = t.emplace_back();
+    s.name = "vpp-balanced";
+    s.aliases = {"VPPFhenBInBalancedMemory", "VPPFthenBInBalancedMemory", "vpp-balanced-memory",
+                 "paddle-vpp-balanced"};
+    s.origin = "seed 002 (Paddle VPPFhenBInBalancedMemory)";
+    s.description =
+        "F-then-B over the first v-1 chunks, 1F1B on the last chunk, backwards in "
+        "reverse chunk order (less live activation than vpp-fthenb)";
+    s.mapping = StageMapping::Loop;
+    s.default_stages_per_rank = 2;
+    s.allowed_stages_per_rank = {};
+    s.constraints = "v >= 2; p > 2; m % p == 0";
+    s.check_shape = detail::check_vpp_balanced;
+    s.plan_rank = detail::plan_vpp_balanced;
+    s.lowering = latency_hiding();
+  }
   return t;
 }
 
@@ -142,18 +245,6 @@ std::string normalize(std::string s) {
     out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
   return out;
-}
-
-std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
 }
 
 }  // namespace
@@ -194,13 +285,14 @@ PlanMeta resolve(const Problem& problem) {
       problem.stages_per_rank > 0 ? problem.stages_per_rank : info.default_stages_per_rank;
   meta.mapping = info.mapping;
   require(problem.pp_degree >= 1, info.name,
-          "pp_degree must be at least 1, got " + std::to_string(problem.pp_degree), "pass -p 1 or more");
+          "pp_degree must be at least 1, got " + std::to_string(problem.pp_degree),
+          "pass {p} 1 or more");
   require(problem.num_microbatches >= 1, info.name,
           "needs at least 1 microbatch, got " + std::to_string(problem.num_microbatches),
-          "pass -m 1 or more");
+          "pass {m} 1 or more");
   require(problem.stages_per_rank >= 0, info.name,
           "stages_per_rank must be positive, got " + std::to_string(problem.stages_per_rank),
-          "pass -v 1 or more");
+          "pass {v} 1 or more");
   // The readers and the verifier refuse the same shapes (limits.h).
   const std::string too_large =
       limits::shape_problem(meta.pp_degree, meta.stages_per_rank, meta.num_microbatches);
@@ -212,7 +304,7 @@ PlanMeta resolve(const Problem& problem) {
     for (int v : allowed) list += (list.empty() ? "" : " or ") + std::to_string(v);
     require(false, info.name,
             "supports stages_per_rank " + list + ", got " + std::to_string(meta.stages_per_rank),
-            "pass -v " + std::to_string(allowed.front()));
+            "pass {v} " + std::to_string(allowed.front()));
   }
   info.check_shape(meta);
   meta.forward_only = problem.forward_only;
@@ -230,12 +322,7 @@ std::vector<Action> forward_order(const std::vector<Action>& compute) {
 }
 
 LowerOptions schedule_lowering(const PlanMeta& meta) {
-  LowerOptions o;
-  for (const auto& s : schedules()) {
-    if (s.name == meta.schedule) o = s.lowering;
-    for (const auto& alias : s.aliases)
-      if (alias == meta.schedule) o = s.lowering;
-  }
+  LowerOptions o = default_lowering(meta.schedule);
   if (!meta.forward_only) return o;
   // Forward values cross the boundary s -> s+1 from rank_of(s) to
   // rank_of(s+1); a pair that sees both directions could meet head-on.
@@ -280,9 +367,22 @@ Plan plan_compute(const Problem& problem) {
   return p;
 }
 
+LowerOptions default_lowering(const std::string& schedule) {
+  for (const auto& s : schedules()) {
+    if (s.name == schedule) return s.lowering;
+    for (const auto& alias : s.aliases)
+      if (alias == schedule) return s.lowering;
+  }
+  return LowerOptions{};
+}
+
 Plan plan(const Problem& problem) {
   Plan compute = plan_compute(problem);
   return lower(compute, schedule_lowering(compute.meta));
+}
+
+Plan plan(const Problem& problem, const LowerOptions& options) {
+  return lower(plan_compute(problem), options);
 }
 
 Plan plan_rank(const Problem& problem, int rank) {

@@ -20,7 +20,7 @@ void check_1f1b(const PlanMeta& meta) {
           "needs at least pp_degree=" + std::to_string(meta.pp_degree) +
               " microbatches, got " + std::to_string(meta.num_microbatches) +
               " (the warmup cannot fill the pipeline)",
-          "use -m " + std::to_string(meta.pp_degree) + " or more, fewer stages (-p " +
+          "use {m} " + std::to_string(meta.pp_degree) + " or more, fewer stages ({p} " +
               std::to_string(meta.num_microbatches) + "), or the gpipe schedule");
 }
 

@@ -29,11 +29,11 @@ void require_virtual(const PlanMeta& meta, const std::string& name) {
   require(meta.stages_per_rank >= 2, name,
           "needs stages_per_rank >= 2 (a virtual pipeline has several chunks per rank), got " +
               std::to_string(meta.stages_per_rank),
-          "pass -v 2 or more, or use 1f1b for one stage per rank");
+          "pass {v} 2 or more, or use 1f1b for one stage per rank");
   require(meta.pp_degree > 2, name,
           "needs pp_degree > 2 (the seed's virtual pipeline refuses 1 or 2 ranks), got " +
               std::to_string(meta.pp_degree),
-          "use -p 3 or more, or interleaved-1f1b for " + std::to_string(meta.pp_degree) +
+          "use {p} 3 or more, or interleaved-1f1b for " + std::to_string(meta.pp_degree) +
               " rank(s)");
 }
 

@@ -40,7 +40,7 @@ void require_filled(const PlanMeta& meta, const std::string& name) {
   require(m >= p, name,
           "needs at least pp_degree=" + std::to_string(p) + " microbatches, got " +
               std::to_string(m) + " (the warmup cannot fill the pipeline)",
-          "use -m " + std::to_string(p) + " or more, fewer stages (-p " + std::to_string(m) +
+          "use {m} " + std::to_string(p) + " or more, fewer stages ({p} " + std::to_string(m) +
               "), or the gpipe schedule");
 }
 

@@ -17,7 +17,7 @@ void require_two_chunks(const PlanMeta& meta, const std::string& name) {
   require(meta.stages_per_rank == 2, name,
           "needs exactly 2 stages per rank (V mapping), got " +
               std::to_string(meta.stages_per_rank),
-          "pass -v 2");
+          "pass {v} 2");
 }
 
 /// Emits compute actions for the two local chunks with per-chunk counters.
@@ -107,8 +107,8 @@ void check_dualpipev(const PlanMeta& meta) {
   require_two_chunks(meta, "dualpipev");
   const int p = meta.pp_degree;
   const int m = meta.num_microbatches;
-  std::string fix = "use -m " + std::to_string(2 * p) + " or more";
-  if (m >= 2) fix += ", or at most -p " + std::to_string(m / 2);
+  std::string fix = "use {m} " + std::to_string(2 * p) + " or more";
+  if (m >= 2) fix += ", or at most {p} " + std::to_string(m / 2);
   require(m >= 2 * p, "dualpipev",
           "needs at least as many microbatches as stages (2 * pp_degree = " +
               std::to_string(2 * p) + "), got " + std::to_string(m) + " (torch refuses this shape)",

@@ -69,6 +69,7 @@ class Engine {
     double busy = 0.0, first_start = 0.0, last_end = 0.0;
     std::size_t computes = 0;
     int live = 0, peak = 0;
+    int buffers = 0, peak_buffers = 0;  // RECVs posted whose consumer has not run
     bool queued = false;
   };
   // Per (stage, microbatch): when its F and B-or-I ended, and where they and
@@ -240,6 +241,7 @@ class Engine {
   int num_stages_, num_mb_;
   double transfer_time_;
   bool compute_only_ = false;
+  int consumed_recvs_ = 0;  // how many inputs ready_time() found delivered by a RECV
 
   SimResult result_;
   double makespan_ = 0.0;  // latest completion of any SEND/RECV

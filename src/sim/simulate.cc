@@ -11,6 +11,8 @@
 #include "pipeplan/error.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/simulate.h"
+#include "ir/deps.h"
+#include "sim/cost_check.h"
 #include "sim/engine.h"
 
 namespace pipeplan {
@@ -149,8 +151,7 @@ bool Engine::validate_action(int r, int i, const Action& a) {
   }
   // SEND/RECV: the boundary must exist and cross ranks.
   const bool fwd = a.type == ActionType::SendF || a.type == ActionType::RecvF;
-  const int peer_stage =
-      (a.type == ActionType::SendF || a.type == ActionType::RecvB) ? a.stage + 1 : a.stage - 1;
+  const int peer_stage = deps::peer_stage(a);
   if (peer_stage < 0 || peer_stage >= num_stages_) {
     bad(r, i, a, "stage " + std::to_string(a.stage) + " has no " +
                      (peer_stage < 0 ? "previous" : "next") + " stage to exchange with");
@@ -289,24 +290,19 @@ bool Engine::ready_time(const Action& a, int rank, Loc implicit[2], double* data
     *data = std::max(*data, t);
     if (via_recv) *received = std::max(*received, t);
   };
-  bool r0 = false, r1 = false;
-  switch (a.type) {
-    case ActionType::F:
-      need(forward_input(a.stage, a.microbatch, rank, &implicit[0], &r0), r0);
-      break;
-    case ActionType::B:
-    case ActionType::I:
-      need(keys_[key(a.stage, a.microbatch)].f_end, false);
-      need(grad_input(a.stage, a.microbatch, rank, &implicit[1], &r1), r1);
-      break;
-    case ActionType::W: need(keys_[key(a.stage, a.microbatch)].bi_end, false); break;
-    case ActionType::OverlapFB:
-      need(forward_input(a.stage, a.microbatch, rank, &implicit[0], &r0), r0);
-      need(keys_[key(a.sub_stage, a.sub_microbatch)].f_end, false);
-      need(grad_input(a.sub_stage, a.sub_microbatch, rank, &implicit[1], &r1), r1);
-      break;
-    default: break;
-  }
+  int via_recvs = 0;
+  deps::for_each_input(a, num_stages_, [&](const deps::Value& v, int stage) {
+    bool via_recv = false;
+    if (v.stage == stage) {  // kept from this stage's own forward or backward
+      const KeyState& own = keys_[key(v.stage, v.microbatch)];
+      need(v.kind == deps::Kind::Forward ? own.f_end : own.bi_end, false);
+    } else if (v.kind == deps::Kind::Forward)
+      need(forward_input(stage, v.microbatch, rank, &implicit[0], &via_recv), via_recv);
+    else
+      need(grad_input(stage, v.microbatch, rank, &implicit[1], &via_recv), via_recv);
+    via_recvs += via_recv ? 1 : 0;
+  });
+  consumed_recvs_ = via_recvs;
   return known;
 }
 
@@ -341,12 +337,14 @@ void Engine::advance(int r) {
         ready = std::max(ready, produced);
       }
       times.push_back({st.host, kUnknown});
+      if (is_recv(a.type)) st.peak_buffers = std::max(st.peak_buffers, ++st.buffers);
       post(r, index, a, ready);
     } else {
       Loc implicit[2];
       double data = 0.0, received = 0.0;
       if (!ready_time(a, r, implicit, &data, &received)) return;  // woken when it arrives
       st.host = std::max(st.host, received);
+      st.buffers -= consumed_recvs_;  // received values become the compute's input
       const double start = std::max({st.cursor, st.host, data});
       const double end = start + costs_.duration(a);
       times.push_back({start, end});
@@ -381,29 +379,23 @@ void Engine::add_implicit_transfer(int boundary, Loc producer, int stage, int mb
 // compute-only plans (same-rank consumers come later in this rank's list).
 void Engine::complete_compute(int r, const Action& a, double end) {
   RankState& st = ranks_[static_cast<std::size_t>(r)];
-  auto produced_f = [&](int s, int mb) {
-    keys_[key(s, mb)].f_end = end;
-    // Inference keeps no activation for a backward: one is live while it runs.
-    st.peak = std::max(st.peak, st.live + 1);
-    if (!plan_.meta.forward_only) ++st.live;
-    if (compute_only_ && s + 1 < num_stages_ && rank_of(s + 1) != r) wake(rank_of(s + 1));
-  };
-  auto produced_grad = [&](int s, int mb) {
-    keys_[key(s, mb)].bi_end = end;
-    if (compute_only_ && s > 0 && rank_of(s - 1) != r) wake(rank_of(s - 1));
-  };
-  switch (a.type) {
-    case ActionType::F: produced_f(a.stage, a.microbatch); break;
-    case ActionType::B: produced_grad(a.stage, a.microbatch), --st.live; break;
-    case ActionType::I: produced_grad(a.stage, a.microbatch); break;
-    case ActionType::W: --st.live; break;
-    case ActionType::OverlapFB:
-      produced_f(a.stage, a.microbatch);
-      produced_grad(a.sub_stage, a.sub_microbatch);
-      --st.live;
-      break;
-    default: break;
-  }
+  deps::for_each_output(a, [&](const deps::Value& v) {
+    KeyState& k = keys_[key(v.stage, v.microbatch)];
+    if (v.kind == deps::Kind::Forward) {
+      k.f_end = end;
+      // Inference keeps no activation for a backward: one is live while it runs.
+      st.peak = std::max(st.peak, st.live + 1);
+      if (!plan_.meta.forward_only) ++st.live;
+    } else {
+      k.bi_end = end;
+    }
+    const int consumer = deps::consumer_stage(v);
+    if (compute_only_ && consumer >= 0 && consumer < num_stages_ && rank_of(consumer) != r)
+      wake(rank_of(consumer));
+  });
+  // A full backward (or W after I) frees the activations its forward kept.
+  if (a.type == ActionType::B || a.type == ActionType::W || a.type == ActionType::OverlapFB)
+    --st.live;
 }
 
 }  // namespace detail
@@ -416,15 +408,16 @@ std::string cost_text(double v) {
   return buf;
 }
 
-// Every duration the run can meet is finite, non-negative and at most
-// limits::kMaxCost, so no sum over a plan (at most kMaxActions terms)
-// overflows: a makespan is never inf and a bubble never nan.
-void check_costs(const Plan& plan, const CostModel& c) {
-  auto bounded = [](const char* what, double v) {
+}  // namespace
+
+namespace detail {
+
+void check_costs(const CostModel& c, int num_stages, const std::string& prefix) {
+  auto bounded = [&prefix](const std::string& what, double v) {
     if (std::isnan(v) || v < 0)
-      throw InputError(std::string(what) + " " + cost_text(v) + " must be a non-negative number");
+      throw InputError(prefix + what + " " + cost_text(v) + " must be a non-negative number");
     if (v > limits::kMaxCost)  // inf included: an overflow is refused, not simulated
-      throw InputError(std::string(what) + " " + cost_text(v) + " is more than the supported " +
+      throw InputError(prefix + what + " " + cost_text(v) + " is more than the supported " +
                        cost_text(limits::kMaxCost) + " time units");
   };
   bounded("cost F", c.f);
@@ -435,31 +428,30 @@ void check_costs(const Plan& plan, const CostModel& c) {
   bounded("comm latency", c.comm_latency);
   for (double v : {c.comm_bandwidth, c.transfer_bytes})
     if (!std::isfinite(v) || v < 0)
-      throw InputError("comm bandwidth and transfer bytes must be finite and non-negative (got " +
+      throw InputError(prefix + "comm bandwidth and transfer bytes must be finite and non-negative (got " +
                        cost_text(c.comm_bandwidth) + " and " + cost_text(c.transfer_bytes) + ")");
   bounded("transfer time (latency + bytes / bandwidth)", c.transfer_time());
   for (const auto& [stage, scale] : c.stage_scales) {
-    if (stage < 0 || stage >= plan.meta.num_stages())
-      throw InputError("stage costs name stage " + std::to_string(stage) + ", but the plan has " +
-                       std::to_string(plan.meta.num_stages()) + " stages (0.." +
-                       std::to_string(plan.meta.num_stages() - 1) + ")");
+    if (stage < 0 || stage >= num_stages)
+      throw InputError(prefix + "stage costs name stage " + std::to_string(stage) + ", but the plan has " +
+                       std::to_string(num_stages) + " stages (0.." + std::to_string(num_stages - 1) + ")");
     for (double v : {scale.f, scale.b, scale.i, scale.w})
       if (!std::isfinite(v) || v < 0)
-        throw InputError("stage " + std::to_string(stage) + " cost multipliers must be non-negative");
+        throw InputError(prefix + "stage " + std::to_string(stage) + " cost multipliers must be non-negative");
     const std::string what = "stage " + std::to_string(stage) + " scaled cost";
-    bounded((what + " F").c_str(), c.f * scale.f);
-    bounded((what + " B").c_str(), c.b * scale.b);
-    bounded((what + " I").c_str(), c.i * scale.i);
-    bounded((what + " W").c_str(), c.w * scale.w);
+    bounded(what + " F", c.f * scale.f);
+    bounded(what + " B", c.b * scale.b);
+    bounded(what + " I", c.i * scale.i);
+    bounded(what + " W", c.w * scale.w);
   }
 }
 
-}  // namespace
+}  // namespace detail
 
 SimResult simulate(const Plan& plan, const SimOptions& options) {
   if (plan.meta.pp_degree < 1 || plan.meta.num_microbatches < 1 || plan.meta.stages_per_rank < 1)
     throw InputError("plan shape must have pp_degree, microbatches and stages_per_rank >= 1");
-  check_costs(plan, options.costs);
+  detail::check_costs(options.costs, plan.meta.num_stages());
   detail::Engine engine(plan, options);
   SimResult result = engine.run();
   // Unreachable with bounded costs; a guard so no report ever says ok with inf/nan.

@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "pipeplan/error.h"
+#include "ir/deps.h"
 #include "sim/engine.h"
 
 namespace pipeplan::detail {
@@ -21,9 +22,7 @@ namespace {
 int dir_of(ActionType t) { return (t == ActionType::SendF || t == ActionType::RecvF) ? 0 : 1; }
 
 // The stage on the other side of a SEND/RECV's boundary.
-int peer_stage_of(const Action& a) {
-  return (a.type == ActionType::SendF || a.type == ActionType::RecvB) ? a.stage + 1 : a.stage - 1;
-}
+int peer_stage_of(const Action& a) { return deps::peer_stage(a); }
 
 }  // namespace
 
@@ -359,6 +358,7 @@ void Engine::finish() {
     s.last_end = st.last_end;
     s.peak_activations = st.peak;
     s.peak_rank_activations = static_cast<double>(st.peak) / meta_.stages_per_rank;
+    s.peak_recv_buffers = st.peak_buffers;
     busy += st.busy;
     result_.ranks.push_back(s);
   }

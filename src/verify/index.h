@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <array>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -22,6 +23,10 @@ struct Loc {
 
 /// Dense per-(stage, microbatch) table of the action kinds a plan can hold.
 enum Slot : int { kF, kB, kI, kW, kSendF, kRecvF, kSendB, kRecvB, kNumSlots };
+/// Where a SEND/RECV slot sits in comm_count's block of 4 per stage.
+inline std::size_t comm_slot(Slot k) { return static_cast<std::size_t>(k - kSendF); }
+/// Decimal text of a count or index, for diagnostics.
+inline std::string n2s(long long v) { return std::to_string(v); }
 
 /// Slot of a plain action type (not OverlapFB/pass-through).
 Slot slot_of(ActionType t);
@@ -40,7 +45,7 @@ class PlanIndex {
  public:
   int stages = 0, mbs = 0;
   std::vector<std::int32_t> rank_of;  ///< per stage
-  /// SEND/RECV recorded per stage: [stage * 4 + slot - kSendF].
+  /// SEND/RECV recorded per stage: [stage * 4 + comm_slot(slot)].
   std::vector<std::int32_t> comm_count;
 
   /// `num_actions`: how many actions the plan holds (picks dense or sparse).

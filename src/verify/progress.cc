@@ -14,6 +14,7 @@
 #include <map>
 #include <string>
 
+#include "ir/deps.h"
 #include "pipeplan/verify.h"
 #include "pipeplan/error.h"
 #include "verify/index.h"
@@ -27,7 +28,7 @@ using detail::Payload;
 using detail::payload_of;
 using detail::prefetch;
 
-std::string n2s(long long v) { return std::to_string(v); }
+using detail::n2s;
 
 // A SEND/RECV named by its place in the plan (failure reports only).
 struct OpRef {
@@ -84,7 +85,7 @@ class Simulator {
   // structure checks, so the peer stage exists on another rank).
   int end_of(const Action& a) const {
     const auto s = static_cast<std::size_t>(a.stage);
-    return (a.type == ActionType::SendF || a.type == ActionType::RecvB) ? down_[s] : up_[s];
+    return deps::peer_stage(a) > a.stage ? down_[s] : up_[s];
   }
 
   void build() {
@@ -112,10 +113,10 @@ class Simulator {
     for (int s = 0; s < S; ++s) {
       const auto* c = &index_.comm_count[static_cast<std::size_t>(s) * 4];
       const int up = up_[static_cast<std::size_t>(s)], down = down_[static_cast<std::size_t>(s)];
-      if (down >= 0) count[static_cast<std::size_t>(down)] += c[detail::kSendF - detail::kSendF] +
-                                                               c[detail::kRecvB - detail::kSendF];
-      if (up >= 0) count[static_cast<std::size_t>(up)] += c[detail::kRecvF - detail::kSendF] +
-                                                           c[detail::kSendB - detail::kSendF];
+      if (down >= 0) count[static_cast<std::size_t>(down)] += c[detail::comm_slot(detail::kSendF)] +
+                                                               c[detail::comm_slot(detail::kRecvB)];
+      if (up >= 0) count[static_cast<std::size_t>(up)] += c[detail::comm_slot(detail::kRecvF)] +
+                                                           c[detail::comm_slot(detail::kSendB)];
     }
     std::size_t total = 0;
     for (std::size_t e = 0; e < ends_.size(); ++e) {
@@ -324,12 +325,11 @@ class Simulator {
       if (w.valid() || down_[static_cast<std::size_t>(s)] < 0) return;
       if (!recv_done(r, true, s, mb)) w = {r, index_.raw(s, mb, detail::kRecvB)};
     };
-    if (a.type == ActionType::F) fwd(a.stage, a.microbatch);
-    if (a.type == ActionType::B || a.type == ActionType::I) bwd(a.stage, a.microbatch);
-    if (a.type == ActionType::OverlapFB) {
-      fwd(a.stage, a.microbatch);
-      bwd(a.sub_stage, a.sub_microbatch);
-    }
+    deps::for_each_input(a, index_.stages, [&](const deps::Value& v, int s) {
+      if (v.stage == s) return;  // kept on this stage: no receive
+      if (v.kind == deps::Kind::Forward) fwd(s, v.microbatch);
+      else bwd(s, v.microbatch);
+    });
     return w;
   }
 
@@ -396,8 +396,8 @@ class Simulator {
     const Action& a = action(o);
     if (model_ == Transport::Eager) {
       if (is_send(a.type)) return true;
-      return a.type == ActionType::RecvF ? eager_send_posted(ActionType::SendF, a.stage - 1, a.microbatch)
-                                         : eager_send_posted(ActionType::SendB, a.stage + 1, a.microbatch);
+      const ActionType send = a.type == ActionType::RecvF ? ActionType::SendF : ActionType::SendB;
+      return eager_send_posted(send, deps::peer_stage(a), a.microbatch);
     }
     return pair_pos(o) < ends_[static_cast<std::size_t>(end_of(a))].done;
   }
@@ -461,8 +461,8 @@ class Simulator {
       if (model_ == Transport::Eager) {
         const Action& a = action(id);
         const detail::Loc s = a.type == ActionType::RecvF
-                                  ? index_.at(a.stage - 1, a.microbatch, detail::kSendF)
-                                  : index_.at(a.stage + 1, a.microbatch, detail::kSendB);
+                                  ? index_.at(deps::peer_stage(a), a.microbatch, detail::kSendF)
+                                  : index_.at(deps::peer_stage(a), a.microbatch, detail::kSendB);
         if (!s.present()) return act(id) + " has no matching send";
         waits_for = s.rank;
         return "rank " + n2s(waits_for) + " has not posted " + act({s.rank, s.index}) + " yet";

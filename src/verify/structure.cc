@@ -5,6 +5,7 @@
 #include <new>
 #include <string>
 
+#include "ir/deps.h"
 #include "pipeplan/error.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/verify.h"
@@ -49,7 +50,7 @@ using detail::PlanIndex;
 using detail::Slot;
 
 std::string act(ActionType t, int s, int mb) { return to_string(make(t, s, mb)); }
-std::string n2s(long long v) { return std::to_string(v); }
+using detail::n2s;
 
 class Checker {
  public:
@@ -108,13 +109,13 @@ class Checker {
     index_.set(s, mb, k, index);
     if (comm) {
       with_comms_ = true;
-      ++index_.comm_count[static_cast<std::size_t>(s) * 4 + (k - detail::kSendF)];
+      ++index_.comm_count[static_cast<std::size_t>(s) * 4 + detail::comm_slot(k)];
     }
     return true;
   }
 
   bool comm_endpoint_ok(int rank, ActionType t, int s) const {
-    const int peer_stage = (t == ActionType::SendF || t == ActionType::RecvB) ? s + 1 : s - 1;
+    const int peer_stage = deps::peer_stage(t, s);
     return peer_stage >= 0 && peer_stage < index_.stages && rank_of(peer_stage) != rank;
   }
 
@@ -143,7 +144,7 @@ class Checker {
               std::string(to_string(meta_.mapping)) + " mapping)");
       return;
     }
-    const int peer_stage = (t == ActionType::SendF || t == ActionType::RecvB) ? s + 1 : s - 1;
+    const int peer_stage = deps::peer_stage(t, s);
     if (peer_stage < 0 || peer_stage >= S) {
       add("bad-comm", rank, index, name,
           where + name + " has no peer: stage " + n2s(s) + " is the " +

@@ -3,8 +3,9 @@
 // - the verifier and the simulator agree, model by model, on whether a
 //   structurally sound plan with comms runs to the end;
 // - the models are ordered: serial ok => rendezvous ok => eager ok;
-// - lower() of a sound compute-only order either refuses it as a cycle
-//   (PlanError) or yields a plan with the same compute order that verify
+// - lower() of a sound compute-only order (both modes: latency-hiding and
+//   seed) either refuses it as a cycle
+//   (PlanRejected) or yields a plan with the same compute order that verify
 //   proves under rendezvous and eager (and serial when serial_safe), and that
 //   round-trips through JSON.
 #include <sstream>
@@ -50,13 +51,14 @@ void check_models(const Plan& plan) {
   fuzz::check(!ok[1] || ok[0], "rendezvous ok but eager not");
 }
 
-void check_lowering(const Plan& plan, bool serial_safe) {
+void check_lowering(const Plan& plan, LowerMode mode, bool serial_safe) {
   LowerOptions options;
+  options.mode = mode;
   options.serial_safe = serial_safe;
   Plan lowered;
   try {
     lowered = lower(plan, options);
-  } catch (const PlanError&) {
+  } catch (const PlanRejected&) {
     return;  // a cyclic wait: refused, as documented
   }
   fuzz::check(compute_order(lowered) == plan.ranks, "lower changed the compute order");
@@ -93,8 +95,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   if (plan.is_compute_only()) {
-    check_lowering(plan, false);
-    check_lowering(plan, true);
+    for (LowerMode mode : {LowerMode::LatencyHiding, LowerMode::Seed}) {
+      check_lowering(plan, mode, false);
+      check_lowering(plan, mode, true);
+    }
   } else {
     check_models(plan);
   }

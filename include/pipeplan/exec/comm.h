@@ -12,14 +12,13 @@
 #include <string_view>
 #include <vector>
 
+#include "pipeplan/error.h"
+
 namespace pipeplan::exec {
 
-/// A communication failure: a peer died or stalled past the timeout, or the
-/// process group could not be formed. The message names the operation.
-class CommError : public std::runtime_error {
- public:
-  explicit CommError(const std::string& what) : std::runtime_error(what) {}
-};
+/// Thrown when a peer dies, stalls past the timeout, or the group cannot be
+/// formed (pipeplan/error.h).
+using pipeplan::CommError;
 
 /// Which c10d backend carries the tensors.
 enum class Backend : std::uint8_t {

@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "pipeplan/error.h"
 #include "pipeplan/exec/comm.h"
 #include "pipeplan/exec/hooks.h"
 #include "pipeplan/ir.h"
@@ -87,17 +88,8 @@ using BoundarySpec = std::vector<ValueSpec>;
 /// "float[4, 16], float[4, 16], int".
 std::string to_string(const BoundarySpec& spec);
 
-/// A plan the executor refuses to run because it fails verification; the
-/// message lists the diagnostics.
-class PlanRejected : public std::runtime_error {
- public:
-  PlanRejected(const std::string& what, std::vector<Diagnostic> diagnostics)
-      : std::runtime_error(what), diagnostics_(std::move(diagnostics)) {}
-  const std::vector<Diagnostic>& diagnostics() const { return diagnostics_; }
-
- private:
-  std::vector<Diagnostic> diagnostics_;
-};
+/// Thrown when a plan fails verification (pipeplan/error.h).
+using pipeplan::PlanRejected;
 
 struct ExecOptions {
   /// Bound on every wait for a peer (receives, sends, handshakes).

@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "pipeplan/simulate.h"
-#include "sim/numbers.h"
+#include "pipeplan/emit_sim.h"
+#include "ir/numbers.h"
 
 namespace pipeplan {
 namespace {
@@ -65,11 +65,12 @@ void write_sim_text(const Plan& plan, const SimOptions& options, const SimResult
   out << "bubble: " << pct.str() << "% (1 - busy / (ranks x makespan))\n";
   // Right-aligned columns sized to their widest cell.
   std::vector<std::vector<std::string>> rows = {
-      {"rank", "busy", "idle", "first", "last", "peak act", "peak (rank units)"}};
+      {"rank", "busy", "idle", "first", "last", "peak act", "peak (rank units)", "recv bufs"}};
   for (const RankStats& r : result.ranks)
     rows.push_back({std::to_string(r.rank), format_number(r.busy), format_number(r.idle),
                     format_number(r.first_start), format_number(r.last_end),
-                    std::to_string(r.peak_activations), format_number(r.peak_rank_activations, 3)});
+                    std::to_string(r.peak_activations), format_number(r.peak_rank_activations, 3),
+                    std::to_string(r.peak_recv_buffers)});
   std::vector<std::size_t> width(rows[0].size(), 0);
   for (const auto& row : rows)
     for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
@@ -134,7 +135,8 @@ void write_sim_json(const Plan& plan, const SimOptions& options, const SimResult
                        {"first_start", tidy(r.first_start)},
                        {"last_end", tidy(r.last_end)},
                        {"peak_activations", r.peak_activations},
-                       {"peak_rank_activations", tidy(r.peak_rank_activations)}});
+                       {"peak_rank_activations", tidy(r.peak_rank_activations)},
+                       {"peak_recv_buffers", r.peak_recv_buffers}});
     }
     doc["busy"] = tidy(busy);
     doc["transfers"] = result.transfers.size();

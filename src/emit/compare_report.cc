@@ -1,9 +1,9 @@
-// Side-by-side comparison of schedules: ordering and the two report formats.
+// Side-by-side comparison of schedules: the two report formats.
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "pipeplan/simulate.h"
-#include "sim/numbers.h"
+#include "pipeplan/emit_sim.h"
+#include "ir/numbers.h"
 
 namespace pipeplan {
 namespace {
@@ -11,8 +11,6 @@ namespace {
 using detail::format_number;
 using detail::percent;
 using detail::tidy;
-
-int group(const ComparisonRow& r) { return !r.skipped.empty() ? 2 : !r.problems.empty() ? 1 : 0; }
 
 std::string costs_text(const SimOptions& o) {
   const CostModel& c = o.costs;
@@ -25,20 +23,6 @@ std::string costs_text(const SimOptions& o) {
 }
 
 }  // namespace
-
-double ComparisonRow::peak_rank_activations() const {
-  double peak = 0;
-  for (const RankStats& r : ranks) peak = std::max(peak, r.peak_rank_activations);
-  return peak;
-}
-
-void sort_comparison(std::vector<ComparisonRow>& rows) {
-  std::stable_sort(rows.begin(), rows.end(), [](const ComparisonRow& a, const ComparisonRow& b) {
-    if (group(a) != group(b)) return group(a) < group(b);
-    if (group(a) == 0 && tidy(a.makespan) != tidy(b.makespan)) return a.makespan < b.makespan;
-    return false;
-  });
-}
 
 void write_compare_text(int pp_degree, int num_microbatches, const SimOptions& options,
                         const std::vector<ComparisonRow>& rows, std::ostream& out) {

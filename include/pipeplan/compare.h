@@ -1,0 +1,29 @@
+// Side-by-side comparison of schedules (`pipeplan compare`): one row per
+// schedule and their order. Writers live in emit_sim.h.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "pipeplan/simulate.h"
+#include "pipeplan/verify.h"
+
+namespace pipeplan {
+
+/// One schedule's row in a side-by-side comparison (`pipeplan compare`).
+struct ComparisonRow {
+  std::string schedule;
+  int stages_per_rank = 0;
+  std::string skipped;               ///< why the shape was rejected ("" when it ran)
+  std::vector<Diagnostic> problems;  ///< why the simulation failed, if it did
+  double makespan = 0.0, bubble_fraction = 0.0;
+  std::vector<RankStats> ranks;
+  /// Largest peak over ranks, in whole-rank activation units.
+  double peak_rank_activations() const;
+};
+
+/// Orders rows that ran by makespan (ties keep their order), then failed
+/// simulations, then skipped schedules.
+void sort_comparison(std::vector<ComparisonRow>& rows);
+
+}  // namespace pipeplan

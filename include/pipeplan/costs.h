@@ -1,0 +1,55 @@
+// The simulator's cost model: how long each action and each transfer takes.
+// Reading a cost spec or a stage-costs file lives in io.h.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "pipeplan/ir.h"
+
+namespace pipeplan {
+
+/// Per-stage multipliers of the action-type costs (1 = the base cost).
+struct StageScale {
+  double f = 1.0, b = 1.0, i = 1.0, w = 1.0;
+  friend bool operator==(const StageScale& a, const StageScale& b) {
+    return a.f == b.f && a.b == b.b && a.i == b.i && a.w == b.w;
+  }
+};
+
+/// Durations of compute actions and transfers, in one abstract time unit.
+struct CostModel {
+  double f = 1.0, b = 2.0, i = 1.0, w = 1.0;
+  /// OVERLAP_F_B duration; unset means F(fwd stage) + B(bwd stage).
+  std::optional<double> overlap;
+  /// Stage -> multipliers; stages not listed use 1.
+  std::map<int, StageScale> stage_scales;
+  double comm_latency = 0.0;
+  double comm_bandwidth = 0.0;  ///< bytes per time unit; 0 = infinite
+  double transfer_bytes = 0.0;  ///< size of every transfer
+
+  /// Duration of a compute action (0 for SEND/RECV and pass-through types).
+  double duration(const Action& a) const;
+  /// latency + bytes / bandwidth (just latency when either is 0).
+  double transfer_time() const;
+};
+
+/// A stage-costs file as read (io.h: read_stage_costs). One written by
+/// `pipeplan calibrate` holds absolute durations ("absolute": true, in
+/// `time_unit`), the stage layout they were measured on and the measured
+/// transfer cost.
+struct StageCosts {
+  std::map<int, StageScale> stages;
+  bool absolute = false;
+  std::string time_unit;    ///< "ms" for calibrated files
+  int stages_per_rank = 0;  ///< layout measured on (0: not stated)
+  std::optional<double> comm_latency, comm_bandwidth, transfer_bytes;
+};
+
+/// The cost model of a stage-costs file on its own: for an absolute file,
+/// base costs F = B = I = W = 1 (so each stage's values are its durations)
+/// and the file's transfer cost; else the defaults with its multipliers.
+CostModel cost_model_of(const StageCosts& file);
+
+}  // namespace pipeplan

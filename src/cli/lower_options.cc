@@ -1,0 +1,40 @@
+#include "cli/lower_options.h"
+
+#include <CLI/CLI.hpp>
+
+#include "pipeplan/planner.h"
+
+namespace pipeplan::cli {
+
+void add_lowering_options(CLI::App& app, LoweringArgs& args) {
+  app.add_option("--lowering", args.mode,
+                 "How SEND/RECV are placed: latency-hiding (prefetched receives, pair order from "
+                 "the cost model; default except gpipe/1f1b) or seed (receives right before their "
+                 "consumer; gpipe/1f1b default, the seed driver's order)")
+      ->check(CLI::IsMember({"latency-hiding", "seed"}));
+  app.add_option("--prefetch", args.prefetch,
+                 "Latency hiding: most receives a rank posts ahead of their consumers (buffers "
+                 "held before use); 0 = no limit (default)")
+      ->check(CLI::Range(0, 1 << 30));
+  app.add_flag("--serial-safe", args.serial_safe,
+               "Keep one transfer order per rank across its peers, so the plan also runs under "
+               "the serial model (library schedules other than gpipe/1f1b already do)");
+}
+
+LowerOptions make_lower_options(const PlanMeta& meta, const LoweringArgs& args,
+                                const CostModel& costs, bool comm_given) {
+  LowerOptions o = schedule_lowering(meta);
+  if (auto mode = parse_lower_mode(args.mode)) o.mode = *mode;
+  o.max_prefetch = args.prefetch;
+  if (args.serial_safe) o.serial_safe = true;
+  if (o.mode == LowerMode::LatencyHiding) {
+    o.costs = costs;
+    if (!comm_given) {
+      o.costs.comm_latency = kNominalLatency;
+      o.costs.comm_bandwidth = 0.0;
+    }
+  }
+  return o;
+}
+
+}  // namespace pipeplan::cli

@@ -1,0 +1,91 @@
+// Internal: the one home of the dependency rules, "what an action needs and
+// what it produces" (docs/semantics.md). lower/timing, the simulator, the
+// verifier and the text timeline all ask these; none re-derives them.
+//
+// Values are named by the action that produces them:
+//   Forward (s, m)  the output of F(s, m): the input of F(s+1, m), and kept
+//                   for the backward of (s, m);
+//   Grad (s, m)     the input gradient made by B(s, m) or I(s, m): the output
+//                   gradient B/I(s-1, m) consumes, and what W(s, m) follows.
+// A W produces no value another action reads (it only frees memory).
+#pragma once
+
+#include <cstdint>
+
+#include "pipeplan/ir.h"
+
+namespace pipeplan::deps {
+
+enum class Kind : std::uint8_t { Forward, Grad };
+
+/// One value between actions, named by its producer.
+struct Value {
+  Kind kind;
+  int stage, microbatch;
+};
+
+/// The stage that consumes `v` across a stage boundary: Forward(s) feeds
+/// s+1, Grad(s) feeds s-1 (may be out of range: no such consumer).
+inline int consumer_stage(const Value& v) {
+  return v.kind == Kind::Forward ? v.stage + 1 : v.stage - 1;
+}
+
+/// Calls fn(value, stage) for every value a compute action needs before it
+/// starts; `stage` is the stage of the part of `a` that reads it (for
+/// OVERLAP_F_B, its forward or its backward). The first stage's forward
+/// reads the batch and the last stage's backward the loss: no value.
+/// Non-compute actions need nothing here (see carried()).
+template <class Fn>
+inline void for_each_input(const Action& a, int num_stages, Fn&& fn) {
+  auto forward = [&](int s, int m) {
+    if (s > 0) fn(Value{Kind::Forward, s - 1, m}, s);
+  };
+  auto backward = [&](int s, int m) {
+    fn(Value{Kind::Forward, s, m}, s);
+    if (s + 1 < num_stages) fn(Value{Kind::Grad, s + 1, m}, s);
+  };
+  switch (a.type) {
+    case ActionType::F: forward(a.stage, a.microbatch); break;
+    case ActionType::B:
+    case ActionType::I: backward(a.stage, a.microbatch); break;
+    case ActionType::W: fn(Value{Kind::Grad, a.stage, a.microbatch}, a.stage); break;
+    case ActionType::OverlapFB:
+      forward(a.stage, a.microbatch);
+      backward(a.sub_stage, a.sub_microbatch);
+      break;
+    default: break;
+  }
+}
+
+/// Calls fn(value) for every value a compute action produces.
+template <class Fn>
+inline void for_each_output(const Action& a, Fn&& fn) {
+  switch (a.type) {
+    case ActionType::F: fn(Value{Kind::Forward, a.stage, a.microbatch}); break;
+    case ActionType::B:
+    case ActionType::I: fn(Value{Kind::Grad, a.stage, a.microbatch}); break;
+    case ActionType::OverlapFB:
+      fn(Value{Kind::Forward, a.stage, a.microbatch});
+      fn(Value{Kind::Grad, a.sub_stage, a.sub_microbatch});
+      break;
+    default: break;
+  }
+}
+
+/// The stage on the other end of a SEND/RECV: SEND_F and RECV_B talk to
+/// stage+1, RECV_F and SEND_B to stage-1 (may be out of range).
+inline int peer_stage(ActionType type, int stage) {
+  return (type == ActionType::SendF || type == ActionType::RecvB) ? stage + 1 : stage - 1;
+}
+inline int peer_stage(const Action& a) { return peer_stage(a.type, a.stage); }
+
+/// The value a SEND ships or a RECV delivers: SEND_F(s) Forward(s),
+/// RECV_F(s) Forward(s-1), SEND_B(s) Grad(s), RECV_B(s) Grad(s+1).
+/// Precondition: is_comm(a.type).
+inline Value carried(const Action& a) {
+  const bool fwd = a.type == ActionType::SendF || a.type == ActionType::RecvF;
+  return Value{fwd ? Kind::Forward : Kind::Grad, is_send(a.type) ? a.stage : peer_stage(a),
+               a.microbatch};
+}
+
+}  // namespace pipeplan::deps

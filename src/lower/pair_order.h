@@ -1,0 +1,27 @@
+// Internal: the order each rank pair's stream serves its transfers, from an
+// event-driven run of the compute order with one stream per pair.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "lower/latency.h"
+#include "pipeplan/ir.h"
+#include "pipeplan/simulate.h"
+
+namespace pipeplan::detail {
+
+/// Runs `plan` (compute-only) with each rank's computes in list order under
+/// `costs`, every transfer going through its pair's stream (`pair_of[id]`),
+/// which carries one transfer at a time: whenever a stream is free it takes,
+/// among the transfers whose producer ended, the one with the earliest
+/// deadline (ties: key_less). Returns each pair's transfer ids in the order
+/// its stream took them. `xfers` of one sending rank must be listed in
+/// producer order (ids ascending with the producer index). Time O(n log p)
+/// for n actions and p ranks, plus O(log k) per transfer for k ready at once.
+std::vector<std::vector<std::uint32_t>> serialized_pair_orders(const Plan& plan, const CostModel& costs,
+                                                               const std::vector<Xfer>& xfers,
+                                                               const std::vector<int>& pair_of,
+                                                               int n_pairs);
+
+}  // namespace pipeplan::detail
