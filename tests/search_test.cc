@@ -63,6 +63,22 @@ TEST_CASE("profile: bad rows are located errors", "[search]") {
   CHECK(error_of("name,F,B,W,activation\na,1,2,1,-1\n").find("column 'activation'") != std::string::npos);
   CHECK(error_of("# nothing\n") == "m.csv: empty layer profile (expected the header 'name,F,B,W,activation')");
   CHECK(error_of("name,F,B,W,activation\n") == "m.csv: the layer profile lists no layers");
+  // The shared limits: costs beyond kMaxCost, long text quoted in part.
+  CHECK(error_of("name,F,B,W,activation\na,1e13,2,1,1\n") ==
+        "m.csv:2: column 'F' of layer 'a': 1e13 is more than the supported 1e+12");
+  const std::string long_name(100, 'n');
+  CHECK(error_of("name,F,B,W,activation\n" + long_name + ",1,x,1,1\n") ==
+        "m.csv:2: column 'B' of layer '" + std::string(64, 'n') + "... (100 bytes)': 'x' is not a finite non-negative number");
+}
+
+TEST_CASE("search: shapes beyond the shared limits are refused up front", "[search]") {
+  SearchOptions o;
+  o.pp_degree = 2;
+  o.num_microbatches = 1 << 21;
+  CHECK_THROWS_AS(search(uniform(4), o), ShapeError);
+  o.num_microbatches = 4;
+  o.max_stages_per_rank = 0;
+  CHECK_THROWS_WITH(search(uniform(4), o), "the largest v tried must be 1..4096, got 0");
 }
 
 TEST_CASE("profile: balanced partition minimises the most expensive stage", "[search]") {

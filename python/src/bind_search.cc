@@ -205,9 +205,6 @@ library schedule within the budget, or None), ``to_text()``/``to_json()`` as
         s.options.comm = sim.costs;
         s.options.transport = sim.transport;
         s.options.time_limit = time_limit;
-        if (max_stages_per_rank < 1)
-          throw InputError("max_stages_per_rank must be at least 1, got " +
-                           std::to_string(max_stages_per_rank));
         s.options.max_stages_per_rank = max_stages_per_rank;
         {
           Release release;

@@ -35,7 +35,7 @@ def test_bad_layer_rows_are_located_input_errors():
         pipeplan.read_layers([("a", 1, 2)])
     with pytest.raises(pipeplan.InputError, match="no layers"):
         pipeplan.read_layers([])
-    with pytest.raises(pipeplan.InputError, match="cannot open"):
+    with pytest.raises(pipeplan.InputError, match="cannot read '/nonexistent/layers.csv'"):
         pipeplan.read_layers("/nonexistent/layers.csv")
 
 
@@ -94,3 +94,5 @@ def test_search_without_a_fitting_plan_names_the_smallest_budget():
         pipeplan.search(ROWS, 2, 4, memory_limit=0.5)
     with pytest.raises(pipeplan.InputError, match="fewer than the 8 ranks"):
         pipeplan.search(ROWS, 8, 4)
+    with pytest.raises(pipeplan.ShapeError, match="more than the supported"):
+        pipeplan.search(ROWS, 2, 1 << 21)

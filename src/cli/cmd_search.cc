@@ -7,6 +7,7 @@
 #include "cli/common.h"
 #include "cli/sim_options.h"
 #include "pipeplan/emit.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/search.h"
 
 namespace pipeplan::cli {
@@ -23,12 +24,12 @@ struct SearchArgs {
 
 std::function<int()> setup_search(CLI::App& app) {
   auto args = std::make_shared<SearchArgs>();
-  app.add_option("-p,--pp", args->options.pp_degree, "Pipeline-parallel degree (ranks)")
-      ->required()
-      ->check(CLI::Range(1, 4096));
-  app.add_option("-m,--microbatches", args->options.num_microbatches, "Number of microbatches")
-      ->required()
-      ->check(CLI::Range(1, 1 << 16));
+  add_count_option(app, "-p,--pp", args->options.pp_degree, "Pipeline-parallel degree (ranks)",
+                   limits::kMaxRanks, " ranks")
+      ->required();
+  add_count_option(app, "-m,--microbatches", args->options.num_microbatches,
+                   "Number of microbatches", limits::kMaxMicrobatches, " microbatches")
+      ->required();
   app.add_option("--layers", args->layers,
                  "Layer cost profile: CSV 'name,F,B,W,activation' (header required)")
       ->required();

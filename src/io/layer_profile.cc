@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "io/limits.h"
 #include "pipeplan/error.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/profile.h"
 
 namespace pipeplan {
@@ -65,15 +65,16 @@ LayerProfile parse_layer_profile(std::string_view text, const std::string& sourc
       for (std::size_t c = 0; ok && c < 5; ++c) ok = same_name(cells[c], kColumns[c]);
       if (!ok)
         throw InputError(where + "expected the header 'name,F,B,W,activation', got '" +
-                         std::string(line) + "'");
+                         limits::excerpt(line) + "'");
       header = true;
       continue;
     }
     if (cells.size() != 5)
       throw InputError(where + "expected 5 columns (name,F,B,W,activation), got " +
                        std::to_string(cells.size()));
-    if (profile.layers.size() >= static_cast<std::size_t>(io::kMaxLayers))
-      throw InputError(where + "more than " + std::to_string(io::kMaxLayers) + " layers");
+    if (profile.layers.size() >= static_cast<std::size_t>(limits::kMaxLayers))
+      throw InputError(where + "more than the supported " + std::to_string(limits::kMaxLayers) +
+                       " layers");
     Layer layer;
     if (cells[0].empty()) throw InputError(where + "column 'name' is empty");
     layer.name = std::string(cells[0]);
@@ -84,13 +85,18 @@ LayerProfile parse_layer_profile(std::string_view text, const std::string& sourc
       auto [ptr, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), v);
       if (cell.empty() || ec != std::errc() || ptr != cell.data() + cell.size() ||
           !std::isfinite(v) || v < 0)
-        throw InputError(where + "column '" + kColumns[c] + "' of layer '" + layer.name +
-                         "': '" + std::string(cell) + "' is not a finite non-negative number");
+        throw InputError(where + "column '" + kColumns[c] + "' of layer '" +
+                         limits::excerpt(layer.name) + "': '" + limits::excerpt(cell) +
+                         "' is not a finite non-negative number");
+      if (v > limits::kMaxCost)
+        throw InputError(where + "column '" + kColumns[c] + "' of layer '" +
+                         limits::excerpt(layer.name) + "': " + limits::excerpt(cell) +
+                         " is more than the supported 1e+12");
       *fields[c - 1] = v;
     }
     if (layer.w > layer.b)
-      throw InputError(where + "layer '" + layer.name + "': W (" + std::string(cells[3]) +
-                       ") exceeds B (" + std::string(cells[2]) +
+      throw InputError(where + "layer '" + limits::excerpt(layer.name) + "': W (" +
+                       limits::excerpt(cells[3]) + ") exceeds B (" + limits::excerpt(cells[2]) +
                        "); W is the weight-gradient part of the backward");
     profile.layers.push_back(std::move(layer));
   }

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "ir/deps.h"
+#include "pipeplan/error.h"
 
 namespace pipeplan::detail {
 
@@ -235,6 +236,12 @@ std::vector<std::vector<double>> latest_starts(const Plan& plan, const CostModel
     }
   }
   return ls;
+}
+
+void refuse_if_stuck(const Timing& timing) {
+  if (timing.complete) return;
+  const std::string why = "the compute order cannot complete (cyclic wait across ranks): " + timing.stuck;
+  throw PlanRejected("lower: " + why, {Diagnostic{"compute-cycle", -1, -1, "", why}});
 }
 
 }  // namespace pipeplan::detail

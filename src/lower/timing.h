@@ -26,6 +26,11 @@ struct Timing {
 /// false leaves `end` empty (the seed lowering needs start times only).
 Timing time_compute(const Plan& plan, const CostModel& costs, bool with_end = true);
 
+/// Throws PlanRejected (a plan that cannot run: exit 1) with one
+/// "compute-cycle" diagnostic naming the stuck ranks when `timing` did not
+/// complete; returns otherwise.
+void refuse_if_stuck(const Timing& timing);
+
 }  // namespace pipeplan::detail
 
 namespace pipeplan::detail {

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 
+#include "pipeplan/limits.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
 #include "search/exact.h"
@@ -145,6 +146,17 @@ Plan strip_comms(Plan p) {
 SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
   if (o.pp_degree < 1 || o.num_microbatches < 1)
     throw InputError("search needs p >= 1 and m >= 1");
+  // The shared size limits: refuse up front; larger v are skipped below.
+  if (std::string why = limits::shape_problem(o.pp_degree, 1, o.num_microbatches); !why.empty())
+    throw ShapeError(why);
+  if (o.max_stages_per_rank < 1 || o.max_stages_per_rank > limits::kMaxStagesPerRank)
+    throw InputError("the largest v tried must be 1.." + std::to_string(limits::kMaxStagesPerRank) +
+                     ", got " + std::to_string(o.max_stages_per_rank));
+  // A stage needs a layer, and the plan must stay within the size limits.
+  const auto v_fits = [&](int v) {
+    return static_cast<std::size_t>(o.pp_degree) * static_cast<std::size_t>(v) <= profile.size() &&
+           limits::shape_problem(o.pp_degree, v, o.num_microbatches).empty();
+  };
   if (profile.size() < static_cast<std::size_t>(o.pp_degree))
     throw ShapeError("the layer profile has " + std::to_string(profile.size()) +
                      " layers, fewer than the " + std::to_string(o.pp_degree) +
@@ -174,7 +186,7 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
     if (vs.empty())
       for (int v = 1; v <= o.max_stages_per_rank; ++v) vs.push_back(v);
     for (int v : vs) {
-      if (static_cast<std::size_t>(o.pp_degree * v) > profile.size()) continue;
+      if (!v_fits(v)) continue;
       Plan p;
       LibraryRun run;
       run.schedule = info.name;
@@ -219,9 +231,9 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
   // 2. List-scheduled candidates: every (mapping, v), a few partitions, every knob.
   std::vector<Config> configs;
   for (int v = 1; v <= o.max_stages_per_rank; ++v)
-    if (static_cast<std::size_t>(o.pp_degree * v) <= profile.size()) configs.push_back({StageMapping::Loop, v});
+    if (v_fits(v)) configs.push_back({StageMapping::Loop, v});
   for (int v = 2; v <= o.max_stages_per_rank; ++v)
-    if (static_cast<std::size_t>(o.pp_degree * v) <= profile.size()) configs.push_back({StageMapping::V, v});
+    if (v_fits(v)) configs.push_back({StageMapping::V, v});
   const std::vector<GreedyKnobs> knobs = all_knobs();
   std::vector<Candidate> pool;
   double smallest_peak = std::numeric_limits<double>::infinity();
