@@ -277,7 +277,7 @@ Plan lower(const Plan& plan, const LowerOptions& options) {
   costs.b = given.b;
   costs.i = given.i;
   costs.w = given.w;
-  detail::Timing timing = detail::time_compute(plan, costs, /*with_end=*/false);
+  detail::Timing timing = detail::time_compute(plan, costs, detail::TimingFields::Start);
   if (!timing.complete)
     throw InputError("lower: the compute order cannot complete (cyclic wait across ranks): " +
                      timing.stuck);
