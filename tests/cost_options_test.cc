@@ -59,18 +59,24 @@ TEST_CASE("cost options: a calibrated file brings absolute costs and its transfe
   CHECK(o.costs.stage_scales.empty());
 }
 
-TEST_CASE("cost options: bad options are named in the CLI's words", "[cost_options]") {
+TEST_CASE("cost options: bad options are named in the library's words, the CLI adds --", "[cost_options]") {
   CostOptions given;
   given.comm = "x";
+  CHECK(options_error(given) == "comm latency 'x' is not a non-negative number");
+  given.name_prefix = "--";
   CHECK(options_error(given) == "--comm latency 'x' is not a non-negative number");
   given.comm = "1,-2";
   CHECK(options_error(given) == "--comm bandwidth '-2' is not a non-negative number");
   given = CostOptions{};
   given.bytes = -1;
-  CHECK(options_error(given) == "--bytes '-1' is not a non-negative number");
+  CHECK(options_error(given) == "bytes '-1' is not a non-negative number");
   given = CostOptions{};
   given.model = "nccl";
-  CHECK(options_error(given) == "--model 'nccl' is not a transport (rendezvous, eager, serial)");
+  CHECK(options_error(given) == "model 'nccl' is not a transport (rendezvous, eager, serial)");
+  given = CostOptions{};
+  given.cost = "F";
+  given.name_prefix = "--";
+  CHECK(options_error(given) == "--cost: 'F' is not KEY=VALUE (e.g. F=1,B=2,I=1,W=1)");
   given = CostOptions{};
   given.stage_costs = "stage,F\nx,1\n";
   given.stage_costs_source = "costs.csv";

@@ -22,13 +22,16 @@ struct CostOptions {
   std::string comm;                        ///< "LATENCY[,BANDWIDTH]"
   double bytes = 0;                        ///< size of every transfer
   std::string model = "rendezvous";        ///< rendezvous | eager | serial
+  /// Put before an option's name in messages: "" names them as the library
+  /// and the Python keywords do ("comm latency 'x' ..."); the CLI sets "--".
+  std::string name_prefix;
 };
 
 /// The SimOptions the options describe. A calibrated stage-costs file
 /// (absolute durations) sets the base costs to 1 (`cost` multiplies them) and
 /// brings its transfer cost unless `comm`/`bytes` say otherwise. Throws
-/// InputError naming the option in the CLI's words ("--comm latency 'x' is
-/// not a non-negative number"). `file`, when given, receives the stage-costs
+/// InputError naming the option ("comm latency 'x' is not a non-negative
+/// number", with `name_prefix` in front). `file`, when given, receives the stage-costs
 /// file as read.
 SimOptions make_sim_options(const CostOptions& options, StageCosts* file = nullptr);
 

@@ -185,7 +185,7 @@ SimOptions sim_options(const py::object& cost, const py::object& stage_costs,
   try {
     given.bytes = py::float_(bytes).cast<double>();
   } catch (const py::error_already_set&) {
-    throw InputError("--bytes '" + py::str(bytes).cast<std::string>() +
+    throw InputError("bytes '" + py::str(bytes).cast<std::string>() +
                      "' is not a non-negative number");
   }
   given.model = model;

@@ -114,12 +114,13 @@ def test_bad_cost_options_are_the_clis_input_errors(cli, tmp_path, kwargs, cli_a
     code, message = cli.error("simulate", path, *cli_args)
     with pytest.raises(pipeplan.InputError) as info:
         pipeplan.simulate(pipeplan.plan("1f1b", 2, 2), **kwargs)
-    assert code == 2 and str(info.value) == message
+    # The same message, naming the keyword without the CLI's dashes.
+    assert code == 2 and message.startswith("--") and str(info.value) == message[2:]
 
 
 def test_more_bad_options():
     plan = pipeplan.plan("1f1b", 2, 2)
-    with pytest.raises(pipeplan.InputError, match="--model 'nccl' is not a transport"):
+    with pytest.raises(pipeplan.InputError, match="^model 'nccl' is not a transport"):
         pipeplan.simulate(plan, model="nccl")
     with pytest.raises(pipeplan.InputError, match="cannot open"):
         pipeplan.simulate(plan, stage_costs="/nonexistent/stages.csv")

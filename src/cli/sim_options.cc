@@ -37,6 +37,7 @@ void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs, bool mode
 
 SimOptions make_sim_options(const CostArgs& args, StageCosts* file_out) {
   CostOptions given;
+  given.name_prefix = "--";
   given.cost = args.cost;
   if (!args.stage_costs.empty()) {
     given.stage_costs = read_input(args.stage_costs);

@@ -1,5 +1,31 @@
 // The executor: replays one rank's program of a verified plan on LibTorch,
 // moving boundary values with c10d point-to-point operations.
+//
+// One rank of a trainer (launched with RANK, WORLD_SIZE, MASTER_ADDR,
+// MASTER_PORT set, one process per pipeline rank):
+// @code
+//   pipeplan::Problem problem;                      // 1f1b, pp 4, 8 microbatches
+//   pipeplan::Plan plan = pipeplan::plan(problem);  // lowered and verified
+//   auto env = pipeplan::exec::DistEnv::from_environment();
+//   pipeplan::exec::Executor executor(plan, env.rank, env.world_size);
+//   torch::manual_seed(0);                          // same weights on every rank
+//   torch::nn::Sequential model(...);               // the whole model, everywhere
+//   executor.set_stages(pipeplan::exec::split_sequential(model, plan.meta.num_stages()));
+//   using pipeplan::exec::Values;
+//   executor.set_loss([](const Values& out, const Values& y) {
+//     return torch::mse_loss(std::get<at::Tensor>(out[0]), std::get<at::Tensor>(y[0]));
+//   });
+//   executor.connect(pipeplan::exec::Communicator::connect(
+//       env, pipeplan::exec::Backend::Gloo, std::chrono::seconds(60)));
+//   for (auto& [x, y] : batches) {
+//     std::optional<double> loss = executor.step({x}, {y});  // loss on the last stage's rank
+//     optimizer.step();                             // the local stages' .grad are set
+//     optimizer.zero_grad();
+//   }
+//   executor.shutdown();
+// @endcode
+// Ranks that do not consume inputs or hold the last stage may pass nothing;
+// see docs/executor.md for input routes, forward-only steps, hooks and DP x PP.
 #pragma once
 
 #include <ATen/core/Tensor.h>
