@@ -191,7 +191,7 @@ def test_lowering_choices_change_the_plan():
     (dict(prefetch=-1), "prefetch must be in 0..1073741824"),
     (dict(prefetch=1.5), "prefetch must be an int"),
     (dict(prefetch=True), "prefetch must be an int"),
-    (dict(comm="x"), "--comm latency 'x' is not a non-negative number"),
+    (dict(comm="x"), "comm latency 'x' is not a non-negative number"),
     (dict(cost="F=-1"), "F"),
 ])
 def test_bad_lowering_options_are_input_errors(kwargs, message):
