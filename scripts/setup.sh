@@ -13,6 +13,11 @@ packages+=(python3-dev python3-pybind11 python3-pytest)
 if [ "${PIPEPLAN_NO_TORCH:-0}" != "1" ]; then
   packages+=(libtorch-dev libgloo-dev)
 fi
+# CI (CI=true) also runs scripts/sanitize.sh: clang with compiler-rt's
+# libFuzzer. Elsewhere they are optional (PIPEPLAN_FUZZ_TOOLS=1 installs them).
+if [ "${CI:-}" = "true" ] || [ "${PIPEPLAN_FUZZ_TOOLS:-0}" = "1" ]; then
+  packages+=(clang libclang-rt-dev)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -80,7 +80,7 @@ TEST_CASE("cli: bad input exits 2 with a clear message", "[cli]") {
   CHECK(cmd.err.find("unknown command 'plam' (did you mean 'plan'?)") != std::string::npos);
   auto missing = run_cli({"verify", "/nonexistent/plan.json"});
   CHECK(missing.exit_code == 2);
-  CHECK(missing.err.find("cannot open '/nonexistent/plan.json'") != std::string::npos);
+  CHECK(missing.err.find("cannot read '/nonexistent/plan.json': no such file") != std::string::npos);
   auto bad_action = run_cli({"verify", temp_file("bad.csv", "0F0,0BW0\n")});
   CHECK(bad_action.exit_code == 2);
   CHECK(bad_action.err.find("0BW0") != std::string::npos);

@@ -56,7 +56,12 @@ TEST_CASE("planner: impossible shapes name the problem", "[planner]") {
   CHECK_THROWS_WITH(plan(Problem{"gpipe", 2, 2, 2}),
                     "gpipe: supports stages_per_rank 1, got 2; pass stages_per_rank 1");
   CHECK_THROWS_WITH(plan(Problem{"gpipe", 2, 2, -1}), Catch::Contains("stages_per_rank must be positive"));
-  CHECK_THROWS_WITH(plan(Problem{"gpipe", 100000, 100000, 0}), Catch::Contains("shape too large"));
+  // The limits readers and the verifier apply too (limits.h), checked up front.
+  CHECK_THROWS_WITH(plan(Problem{"gpipe", 100000, 100000, 0}),
+                    Catch::Contains("gpipe: pp_degree 100000 is more than the supported 65536 ranks"));
+  CHECK_THROWS_WITH(plan(Problem{"gpipe", 4096, 2048, 0}),
+                    Catch::Contains("stages x microbatches = 4096 x 2048 = 8388608 is more than the "
+                                    "supported 4194304"));
 }
 
 TEST_CASE("planner: compute orders of gpipe and 1f1b", "[planner]") {

@@ -72,7 +72,7 @@ struct LowerOptions {
 
 /// Precondition: `plan` is whole and compute-only, and its compute order is
 /// consistent (every forward/backward dependency reachable without a cycle;
-/// otherwise throws InputError naming the stuck ranks); costs positive and
+/// otherwise throws PlanRejected naming the stuck ranks); costs positive and
 /// finite (InputError otherwise).
 /// Postcondition: every cross-rank boundary has one SEND and one RECV before
 /// its consumer and after its producer; each rank pair posts its transfers in

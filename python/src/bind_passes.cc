@@ -109,7 +109,7 @@ Plan lower_plan(const Plan& plan, const std::optional<std::string>& send_placeme
     if (defects.empty()) {
       try {
         lowered = lower(plan, options);
-      } catch (const InputError& e) {
+      } catch (const PlanRejected& e) {
         // lower() refuses an order whose ranks wait on each other: a plan defect.
         throw PlanFailure{"cannot lower " + plan_name(plan) + ": " + e.what(), stuck_ranks(plan)};
       }
@@ -134,7 +134,7 @@ std::vector<Diagnostic> verify_plan(const Plan& plan, const std::string& transpo
     Plan lowered;
     try {
       lowered = lower(plan, schedule_lowering(plan.meta));
-    } catch (const InputError& e) {
+    } catch (const PlanRejected& e) {
       // A compute order whose ranks wait on each other is a plan defect.
       std::vector<Diagnostic> stuck = stuck_ranks(plan);
       if (stuck.empty()) throw PlanFailure{std::string("cannot lower the plan: ") + e.what(), {}};

@@ -37,7 +37,7 @@ Transport transport_from(const std::string& name);
 StageMapping mapping_from(const std::string& name);
 /// A path argument: str or os.PathLike.
 std::string path_from(const py::object& path);
-/// The whole file; InputError "cannot open 'PATH' for reading" as in the CLI.
+/// The whole file; InputError "cannot read 'PATH': WHY" as in the CLI.
 std::string read_text_file(const std::string& path);
 /// What a CSV lacks (None = inferred), as the CLI's --microbatches, --mapping
 /// and --schedule give it.

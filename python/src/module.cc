@@ -2,11 +2,15 @@
 // C++ exceptions map onto the classes of pipeplan/errors.py.
 #include <pybind11/stl.h>
 
-#include <fstream>
-#include <iterator>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
 
 #include "common.h"
 #include "pipeplan/error.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/version.h"
 
 namespace pipeplan::python {
@@ -51,10 +55,27 @@ std::string path_from(const py::object& path) {
 }
 
 std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError("cannot open '" + path + "' for reading");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw InputError("cannot read '" + path + "'");
+  // Worded as the CLI's read_input(): one message for every way a path fails
+  // to read (missing, a directory, no permission, an I/O error, too large).
+  auto fail = [&](const std::string& why) -> std::string {
+    throw InputError("cannot read '" + limits::excerpt(path) + "': " + why);
+  };
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) return fail("no such file");
+  if (std::filesystem::is_directory(status)) return fail("it is a directory");
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return fail(std::strerror(errno));
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> closer(f, &std::fclose);
+  std::string text;
+  char buf[1 << 16];
+  std::size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    text.append(buf, n);
+    if (text.size() > limits::kMaxInputBytes)
+      return fail("larger than the supported " + std::to_string(limits::kMaxInputBytes >> 20) + " MiB");
+  }
+  if (std::ferror(f)) return fail(std::strerror(errno));
   return text;
 }
 

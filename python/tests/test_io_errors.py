@@ -70,6 +70,25 @@ def test_a_missing_file_is_an_input_error(cli, tmp_path):
     assert code == 2 and str(info.value) == python_spelling(message)
 
 
+def test_a_directory_is_an_input_error_as_in_the_cli(cli, tmp_path):
+    code, message = cli.error("verify", tmp_path)
+    assert message == f"cannot read '{tmp_path}': it is a directory"
+    with pytest.raises(pipeplan.InputError) as info:
+        pipeplan.read(tmp_path)
+    assert code == 2 and str(info.value) == message
+    with pytest.raises(pipeplan.InputError, match="it is a directory"):
+        pipeplan.simulate(pipeplan.plan("1f1b", 2, 2), stage_costs=tmp_path)
+
+
+def test_stages_per_rank_below_one_is_refused_as_in_the_cli(cli):
+    # One rule: a given stages_per_rank (-v) is at least 1; None (no -v) is the default.
+    for v in (0, -1):
+        code, message = cli.error("plan", "-s", "interleaved-1f1b", "-p", 2, "-m", 4, "-v", v)
+        assert code == 2 and message.startswith(f"interleaved-1f1b: stages_per_rank must be positive, got {v}")
+        with pytest.raises(pipeplan.ShapeError, match=f"stages_per_rank must be positive, got {v}"):
+            pipeplan.plan("interleaved-1f1b", 2, 4, stages_per_rank=v)
+
+
 def test_json_contradicting_csv_options_is_refused():
     text = pipeplan.plan("1f1b", 2, 4).to_json()
     with pytest.raises(pipeplan.InputError, match="num_microbatches=8 contradicts <string>, which says num_microbatches 4"):

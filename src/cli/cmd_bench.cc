@@ -15,9 +15,8 @@ std::function<int()> setup_bench(CLI::App& app) {
   app.add_option("-s,--schedule", o->schedules,
                  "Schedule to measure (repeatable; default: interleaved-1f1b, zbv, dualpipev)");
   app.add_option("-p,--pp", o->pp, "Pipeline-parallel degree")->check(CLI::PositiveNumber);
-  app.add_option("-v,--stages-per-rank", o->stages_per_rank,
-                 "Stages per rank (default: 4 for loop-mapped schedules, 2 for V ones)")
-      ->check(CLI::PositiveNumber);
+  add_stages_per_rank_option(app, o->stages_per_rank,
+                             "Stages per rank (default: 4 for loop-mapped schedules, 2 for V ones)");
   app.add_option("-m,--microbatches", o->microbatches, "Microbatch counts, e.g. -m 128,512,2048")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);

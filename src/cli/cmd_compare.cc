@@ -9,6 +9,7 @@
 #include "pipeplan/cost_options.h"
 #include "pipeplan/emit_sim.h"
 #include "pipeplan/error.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/simulate.h"
 
@@ -27,10 +28,12 @@ struct CompareArgs {
 
 std::function<int()> setup_compare(CLI::App& app) {
   auto args = std::make_shared<CompareArgs>();
-  app.add_option("-p,--pp", args->pp, "Pipeline-parallel degree (ranks)")->required();
-  app.add_option("-m,--microbatches", args->microbatches, "Number of microbatches")->required();
-  app.add_option("-v,--stages-per-rank", args->stages_per_rank,
-                 "Stages per rank (default: each schedule's own)");
+  add_count_option(app, "-p,--pp", args->pp, "Pipeline-parallel degree (ranks)", limits::kMaxRanks, " ranks")
+      ->required();
+  add_count_option(app, "-m,--microbatches", args->microbatches, "Number of microbatches",
+                   limits::kMaxMicrobatches, " microbatches")
+      ->required();
+  add_stages_per_rank_option(app, args->stages_per_rank, "Stages per rank (default: each schedule's own)");
   app.add_option("--schedules", args->schedules,
                  "Schedules to compare (default: every one that accepts the shape)")
       ->delimiter(',');
@@ -40,6 +43,12 @@ std::function<int()> setup_compare(CLI::App& app) {
       ->check(CLI::IsMember({"text", "json"}));
   app.add_option("-o,--output", args->output, "Output file (default: stdout)");
   return [args]() {
+    // Refuse a shape beyond the limits up front, before planning anything.
+    if (args->pp >= 1 && args->microbatches >= 1)
+      if (std::string why = limits::shape_problem(args->pp, std::max(args->stages_per_rank, 1),
+                                                  args->microbatches);
+          !why.empty())
+        throw InputError(why);
     StageCosts file;
     SimOptions options = make_sim_options(args->costs, &file);
     if (file.absolute) {

@@ -86,7 +86,7 @@ std::function<int()> setup_lower(CLI::App& app) {
     Plan lowered;
     try {
       lowered = lower(plan, options);
-    } catch (const InputError& e) {
+    } catch (const PlanRejected& e) {
       // lower() refuses an order whose ranks wait on each other: a plan defect.
       std::cerr << "cannot lower " << name << ": " << e.what() << "\n";
       return kExitInvalid;

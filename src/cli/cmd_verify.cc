@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "pipeplan/emit_diagnostics.h"
+#include "pipeplan/error.h"
 #include "pipeplan/io.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
@@ -56,8 +57,14 @@ std::function<int()> setup_verify(CLI::App& app) {
         for (Transport t : models) results.push_back({t, VerifyResult{structure}});
       } else {
         spdlog::info("compute-only plan: lowering it before verification");
-        plan = lower(plan, schedule_lowering(plan.meta));
-        lowered = true;
+        try {
+          plan = lower(plan, schedule_lowering(plan.meta));
+          lowered = true;
+        } catch (const PlanRejected& e) {
+          // Ranks that wait on each other: the plan cannot run (exit 1, as
+          // `lower` says), whatever the transport.
+          for (Transport t : models) results.push_back({t, VerifyResult{e.diagnostics()}});
+        }
       }
     }
     if (results.empty())

@@ -2,6 +2,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -9,15 +13,65 @@
 
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
+#include "pipeplan/limits.h"
 
 namespace pipeplan::cli {
 
+namespace {
+
+// An integer option at most `max` ("--pp: 99999999999 is more than the
+// supported 65536 ranks"); lower bounds are the planner's to word.
+CLI::Validator at_most(long long max, const std::string& unit) {
+  return CLI::Validator(
+      [max, unit](std::string& text) -> std::string {
+        long long x = 0;
+        const bool digits = !text.empty() && text.find_first_not_of("0123456789", text[0] == '-' ? 1 : 0) ==
+                                                 std::string::npos && text != "-";
+        if (digits && text[0] != '-' && (!CLI::detail::lexical_cast(text, x) || x > max))
+          return limits::excerpt(text) + " is more than the supported " + std::to_string(max) + unit;
+        if (!CLI::detail::lexical_cast(text, x)) return "'" + limits::excerpt(text) + "' is not an integer";
+        return {};
+      },
+      "INT<=" + std::to_string(max));
+}
+
+}  // namespace
+
+CLI::Option* add_count_option(CLI::App& app, const std::string& names, int& value, const std::string& help,
+                              long long max, const std::string& unit) {
+  return app.add_option(names, value, help)->check(at_most(max, unit));
+}
+
+CLI::Option* add_stages_per_rank_option(CLI::App& app, int& v, const std::string& help,
+                                        const std::string* schedule) {
+  // One rule: a given -v is a count of stages, at least 1; leaving it out
+  // means the schedule's default (-v 0 used to mean the default silently).
+  // Worded as the planner words a bad stages_per_rank, so the CLI and the
+  // Python module say the same. CLI11 runs this after -s is stored.
+  return app
+      .add_option_function<int>(
+          "-v,--stages-per-rank",
+          [&v, schedule](const int& x) {
+            if (x < 1) {
+              const std::string who = schedule && !schedule->empty() ? *schedule + ": " : "";
+              throw ShapeError(who + "stages_per_rank must be positive, got " + std::to_string(x),
+                               x == 0 ? "pass {v} 1 or more, or leave -v out for the schedule's default"
+                                      : "pass {v} 1 or more");
+            }
+            v = x;
+          },
+          help)
+      ->check(at_most(limits::kMaxStagesPerRank, " stages per rank"));
+}
+
 void add_problem_options(CLI::App& app, Problem& problem, bool required) {
   auto* s = app.add_option("-s,--schedule", problem.schedule, "Schedule name or alias (see 'pipeplan list')");
-  auto* p = app.add_option("-p,--pp", problem.pp_degree, "Pipeline-parallel degree (ranks)");
-  auto* m = app.add_option("-m,--microbatches", problem.num_microbatches, "Number of microbatches");
-  app.add_option("-v,--stages-per-rank", problem.stages_per_rank,
-                 "Stages per rank (default: the schedule's)");
+  auto* p = add_count_option(app, "-p,--pp", problem.pp_degree, "Pipeline-parallel degree (ranks)",
+                             limits::kMaxRanks, " ranks");
+  auto* m = add_count_option(app, "-m,--microbatches", problem.num_microbatches, "Number of microbatches",
+                             limits::kMaxMicrobatches, " microbatches");
+  add_stages_per_rank_option(app, problem.stages_per_rank, "Stages per rank (default: the schedule's)",
+                             &problem.schedule);
   if (required) {
     s->required();
     p->required();
@@ -26,15 +80,40 @@ void add_problem_options(CLI::App& app, Problem& problem, bool required) {
 }
 
 std::string read_input(const std::string& path) {
+  // One message for every way a path fails to read (missing, a directory, no
+  // permission, an I/O error, too large), so no reader sees a half file.
+  auto fail = [&](const std::string& why) -> std::string {
+    throw InputError("cannot read '" + limits::excerpt(path) + "': " + why);
+  };
+  const std::string too_large =
+      "larger than the supported " + std::to_string(limits::kMaxInputBytes >> 20) + " MiB";
   if (path == "-") {
-    std::ostringstream ss;
-    ss << std::cin.rdbuf();
-    return ss.str();
+    std::string text;
+    char buf[1 << 16];
+    while (std::cin.read(buf, sizeof buf) || std::cin.gcount() > 0) {
+      text.append(buf, static_cast<std::size_t>(std::cin.gcount()));
+      if (text.size() > limits::kMaxInputBytes) {
+        throw InputError("cannot read stdin: " + too_large);
+      }
+    }
+    if (std::cin.bad()) throw InputError("cannot read stdin");
+    return text;
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError("cannot open '" + path + "' for reading");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw InputError("cannot read '" + path + "'");
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) return fail("no such file");
+  if (std::filesystem::is_directory(status)) return fail("it is a directory");
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return fail(std::strerror(errno));
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> closer(f, &std::fclose);
+  std::string text;
+  char buf[1 << 16];
+  std::size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    text.append(buf, n);
+    if (text.size() > limits::kMaxInputBytes) return fail(too_large);
+  }
+  if (std::ferror(f)) return fail(std::strerror(errno));
   return text;
 }
 

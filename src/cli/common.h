@@ -14,6 +14,7 @@
 
 namespace CLI {
 class App;
+class Option;
 }
 
 namespace pipeplan::cli {
@@ -36,6 +37,16 @@ struct Failure {
 Failure classify(std::exception_ptr e);
 /// An error's text as the CLI words it: shape fixes name -p, -m and -v.
 std::string error_text(const std::exception& e);
+
+/// An integer option whose value may not exceed `max` (a limits.h limit):
+/// "--pp: 99999999999 is more than the supported 65536 ranks".
+CLI::Option* add_count_option(CLI::App& app, const std::string& names, int& value, const std::string& help,
+                              long long max, const std::string& unit);
+/// -v/--stages-per-rank: when given, an integer in 1..limits::kMaxStagesPerRank
+/// (ShapeError below 1, named as the planner names it, prefixed with
+/// `*schedule` when given and set).
+CLI::Option* add_stages_per_rank_option(CLI::App& app, int& v, const std::string& help,
+                                        const std::string* schedule = nullptr);
 
 /// -s/--schedule, -p/--pp, -m/--microbatches, -v/--stages-per-rank.
 /// `required`: whether -s/-p/-m must be given.

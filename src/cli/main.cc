@@ -9,6 +9,7 @@
 #include "cli/common.h"
 #include "ir/edit_distance.h"
 #include "pipeplan/error.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/version.h"
 
 namespace {
@@ -27,6 +28,40 @@ int unknown_command(const std::string& name) {
   std::cerr << "pipeplan: unknown command '" << name << "'";
   if (!best.empty()) std::cerr << " (did you mean '" << best << "'?)";
   std::cerr << "; commands: " << names << "\n";
+  return kExitUsage;
+}
+
+// "unknown option '--bogus-flag' for 'plan' (did you mean '--rank'?)" when
+// the command line holds an argument nobody took; kExitOk when none.
+int unexpected_arguments(const CLI::App& app, int argc, char** argv) {
+  const std::vector<std::string> rest = app.remaining(true);
+  if (rest.empty()) return kExitOk;
+  const std::string& arg = rest.front();
+  const CLI::App* sub = nullptr;
+  for (int i = 1; i < argc && !sub; ++i)
+    for (const CLI::App* s : app.get_subcommands([](const CLI::App*) { return true; }))
+      if (s->get_name() == argv[i]) sub = s;
+  const std::string where = sub ? " for '" + sub->get_name() + "'" : std::string();
+  if (arg.empty() || arg[0] != '-') {
+    std::cerr << "pipeplan: unexpected argument '" << pipeplan::limits::excerpt(arg) << "'" << where
+              << "\n";
+    return kExitUsage;
+  }
+  const std::string name = arg.substr(0, arg.find('='));
+  std::string best;
+  std::size_t best_d = 3;
+  for (const CLI::App* a : {sub, &app}) {
+    if (!a) continue;
+    for (const CLI::Option* o : a->get_options()) {
+      for (const std::string& l : o->get_lnames())
+        if (std::size_t d = pipeplan::detail::edit_distance(name, "--" + l); d < best_d) best_d = d, best = "--" + l;
+      for (const std::string& sn : o->get_snames())
+        if (std::size_t d = pipeplan::detail::edit_distance(name, "-" + sn); d < best_d && name.size() <= 3) best_d = d, best = "-" + sn;
+    }
+  }
+  std::cerr << "pipeplan: unknown option '" << pipeplan::limits::excerpt(name) << "'" << where;
+  if (!best.empty()) std::cerr << " (did you mean '" << best << "'?)";
+  std::cerr << "; see 'pipeplan " << (sub ? sub->get_name() + " " : std::string()) << "--help'\n";
   return kExitUsage;
 }
 
@@ -50,14 +85,22 @@ int run(int argc, char** argv) {
   std::vector<std::pair<CLI::App*, std::function<int()>>> runners;
   for (const auto& c : commands()) {
     CLI::App* sub = app.add_subcommand(c.name, c.description);
+    // Global flags (-q, --verbose) may also follow the command.
+    sub->fallthrough();
     runners.emplace_back(sub, c.setup(*sub));
   }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // CLI11 checks required options before it complains about arguments it
+    // did not recognise; name the unknown one first ("plan --bogus-flag"
+    // is a typo, not a missing --schedule).
+    if (e.get_exit_code() != 0)
+      if (int rc = unexpected_arguments(app, argc, argv); rc != kExitOk) return rc;
     int rc = app.exit(e);
     return rc == 0 ? kExitOk : kExitUsage;
   }
+  if (int rc = unexpected_arguments(app, argc, argv); rc != kExitOk) return rc;
 
   auto logger = spdlog::stderr_color_mt("pipeplan");
   logger->set_pattern("pipeplan: %l: %v");

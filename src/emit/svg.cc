@@ -6,6 +6,7 @@
 
 #include "emit/render_util.h"
 #include "pipeplan/error.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/render.h"
 #include "ir/numbers.h"
 
@@ -18,6 +19,11 @@ constexpr double kLeft = 64, kRight = 16, kRowHeight = 22, kRowGap = 6;
 constexpr double kTargetWidth = 960;
 
 std::string num(double x) { return format_number(x, 2); }
+std::string general(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
 
 // Text that must not break the markup (schedule names come from files).
 std::string xml_escape(const std::string& s) {
@@ -89,6 +95,9 @@ class SvgWriter {
     rows_bottom_ = top_ + plan.meta.pp_degree * (kRowHeight + kRowGap) - kRowGap;
     // Wide enough for the legend even when the timeline is short.
     width_ = std::max(kLeft + result.makespan * ppu_ + kRight, kLeft + 620);
+    if (!(width_ <= limits::kMaxSvgWidth))
+      throw InputError("an SVG timeline at " + general(ppu_) + " px per time unit would be " +
+                       general(width_) + " px wide, more than the supported " + general(limits::kMaxSvgWidth));
     height_ = rows_bottom_ + 26 + 28;
   }
 

@@ -1,6 +1,6 @@
 #include "io/action_text.h"
 
-#include <limits>
+#include "pipeplan/limits.h"
 
 namespace pipeplan::io {
 namespace {
@@ -23,17 +23,21 @@ ActionParse fail(std::size_t offset, std::string reason) {
 std::string quoted_char(char c) { return std::string("'") + c + "'"; }
 
 // Reads a decimal number at s[pos]; nullopt (and sets *error) when absent or
-// too large for an int32.
-std::optional<int> take_number(std::string_view s, std::size_t& pos, std::string* error) {
+// above `max` (limits.h: stage and microbatch numbers stay below the limits,
+// so no count derived from them overflows).
+std::optional<int> take_number(std::string_view s, std::size_t& pos, int max, std::string* error) {
   if (pos >= s.size() || !is_digit(s[pos])) return std::nullopt;
+  const std::size_t begin = pos;
   long long value = 0;
   while (pos < s.size() && is_digit(s[pos])) {
-    value = value * 10 + (s[pos] - '0');
-    if (value > std::numeric_limits<std::int32_t>::max()) {
-      *error = "number too large";
-      return std::nullopt;
-    }
+    if (value <= max) value = value * 10 + (s[pos] - '0');
     ++pos;
+  }
+  if (value > max) {
+    *error = "number " + limits::excerpt(s.substr(begin, pos - begin)) +
+             " is larger than the supported " + std::to_string(max);
+    pos = begin;
+    return std::nullopt;
   }
   return static_cast<int>(value);
 }
@@ -43,7 +47,7 @@ ActionParse parse_simple(std::string_view s, std::size_t base) {
   std::size_t pos = 0;
   std::string error;
   if (s.empty()) return fail(base, "empty action");
-  auto stage = take_number(s, pos, &error);
+  auto stage = take_number(s, pos, limits::kMaxStages - 1, &error);
   if (!stage) {
     if (!error.empty()) return fail(base, "stage " + error);
     return fail(base, "expected a stage number, got " + quoted_char(s[0]));
@@ -59,7 +63,7 @@ ActionParse parse_simple(std::string_view s, std::size_t base) {
   }
   auto type = parse_action_type(type_name);
   if (!type)
-    return fail(base + type_at, "'" + std::string(type_name) + "' is not an action type (types: " +
+    return fail(base + type_at, "'" + limits::excerpt(type_name) + "' is not an action type (types: " +
                                     std::string(kTypeList) + ")");
   if (*type == ActionType::OverlapFB)
     return fail(base, "OVERLAP_F_B is written as a group: (<s>F<m>;<s>B<m>)OVERLAP_F_B");
@@ -75,7 +79,7 @@ ActionParse parse_simple(std::string_view s, std::size_t base) {
     return ok;
   }
   const std::size_t mb_at = pos;
-  auto mb = take_number(s, pos, &error);
+  auto mb = take_number(s, pos, limits::kMaxMicrobatches - 1, &error);
   if (!mb) {
     if (!error.empty()) return fail(base + mb_at, "microbatch " + error);
     if (mb_at >= s.size())
@@ -104,8 +108,7 @@ ActionParse parse_group(std::string_view s) {
   if (close == std::string_view::npos)
     return fail(s.size(), "missing ')' closing the OVERLAP_F_B group");
   if (s.substr(close + 1) != kGroupType) {
-    std::string got(s.substr(close + 1));
-    return fail(close + 1, "expected 'OVERLAP_F_B' after ')', got '" + got + "'");
+    return fail(close + 1, "expected 'OVERLAP_F_B' after ')', got '" + limits::excerpt(s.substr(close + 1)) + "'");
   }
   std::string_view inner = s.substr(1, close - 1);
   const std::size_t semi = inner.find(';');
@@ -118,12 +121,12 @@ ActionParse parse_group(std::string_view s) {
   if (!f.action) return f;
   if (f.action->type != ActionType::F)
     return fail(f_at, "an OVERLAP_F_B group starts with a forward (F), got '" +
-                          std::string(f_text) + "'");
+                          limits::excerpt(f_text) + "'");
   ActionParse b = parse_simple(b_text, b_at);
   if (!b.action) return b;
   if (b.action->type != ActionType::B)
     return fail(b_at, "an OVERLAP_F_B group ends with a full backward (B), got '" +
-                          std::string(b_text) + "'");
+                          limits::excerpt(b_text) + "'");
   ActionParse ok;
   ok.action = make_overlap(f.action->stage, f.action->microbatch, b.action->stage,
                            b.action->microbatch);
@@ -138,7 +141,7 @@ ActionParse parse_action_located(std::string_view text) {
 }
 
 std::string describe_bad_action(std::string_view text, const ActionParse& failure) {
-  return "unknown action '" + std::string(text) + "': " + failure.reason;
+  return "unknown action '" + limits::excerpt(text) + "': " + failure.reason;
 }
 
 }  // namespace pipeplan::io

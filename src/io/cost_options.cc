@@ -5,11 +5,14 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "pipeplan/error.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/io.h"
 #include "pipeplan/verify.h"
+#include "sim/cost_check.h"
 
 namespace pipeplan {
 namespace {
@@ -18,7 +21,7 @@ double parse_non_negative(const std::string& s, const std::string& what) {
   double v = 0;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(v) || v < 0)
-    throw InputError(what + " '" + s + "' is not a non-negative number");
+    throw InputError(what + " '" + limits::excerpt(s) + "' is not a non-negative number");
   return v;
 }
 
@@ -47,8 +50,11 @@ SimOptions make_sim_options(const CostOptions& args, StageCosts* file_out) {
   if (args.bytes > 0 || !file.transfer_bytes) o.costs.transfer_bytes = args.bytes;
   const std::optional<Transport> transport = parse_transport(args.model);
   if (!transport)
-    throw InputError(pre + "model '" + args.model + "' is not a transport (rendezvous, eager, serial)");
+    throw InputError(pre + "model '" + limits::excerpt(args.model) + "' is not a transport (rendezvous, eager, serial)");
   o.transport = *transport;
+  // Every duration bounded now, whatever uses the costs later (the plan's
+  // stage count is checked where a plan meets them).
+  detail::check_costs(o.costs, std::numeric_limits<int>::max());
   if (file_out) *file_out = std::move(file);
   return o;
 }

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "io/action_text.h"
-#include "io/limits.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
 
@@ -65,8 +65,12 @@ class CsvReader {
       if (end == std::string_view::npos) end = text_.size();
       std::string_view body = text_.substr(pos, end - pos);
       if (!body.empty() && body.back() == '\r') body.remove_suffix(1);
-      if (line > io::kMaxRanks) error(line, 1, "more than " + std::to_string(io::kMaxRanks) + " rows");
+      if (line > limits::kMaxRanks)
+        error(line, 1, "more than " + std::to_string(limits::kMaxRanks) + " rows (the supported number of ranks)");
       rows.push_back(read_line(body, line));
+      actions_ += rows.back().size();
+      if (actions_ > limits::kMaxActions)
+        error(line, 1, "more than the supported " + std::to_string(limits::kMaxActions) + " actions");
       blank.push_back(body.find_first_not_of(" \t") == std::string_view::npos);
       pos = end + 1;
     }
@@ -138,6 +142,7 @@ class CsvReader {
 
   std::string_view text_;
   Locator locator_;
+  std::size_t actions_ = 0;
 };
 
 // Stages an action touches (an overlap group touches two).
@@ -155,6 +160,7 @@ Plan build_plan(const std::vector<std::vector<Located>>& rows, const Locator& re
 
   const int pp = static_cast<int>(rows.size());
   const Located* max_stage_at = nullptr;
+  const Located* max_mb_at = nullptr;
   int max_stage = -1, max_mb = -1;
   for (const auto& row : rows)
     for (const auto& l : row) {
@@ -164,14 +170,17 @@ Plan build_plan(const std::vector<std::vector<Located>>& rows, const Locator& re
           max_stage_at = &l;
         }
       });
-      max_mb = std::max({max_mb, l.action.microbatch, l.action.sub_microbatch});
+      if (std::max(l.action.microbatch, l.action.sub_microbatch) > max_mb) {
+        max_mb = std::max(l.action.microbatch, l.action.sub_microbatch);
+        max_mb_at = &l;
+      }
     }
   if (max_stage < 0) reader.error("no actions in any row");
   const int num_stages = max_stage + 1;
-  if (num_stages > io::kMaxStages)
+  if (num_stages > limits::kMaxStages)
     reader.error(max_stage_at->line, max_stage_at->column,
                  "stage " + std::to_string(max_stage) + " is beyond the supported " +
-                     std::to_string(io::kMaxStages) + " stages");
+                     std::to_string(limits::kMaxStages) + " stages");
   if (num_stages % pp != 0)
     reader.error(max_stage_at->line, max_stage_at->column,
                  std::to_string(pp) + " rows (ranks) but stages 0.." + std::to_string(max_stage) +
@@ -184,10 +193,19 @@ Plan build_plan(const std::vector<std::vector<Located>>& rows, const Locator& re
   plan.meta.pp_degree = pp;
   plan.meta.stages_per_rank = num_stages / pp;
   if (options.num_microbatches) {
-    plan.meta.num_microbatches = *options.num_microbatches;
+    const int m = *options.num_microbatches;
+    if (m < 1 || m > limits::kMaxMicrobatches)
+      reader.error("the microbatch count " + std::to_string(m) + " is outside the supported 1.." +
+                   std::to_string(limits::kMaxMicrobatches));
+    plan.meta.num_microbatches = m;
   } else {
     if (max_mb < 0) reader.error("no action names a microbatch; cannot tell the microbatch count");
     plan.meta.num_microbatches = max_mb + 1;
+  }
+  if (std::string why = limits::shape_problem(pp, plan.meta.stages_per_rank, plan.meta.num_microbatches);
+      !why.empty()) {
+    const Located* at = options.num_microbatches || !max_mb_at ? max_stage_at : max_mb_at;
+    reader.error(at->line, at->column, why);
   }
 
   // Placement: each stage on one rank (like torch's _validate_schedule).
@@ -273,8 +291,8 @@ Plan parse_csv_plan(std::string_view text, const std::string& source, const CsvR
 Plan parse_action_table(const std::vector<std::vector<std::optional<std::string>>>& rows,
                         const std::string& source, const CsvReadOptions& options) {
   const Locator locator(source, true);
-  if (rows.size() > static_cast<std::size_t>(io::kMaxRanks))
-    locator.error("more than " + std::to_string(io::kMaxRanks) + " ranks");
+  if (rows.size() > static_cast<std::size_t>(limits::kMaxRanks))
+    locator.error("more than " + std::to_string(limits::kMaxRanks) + " ranks");
   std::vector<std::vector<Located>> located(rows.size());
   for (std::size_t r = 0; r < rows.size(); ++r) {
     located[r].reserve(rows[r].size());

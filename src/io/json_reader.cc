@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "io/action_text.h"
-#include "io/limits.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
@@ -60,6 +60,7 @@ struct Value {
   long long integer = 0;             // Kind::Integer: negative literals (and -0)
   unsigned long long unsigned_ = 0;  // Kind::Unsigned: the other integers
   double fractional = 0;
+  bool big_integer = false;  // Kind::Float: an integer literal beyond 64 bits (string holds it)
   std::string string;
 
   bool present() const { return kind != Kind::Absent; }
@@ -69,8 +70,10 @@ struct Value {
 // nlohmann's wording for a value of the wrong type, as the DOM reader gave it.
 std::string describe(const Value& v) {
   switch (v.kind) {
-    case Value::Kind::Float: return "a fractional number " + json(v.fractional).dump();
-    case Value::Kind::String: return "string " + json(v.string).dump();
+    case Value::Kind::Float:
+      if (v.big_integer) return "integer " + limits::excerpt(v.string);
+      return "a fractional number " + json(v.fractional).dump();
+    case Value::Kind::String: return "string " + limits::excerpt(json(v.string).dump());
     case Value::Kind::Null: return "null";
     case Value::Kind::Boolean: return "boolean";
     case Value::Kind::Integer:
@@ -84,6 +87,11 @@ std::string describe(const Value& v) {
 
 // Why `v` is not an integer in [min, max]; empty when it is.
 std::string integer_problem(const Value& v, long long min, long long max) {
+  if (v.big_integer) {
+    const bool negative = !v.string.empty() && v.string[0] == '-';
+    return limits::excerpt(v.string) + (negative ? " is below the minimum " + std::to_string(min)
+                                                 : " is larger than the supported " + std::to_string(max));
+  }
   if (!v.is_integer()) return "expected an integer, got " + describe(v);
   if (v.kind == Value::Kind::Unsigned) {
     const unsigned long long u = v.unsigned_;
@@ -143,13 +151,23 @@ class PlanEvents {
     v.unsigned_ = u;
     return scalar(std::move(v));
   }
-  bool number_float(json::number_float_t d, const std::string& /*literal*/) {
+  bool number_float(json::number_float_t d, const std::string& literal) {
     Value v = with_kind(Value::Kind::Float);
     v.fractional = d;
+    // nlohmann hands over an integer too large for 64 bits as a float; it is
+    // still an integer, so say so instead of "a fractional number 1e+29".
+    if (literal.find_first_of(".eE") == std::string::npos) {
+      v.big_integer = true;
+      v.string = literal;
+    }
     return scalar(std::move(v));
   }
   bool string(std::string& s) {
     if (skip_ == 0 && at_ == At::Actions) {  // the hot path: one action
+      if (++actions_read_ > limits::kMaxActions) {
+        too_many_ = true;
+        return false;  // stops the parser
+      }
       action(s);
       return true;
     }
@@ -168,9 +186,12 @@ class PlanEvents {
     if (at_ == At::Top) {
       top_field_ = lookup<TopField>(k, kTopFields);
       if (top_field_ == TopField::Unknown) note_unknown(unknown_, k);
+      else if (!note_key(top_seen_, static_cast<unsigned>(top_field_)) && !duplicate_) duplicate_ = k;
     } else if (at_ == At::Entry) {
       rank_field_ = lookup<RankField>(k, kRankFields);
       if (rank_field_ == RankField::Unknown) note_unknown(entry_.unknown, k);
+      else if (!note_key(entry_.seen, static_cast<unsigned>(rank_field_)) && !entry_.duplicate)
+        entry_.duplicate = k;
     }
     return true;
   }
@@ -182,6 +203,8 @@ class PlanEvents {
 
   // ---- after reading
   const std::string& syntax_error() const { return syntax_error_; }
+  /// Whether reading stopped at limits::kMaxActions.
+  bool too_many_actions() const { return too_many_; }
 
   /// Runs every check in the DOM reader's order; throws the first failure.
   Plan finish(const std::string& source) &&;
@@ -194,6 +217,8 @@ class PlanEvents {
     Value rank;
     Value actions;  // Absent, an Array (streamed into scratch_) or the wrong type
     std::optional<std::string> unknown;
+    std::optional<std::string> duplicate;  // the first key given twice
+    unsigned seen = 0;                     // bit per RankField
     std::size_t count = 0;  // elements of "actions" read so far
     std::optional<std::pair<std::size_t, std::string>> bad_action;  // the first: index, why
   };
@@ -208,6 +233,15 @@ class PlanEvents {
   // unknown key first.
   static void note_unknown(std::optional<std::string>& smallest, const std::string& key) {
     if (!smallest || key < *smallest) smallest = key;
+  }
+
+  // Marks field `bit` seen; false when it already was (a duplicate key: a
+  // strict reader refuses "last one wins").
+  static bool note_key(unsigned& seen, unsigned bit) {
+    const unsigned mask = 1u << bit;
+    const bool first = (seen & mask) == 0;
+    seen |= mask;
+    return first;
   }
 
   // A later "ranks" replaces an earlier one, as in the DOM (last key wins).
@@ -359,15 +393,19 @@ class PlanEvents {
   void finish_entry() {
     const std::size_t i = entries_ - 1;
     const std::string path = entry_path(i);
+    if (entry_.duplicate) {
+      bad_ = BadEntry{i, std::nullopt, {path, "duplicate key '" + *entry_.duplicate + "'"}};
+      return;
+    }
     if (entry_.unknown) {
-      bad_ = BadEntry{i, std::nullopt, {path, "unknown field '" + *entry_.unknown + "'"}};
+      bad_ = BadEntry{i, std::nullopt, {path, "unknown field '" + limits::excerpt(*entry_.unknown) + "'"}};
       return;
     }
     if (!entry_.rank.present()) {
       bad_ = BadEntry{i, std::nullopt, {path, "missing field 'rank'"}};
       return;
     }
-    if (std::string why = integer_problem(entry_.rank, 0, io::kMaxRanks); !why.empty()) {
+    if (std::string why = integer_problem(entry_.rank, 0, limits::kMaxRanks); !why.empty()) {
       bad_ = BadEntry{i, std::nullopt, {path + ".rank", std::move(why)}};
       return;
     }
@@ -396,6 +434,10 @@ class PlanEvents {
 
   Value root_;
   std::optional<std::string> unknown_;  // smallest unknown top-level key
+  std::optional<std::string> duplicate_;  // first known top-level key given twice
+  unsigned top_seen_ = 0;                 // bit per TopField
+  std::size_t actions_read_ = 0;          // action strings in all entries
+  bool too_many_ = false;
   Value top_[static_cast<std::size_t>(TopField::Ranks)];
   Value ranks_;
   std::size_t entries_ = 0;      // of "ranks", including any after bad_
@@ -428,13 +470,16 @@ Plan PlanEvents::finish(const std::string& source) && {
 
   if (root_.kind != Value::Kind::Object)
     fail("", "expected a JSON object at the top level, got " + describe(root_));
-  if (unknown_) fail("", "unknown field '" + *unknown_ + "'");
+  if (duplicate_) fail("", "duplicate key '" + *duplicate_ + "'");
+  if (unknown_) fail("", "unknown field '" + limits::excerpt(*unknown_) + "'");
 
   const std::string& format = text_field(TopField::Format, "format");
   if (format != kPlanFormatName)
     fail("format",
-         "expected \"" + std::string(kPlanFormatName) + "\", got \"" + format + "\" (not a pipeplan plan)");
+         "expected \"" + std::string(kPlanFormatName) + "\", got \"" + limits::excerpt(format) +
+             "\" (not a pipeplan plan)");
   const Value& version = field(TopField::Version);
+  if (version.big_integer) fail("version", limits::excerpt(version.string) + " is not supported");
   if (!version.is_integer()) fail("version", "expected an integer, got " + describe(version));
   const bool supported = version.kind == Value::Kind::Unsigned
                              ? version.unsigned_ == static_cast<unsigned long long>(kPlanFormatVersion)
@@ -448,16 +493,16 @@ Plan PlanEvents::finish(const std::string& source) && {
   PlanMeta& meta = plan_.meta;
   meta.schedule = text_field(TopField::Schedule, "schedule");
   if (meta.schedule.empty()) fail("schedule", "must not be empty");
-  meta.pp_degree = int_field(TopField::PpDegree, "pp_degree", 1, io::kMaxRanks);
-  meta.num_microbatches = int_field(TopField::NumMicrobatches, "num_microbatches", 1, io::kMaxMicrobatches);
-  meta.stages_per_rank = int_field(TopField::StagesPerRank, "stages_per_rank", 1, io::kMaxStagesPerRank);
-  const long long stages = static_cast<long long>(meta.pp_degree) * meta.stages_per_rank;
-  if (stages > io::kMaxStages)
-    fail("stages_per_rank", "pp_degree * stages_per_rank = " + std::to_string(stages) +
-                                " stages is more than the supported " + std::to_string(io::kMaxStages));
+  meta.pp_degree = int_field(TopField::PpDegree, "pp_degree", 1, limits::kMaxRanks);
+  meta.num_microbatches = int_field(TopField::NumMicrobatches, "num_microbatches", 1, limits::kMaxMicrobatches);
+  meta.stages_per_rank = int_field(TopField::StagesPerRank, "stages_per_rank", 1, limits::kMaxStagesPerRank);
+  if (std::string why = limits::shape_problem(meta.pp_degree, meta.stages_per_rank, meta.num_microbatches);
+      !why.empty())
+    fail("", why);
   const std::string& mapping = text_field(TopField::StageToRank, "stage_to_rank");
   auto parsed_mapping = parse_stage_mapping(mapping);
-  if (!parsed_mapping) fail("stage_to_rank", "expected \"loop\" or \"v\", got \"" + mapping + "\"");
+  if (!parsed_mapping)
+    fail("stage_to_rank", "expected \"loop\" or \"v\", got \"" + limits::excerpt(mapping) + "\"");
   meta.mapping = *parsed_mapping;
 
   const Value& compute_only = field(TopField::ComputeOnly);
@@ -518,7 +563,18 @@ Plan PlanEvents::finish(const std::string& source) && {
 Plan parse_json_plan(std::string_view text, const std::string& source) {
   PlanEvents events;
   if (!json::sax_parse(text.begin(), text.end(), &events)) {
+    if (events.too_many_actions())
+      throw InputError(source + ": more than the supported " + std::to_string(limits::kMaxActions) +
+                       " actions");
     std::string what = events.syntax_error();
+    // nlohmann quotes the whole offending token ("last read: '...'"): cap it.
+    if (auto last = what.find("; last read: '"); last != std::string::npos) {
+      const std::size_t from = last + 14;
+      const std::size_t to = what.rfind('\'');
+      if (to != std::string::npos && to >= from)
+        what = what.substr(0, from) + limits::excerpt(std::string_view(what).substr(from, to - from)) +
+               what.substr(to);
+    }
     // Drop nlohmann's "[json.exception.parse_error.101] " tag; keep line/column.
     if (auto close = what.find("] "); what.rfind("[json.exception", 0) == 0 && close != std::string::npos)
       what = what.substr(close + 2);

@@ -2,22 +2,41 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/trace.h"
 
 namespace pipeplan {
+namespace {
+
+constexpr double kMaxTraceMs = 1e15;
+
+}  // namespace
 
 Trace parse_trace_json(std::string_view text, const std::string& source) {
   using nlohmann::json;
   auto fail = [&](const std::string& path, const std::string& what) -> void {
     throw InputError(source + ": " + (path.empty() ? "" : path + ": ") + what);
   };
+  // As the plan reader: a key given twice in one object is refused (nlohmann
+  // keeps the last one silently), at any depth (the plan inside included).
+  std::vector<std::set<std::string>> keys;  // per open object
+  auto strict = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) keys.emplace_back();
+    else if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
+    else if (event == json::parse_event_t::key && !keys.empty() &&
+             !keys.back().insert(parsed.get<std::string>()).second)
+      throw InputError(source + ": duplicate key '" + limits::excerpt(parsed.get<std::string>()) + "'");
+    return true;
+  };
   json doc;
   try {
-    doc = json::parse(text.begin(), text.end());
+    doc = json::parse(text.begin(), text.end(), strict);
   } catch (const json::parse_error& e) {
     std::string what = e.what();
     if (auto close = what.find("] "); what.rfind("[json.exception", 0) == 0 && close != std::string::npos)
@@ -37,7 +56,7 @@ Trace parse_trace_json(std::string_view text, const std::string& source) {
     if (item.key() != "format" && item.key() != "version" && item.key() != "time_unit" &&
         item.key() != "source" && item.key() != "plan" && item.key() != "columns" &&
         item.key() != "records")
-      fail("", "unknown field '" + item.key() + "'");
+      fail("", "unknown field '" + limits::excerpt(item.key()) + "'");
   if (!doc.contains("format") || doc["format"] != kTraceFormatName)
     fail("format", std::string("expected \"") + kTraceFormatName + "\" (not a pipeplan trace)");
   if (!doc.contains("version") || !doc["version"].is_number_integer() ||
@@ -69,19 +88,21 @@ Trace parse_trace_json(std::string_view text, const std::string& source) {
                        std::to_string(max));
       return row[col].get<long long>();
     };
+    // Times in ms, bounded so differences and sums over a trace stay finite.
     auto number = [&](std::size_t col, const char* name) {
-      if (!row[col].is_number() || !std::isfinite(row[col].get<double>()))
-        fail(path, std::string(name) + " must be a finite number");
+      if (!row[col].is_number() || !std::isfinite(row[col].get<double>()) ||
+          std::fabs(row[col].get<double>()) > kMaxTraceMs)
+        fail(path, std::string(name) + " must be a number of ms within +-1e15");
       return row[col].get<double>();
     };
     TraceRecord r;
     r.step = static_cast<int>(integer(0, "step", 1, 1 << 30));
     r.rank = static_cast<int>(integer(1, "rank", 0, t.plan.meta.pp_degree - 1));
-    r.index = static_cast<int>(integer(2, "index", 0, 1LL << 40));
+    r.index = static_cast<int>(integer(2, "index", 0, static_cast<long long>(limits::kMaxActions)));
     if (!row[3].is_string()) fail(path, "action must be a string");
     const std::string name = row[3].get<std::string>();
     auto a = parse_action(name);
-    if (!a) fail(path, "unknown action '" + name + "'");
+    if (!a) fail(path, "unknown action '" + limits::excerpt(name) + "'");
     r.action = *a;
     r.start = number(4, "start");
     r.end = number(5, "end");

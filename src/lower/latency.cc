@@ -46,6 +46,7 @@
 #include "lower/pair_order.h"
 #include "lower/producers.h"
 #include "lower/timing.h"
+#include "sim/cost_check.h"
 #include "pipeplan/error.h"
 
 namespace pipeplan::detail {
@@ -447,26 +448,18 @@ class Lowering {
 // The cost model the bound is timed with: zero durations would let start
 // times tie across a rank, which the ordering argument excludes, so they
 // become a sliver of the smallest positive cost.
-CostModel planning_costs(const CostModel& given) {
+CostModel planning_costs(const CostModel& given, int num_stages) {
+  // The simulator's bounds (every duration a number in 0..limits::kMaxCost).
+  check_costs(given, num_stages, "lower: ");
   CostModel c = given;
-  auto bad = [](double v) { return !(v >= 0.0) || !std::isfinite(v) || v > 1e12; };
-  for (double v : {c.f, c.b, c.i, c.w, c.comm_latency, c.comm_bandwidth, c.transfer_bytes})
-    if (bad(v))
-      throw InputError("lower: costs must be non-negative and finite (F=" + std::to_string(c.f) +
-                       ", B=" + std::to_string(c.b) + ", I=" + std::to_string(c.i) +
-                       ", W=" + std::to_string(c.w) + ", latency=" +
-                       std::to_string(c.comm_latency) + ")");
-  if (c.overlap && bad(*c.overlap)) throw InputError("lower: the OVERLAP_F_B cost must be non-negative and finite");
   double top = std::max({c.f, c.b, c.i, c.w, 1e-300});
   const double sliver = top * 1e-6;
   for (double* v : {&c.f, &c.b, &c.i, &c.w})
     if (*v == 0.0) *v = sliver;
   if (c.overlap && *c.overlap == 0.0) c.overlap = sliver;
   for (auto& [stage, s] : c.stage_scales)
-    for (double* v : {&s.f, &s.b, &s.i, &s.w}) {
-      if (bad(*v)) throw InputError("lower: stage " + std::to_string(stage) + " has a negative or non-finite cost multiplier");
+    for (double* v : {&s.f, &s.b, &s.i, &s.w})
       if (*v == 0.0) *v = 1e-6;
-    }
   return c;
 }
 
@@ -476,11 +469,9 @@ Plan lower_latency_hiding(const Plan& plan, const LowerOptions& options) {
   if (options.max_prefetch < 0)
     throw InputError("lower: the prefetch cap must be >= 0 (0: no limit), got " +
                      std::to_string(options.max_prefetch));
-  const CostModel costs = planning_costs(options.costs);
+  const CostModel costs = planning_costs(options.costs, plan.meta.num_stages());
   const Timing timing = time_compute(plan, costs, TimingFields::End);
-  if (!timing.complete)
-    throw InputError("lower: the compute order cannot complete (cyclic wait across ranks): " +
-                     timing.stuck);
+  refuse_if_stuck(timing);
   const ProducerIndex producers(plan);
   const auto latest = latest_starts(plan, costs, timing, producers);
   return Lowering(plan, options, costs, producers, timing, latest).run();

@@ -26,6 +26,7 @@
 
 #include "lower/latency.h"
 #include "lower/transfers.h"
+#include "sim/cost_check.h"
 #include "pipeplan/error.h"
 
 namespace pipeplan {
@@ -266,8 +267,9 @@ Plan lower(const Plan& plan, const LowerOptions& options) {
   // actions, consumer start times stop separating transfers. The seed order
   // is a unit-cost run's: only the per-type costs count, transfers are free.
   const CostModel& given = options.costs;
+  detail::check_costs(given, plan.meta.num_stages(), "lower: ");
   for (double c : {given.f, given.b, given.i, given.w})
-    if (!(c > 0.0) || c > 1e12)
+    if (!(c > 0.0))
       throw InputError("lower: every unit cost must be positive and finite (F=" +
                        std::to_string(given.f) + ", B=" + std::to_string(given.b) +
                        ", I=" + std::to_string(given.i) + ", W=" +
@@ -278,9 +280,7 @@ Plan lower(const Plan& plan, const LowerOptions& options) {
   costs.i = given.i;
   costs.w = given.w;
   detail::Timing timing = detail::time_compute(plan, costs, detail::TimingFields::Start);
-  if (!timing.complete)
-    throw InputError("lower: the compute order cannot complete (cyclic wait across ranks): " +
-                     timing.stuck);
+  detail::refuse_if_stuck(timing);
 
   Transfers tr(plan, timing);
   walk(tr, static_cast<int>(plan.ranks.size()), options);

@@ -6,6 +6,7 @@
 
 #include "ir/deps.h"
 #include "lower/producers.h"
+#include "pipeplan/error.h"
 
 namespace pipeplan::detail {
 
@@ -219,6 +220,12 @@ std::vector<std::vector<double>> latest_starts(const Plan& plan, const CostModel
     }
   }
   return ls;
+}
+
+void refuse_if_stuck(const Timing& timing) {
+  if (timing.complete) return;
+  const std::string why = "the compute order cannot complete (cyclic wait across ranks): " + timing.stuck;
+  throw PlanRejected("lower: " + why, {Diagnostic{"compute-cycle", -1, -1, "", why}});
 }
 
 }  // namespace pipeplan::detail

@@ -67,6 +67,11 @@ struct Timing {
 enum class TimingFields : std::uint8_t { Start, End, Both };
 Timing time_compute(const Plan& plan, const CostModel& costs, TimingFields fields = TimingFields::Both);
 
+/// Throws PlanRejected (a plan that cannot run: exit 1) with one
+/// "compute-cycle" diagnostic naming the stuck ranks when `timing` did not
+/// complete; returns otherwise.
+void refuse_if_stuck(const Timing& timing);
+
 }  // namespace pipeplan::detail
 
 namespace pipeplan::detail {

@@ -6,6 +6,7 @@
 
 #include "ir/edit_distance.h"
 #include "pipeplan/error.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/planner.h"
 #include "planner/families.h"
 
@@ -292,6 +293,10 @@ PlanMeta resolve(const Problem& problem) {
   require(problem.stages_per_rank >= 0, info.name,
           "stages_per_rank must be positive, got " + std::to_string(problem.stages_per_rank),
           "pass {v} 1 or more");
+  // The readers and the verifier refuse the same shapes (limits.h).
+  const std::string too_large =
+      limits::shape_problem(meta.pp_degree, meta.stages_per_rank, meta.num_microbatches);
+  require(too_large.empty(), info.name, too_large, "use fewer ranks, stages or microbatches");
   const auto& allowed = info.allowed_stages_per_rank;
   if (!allowed.empty() &&
       std::find(allowed.begin(), allowed.end(), meta.stages_per_rank) == allowed.end()) {
@@ -301,12 +306,6 @@ PlanMeta resolve(const Problem& problem) {
             "supports stages_per_rank " + list + ", got " + std::to_string(meta.stages_per_rank),
             "pass {v} " + std::to_string(allowed.front()));
   }
-  constexpr long long kMaxComputeActions = 64LL * 1000 * 1000;
-  long long compute = 3LL * meta.pp_degree * meta.stages_per_rank * meta.num_microbatches;
-  require(compute <= kMaxComputeActions, info.name,
-          "shape too large (" + std::to_string(compute) + " compute actions, limit " +
-              std::to_string(kMaxComputeActions) + ")",
-          "use fewer microbatches or stages");
   info.check_shape(meta);
   meta.forward_only = problem.forward_only;
   return meta;

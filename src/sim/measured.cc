@@ -2,8 +2,10 @@
 // Timeline the simulator produces, so every renderer draws both).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "pipeplan/error.h"
@@ -148,12 +150,18 @@ std::vector<std::string> check_trace(const Trace& trace, std::size_t max_problem
     add("the trace holds no record");
     return out;
   }
-  // Records themselves: a known step, rank and index holding that action, once.
-  std::vector<std::vector<std::vector<int>>> seen(static_cast<std::size_t>(steps));
-  for (auto& s : seen) {
-    s.resize(plan.ranks.size());
-    for (std::size_t r = 0; r < plan.ranks.size(); ++r) s[r].assign(plan.ranks[r].size(), 0);
-  }
+  // Records themselves: a known step, rank and index holding that action,
+  // once. Counted in a map, so memory follows the records, not the step
+  // numbers a file claims.
+  std::unordered_map<std::uint64_t, int> seen;
+  seen.reserve(trace.records.size());
+  // (step, rank, index) -> step * actions + first[rank] + index: below 2^55
+  // with the readers' limits (step < 2^31, actions <= 2^25).
+  std::vector<std::uint64_t> first(plan.ranks.size() + 1, 0);
+  for (std::size_t r = 0; r < plan.ranks.size(); ++r) first[r + 1] = first[r] + plan.ranks[r].size();
+  auto key = [&first](int step, std::size_t rank, std::size_t index) {
+    return static_cast<std::uint64_t>(step) * first.back() + first[rank] + index;
+  };
   for (const TraceRecord& rec : trace.records) {
     const std::string who = "record step " + std::to_string(rec.step) + " rank " +
                             std::to_string(rec.rank) + " index " + std::to_string(rec.index);
@@ -165,8 +173,7 @@ std::vector<std::string> check_trace(const Trace& trace, std::size_t max_problem
     const Action& want = plan.ranks[static_cast<std::size_t>(rec.rank)][static_cast<std::size_t>(rec.index)];
     if (rec.action != want)
       add(who + " is " + to_string(rec.action) + ", but the plan has " + to_string(want) + " there");
-    if (++seen[static_cast<std::size_t>(rec.step - 1)][static_cast<std::size_t>(rec.rank)]
-              [static_cast<std::size_t>(rec.index)] == 2)
+    if (++seen[key(rec.step, static_cast<std::size_t>(rec.rank), static_cast<std::size_t>(rec.index))] == 2)
       add(who + " (" + to_string(rec.action) + ") is recorded twice");
     if (!std::isfinite(rec.start) || !std::isfinite(rec.end) || !std::isfinite(rec.wait) ||
         !std::isfinite(rec.post) || rec.end < rec.start || rec.wait < 0 || rec.post < 0 ||
@@ -175,10 +182,11 @@ std::vector<std::string> check_trace(const Trace& trace, std::size_t max_problem
           std::to_string(rec.start) + ", end " + std::to_string(rec.end) + ", wait " +
           std::to_string(rec.wait));
   }
-  for (int k = 1; k <= steps; ++k)
-    for (std::size_t r = 0; r < plan.ranks.size(); ++r)
-      for (std::size_t i = 0; i < plan.ranks[r].size(); ++i)
-        if (seen[static_cast<std::size_t>(k - 1)][r][i] == 0)
+  // Missing records, up to max_problems of them (time follows the records).
+  for (int k = 1; k <= steps && out.size() < max_problems; ++k)
+    for (std::size_t r = 0; r < plan.ranks.size() && out.size() < max_problems; ++r)
+      for (std::size_t i = 0; i < plan.ranks[r].size() && out.size() < max_problems; ++i)
+        if (seen.find(key(k, r, i)) == seen.end())
           add("step " + std::to_string(k) + " has no record of rank " + std::to_string(r) +
               " index " + std::to_string(i) + " (" + to_string(plan.ranks[r][i]) + ")");
   if (!out.empty()) return out;

@@ -16,6 +16,7 @@
 
 #include "ir/deps.h"
 #include "pipeplan/verify.h"
+#include "pipeplan/error.h"
 #include "verify/index.h"
 #include "verify/payload.h"
 
@@ -590,9 +591,12 @@ VerifyResult verify(const Plan& plan, const VerifyOptions& options) {
     res.diagnostics = check_structure(plan, options.max_diagnostics);
     return res;
   }
-  detail::PlanIndex index(plan.meta);
+  detail::check_plan_limits(plan);  // before the index sizes itself by the shape
+  detail::PlanIndex index(plan.meta, plan.num_actions());
   res.diagnostics = detail::check_structure_indexed(plan, options.max_diagnostics, index);
   if (!res.diagnostics.empty()) return res;
+  // A clean structure has every (stage, microbatch) row, so the index is dense.
+  if (!index.dense()) throw InternalError("verify: a complete plan got a sparse index");
   Simulator(plan, options.transport, index).run(res.diagnostics);
   return res;
 }

@@ -6,6 +6,8 @@
 #include <string>
 
 #include "ir/deps.h"
+#include "pipeplan/error.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/verify.h"
 #include "verify/index.h"
 
@@ -26,13 +28,16 @@ Slot slot_of(ActionType t) {
   }
 }
 
-PlanIndex::PlanIndex(const PlanMeta& meta)
+PlanIndex::PlanIndex(const PlanMeta& meta, std::size_t num_actions)
     : stages(meta.num_stages()), mbs(meta.num_microbatches),
       rank_of(static_cast<std::size_t>(meta.num_stages())),
       comm_count(static_cast<std::size_t>(meta.num_stages()) * 4, 0) {
-  const std::size_t n = static_cast<std::size_t>(stages) * static_cast<std::size_t>(mbs) * kNumSlots;
-  cells_.reset(static_cast<std::int32_t*>(std::calloc(n > 0 ? n : 1, sizeof(std::int32_t))));
-  if (!cells_) throw std::bad_alloc();
+  const std::size_t rows = static_cast<std::size_t>(stages) * static_cast<std::size_t>(mbs);
+  if (rows <= num_actions + 4096) {
+    const std::size_t n = rows * kNumSlots;
+    cells_.reset(static_cast<std::int32_t*>(std::calloc(n > 0 ? n : 1, sizeof(std::int32_t))));
+    if (!cells_) throw std::bad_alloc();
+  }
   for (int s = 0; s < stages; ++s) rank_of[static_cast<std::size_t>(s)] = meta.rank_of(s);
 }
 
@@ -399,6 +404,26 @@ class Checker {
   std::vector<Diagnostic> diags_;
 };
 
+}  // namespace
+
+namespace detail {
+
+void check_plan_limits(const Plan& plan) {
+  const PlanMeta& m = plan.meta;
+  if (m.pp_degree < 1 || m.stages_per_rank < 1 || m.num_microbatches < 1)
+    throw InputError("verify: pp_degree, stages_per_rank and num_microbatches must be at least 1 (got " +
+                     n2s(m.pp_degree) + ", " + n2s(m.stages_per_rank) + ", " + n2s(m.num_microbatches) + ")");
+  if (std::string why = limits::shape_problem(m.pp_degree, m.stages_per_rank, m.num_microbatches); !why.empty())
+    throw InputError("verify: " + why);
+  if (plan.num_actions() > limits::kMaxActions)
+    throw InputError("verify: " + n2s(static_cast<long long>(plan.num_actions())) +
+                     " actions is more than the supported " + n2s(static_cast<long long>(limits::kMaxActions)));
+}
+
+}  // namespace detail
+
+namespace {
+
 std::vector<Diagnostic> partial_plan(const Plan& plan) {
   std::string held;
   for (int r : plan.rank_ids) held += (held.empty() ? "" : ", ") + n2s(r);
@@ -415,6 +440,7 @@ namespace detail {
 std::vector<Diagnostic> check_structure_indexed(const Plan& plan, std::size_t max_diagnostics,
                                                 PlanIndex& index) {
   if (!plan.is_whole()) return partial_plan(plan);
+  detail::check_plan_limits(plan);
   return Checker(plan, max_diagnostics, index).run();
 }
 
@@ -422,7 +448,8 @@ std::vector<Diagnostic> check_structure_indexed(const Plan& plan, std::size_t ma
 
 std::vector<Diagnostic> check_structure(const Plan& plan, std::size_t max_diagnostics) {
   if (!plan.is_whole()) return partial_plan(plan);
-  PlanIndex index(plan.meta);
+  detail::check_plan_limits(plan);
+  PlanIndex index(plan.meta, plan.num_actions());
   return Checker(plan, max_diagnostics, index).run();
 }
 

@@ -1,0 +1,50 @@
+// The one set of size limits: the planner, every reader and the verifier
+// refuse the same shapes, up front, with a message naming the limit. They are
+// far beyond any real pipeline and low enough that a plan at the limit fits
+// in a few GB and no count or index overflows an int. See docs/robustness.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace pipeplan::limits {
+
+/// Ranks (pp_degree), and rows of a CSV plan.
+inline constexpr int kMaxRanks = 65536;
+/// Stages per rank (v).
+inline constexpr int kMaxStagesPerRank = 4096;
+/// Stages in all (pp_degree x stages_per_rank); also bounds a stage number.
+inline constexpr int kMaxStages = 1 << 20;
+/// Microbatches; also bounds a microbatch number.
+inline constexpr int kMaxMicrobatches = 1 << 20;
+/// stages x microbatches. Each (stage, microbatch) costs 2-3 compute actions
+/// and up to 4 SEND/RECV, so a whole plan at the limit holds at most ~29M
+/// actions (about 1 GB through plan, lower and verify).
+inline constexpr long long kMaxStageMicrobatches = 1LL << 22;
+/// Actions in one plan file.
+inline constexpr std::size_t kMaxActions = std::size_t{1} << 25;
+/// Bytes of one input file (plans, stage costs, profiles, traces).
+inline constexpr std::size_t kMaxInputBytes = std::size_t{1} << 30;
+/// Characters of user text quoted back in one error message.
+inline constexpr std::size_t kMaxQuoted = 64;
+/// Columns of a text timeline (render --text, show).
+inline constexpr int kMaxTextColumns = 100000;
+/// Width of an SVG timeline, in pixels.
+inline constexpr double kMaxSvgWidth = 1e7;
+/// Largest duration or cost of one action or transfer, in time units (after
+/// every multiplier): sums over any plan stay finite and exact enough.
+inline constexpr double kMaxCost = 1e12;
+
+/// Why a shape exceeds a limit ("pp_degree 70000 is more than the supported
+/// 65536 ranks"), or "" when it fits. Arguments are the values as given
+/// (not yet narrowed to int), each at least 1.
+std::string shape_problem(long long pp_degree, long long stages_per_rank,
+                          long long num_microbatches);
+
+/// `text` for an error message: whole when short, else its first kMaxQuoted
+/// characters + "... (N bytes)"; control bytes are shown as '?'.
+std::string excerpt(std::string_view text);
+
+}  // namespace pipeplan::limits

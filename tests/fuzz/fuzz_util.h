@@ -1,0 +1,30 @@
+// Shared by the fuzz targets: a failed property aborts (libFuzzer then saves
+// the input as a crash), with the input's problem on stderr.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "pipeplan/ir.h"
+
+namespace pipeplan::fuzz {
+
+[[noreturn]] inline void fail(const std::string& what) {
+  std::fprintf(stderr, "property violated: %s\n", what.c_str());
+  std::abort();
+}
+
+inline void check(bool ok, const std::string& what) {
+  if (!ok) fail(what);
+}
+
+/// Readers accept at most limits.h sizes, but a fuzz input is small; skip
+/// passes whose tables follow the declared shape rather than the input when
+/// the shape is far larger than the input (they are bounded, just slow).
+inline bool small_shape(const Plan& p, std::size_t input_size) {
+  const long long cells = static_cast<long long>(p.meta.num_stages()) * p.meta.num_microbatches;
+  return cells <= 64LL * static_cast<long long>(input_size) + 4096;
+}
+
+}  // namespace pipeplan::fuzz

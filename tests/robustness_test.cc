@@ -1,0 +1,397 @@
+// Hostile input, run as a user would: every case exits 2 (bad input) or 1
+// (a plan that cannot run) with a message naming the problem, in bounded time
+// and memory; never 3, never a crash. One TEST_CASE per defect class.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "pipeplan/emit.h"
+#include "pipeplan/error.h"
+#include "pipeplan/io.h"
+#include "pipeplan/limits.h"
+#include "pipeplan/planner.h"
+#include "pipeplan/verify.h"
+#include "test_util.h"
+
+using pipeplan::test::CliResult;
+using pipeplan::test::run_cli;
+using pipeplan::test::temp_file;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// Runs the CLI with its address space capped at `mib`: the outcome must not
+// depend on how much memory the machine has.
+CliResult run_cli_capped(const std::vector<std::string>& args, long mib) {
+  const std::string out_path = temp_file("capped.out", ""), err_path = temp_file("capped.err", "");
+  pid_t pid = fork();
+  if (pid == 0) {
+    rlimit lim{};
+    lim.rlim_cur = lim.rlim_max = static_cast<rlim_t>(mib) << 20;
+    setrlimit(RLIMIT_AS, &lim);
+    int in = open("/dev/null", O_RDONLY);
+    int out = open(out_path.c_str(), O_WRONLY | O_TRUNC);
+    int err = open(err_path.c_str(), O_WRONLY | O_TRUNC);
+    dup2(in, 0);
+    dup2(out, 1);
+    dup2(err, 2);
+    std::vector<std::string> copy = args;
+    std::string bin = PIPEPLAN_BINARY;
+    std::vector<char*> argv{bin.data()};
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(bin.c_str(), argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CliResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream o(out_path), e(err_path);
+  std::stringstream so, se;
+  so << o.rdbuf();
+  se << e.rdbuf();
+  r.out = so.str();
+  r.err = se.str();
+  return r;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+std::string json_plan(int pp, int v, long long m, const std::string& ranks,
+                      const std::string& mapping = "loop", bool compute_only = true) {
+  return "{\"format\": \"pipeplan.plan\", \"version\": 1, \"schedule\": \"custom\", \"pp_degree\": " +
+         std::to_string(pp) + ", \"num_microbatches\": " + std::to_string(m) +
+         ", \"stages_per_rank\": " + std::to_string(v) + ", \"stage_to_rank\": \"" + mapping +
+         "\", \"compute_only\": " + (compute_only ? "true" : "false") + ", \"ranks\": [" + ranks + "]}";
+}
+
+}  // namespace
+
+TEST_CASE("robustness: CSV numbers beyond the limits are located errors, not overflows", "[robustness]") {
+  // Defect 1: max + 1 overflowed int (exit 3 "out of memory", or m = INT_MIN).
+  const std::string mb = temp_file("big_mb.csv", "0B2147483647\n");
+  for (const char* cmd : {"verify", "show"}) {
+    auto r = run_cli({cmd, mb});
+    INFO(cmd << ": " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.err, mb + ":1:3: unknown action '0B2147483647': microbatch number 2147483647 is "
+                               "larger than the supported 1048575"));
+  }
+  auto conv = run_cli({"convert", mb, "-f", "json"});
+  CHECK(conv.exit_code == 2);
+  CHECK(conv.out.empty());
+  const std::string stage = temp_file("big_stage.csv", "2147483647F9\n");
+  for (const char* cmd : {"verify", "show", "convert"}) {
+    std::vector<std::string> args{cmd, stage};
+    if (std::string(cmd) == "convert") args.insert(args.end(), {"-f", "json"});
+    auto r = run_cli(args);
+    INFO(cmd << ": " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.err, stage + ":1:1: unknown action '2147483647F9': stage number 2147483647 is "
+                                  "larger than the supported 1048575"));
+  }
+  // Numbers in range on their own, but a shape past the shared limits.
+  const std::string stages = temp_file("many_stages.csv", "0F0,1048575F1048575\n");
+  auto v = run_cli({"verify", stages});
+  CHECK(v.exit_code == 2);
+  CHECK(contains(v.err, stages + ":1:5: stages_per_rank 1048576 is more than the supported 4096"));
+  const std::string shape = temp_file("big_shape.csv", "0F0,4095F2000\n");
+  auto s = run_cli({"verify", shape});
+  CHECK(s.exit_code == 2);
+  CHECK(contains(s.err, shape + ":1:5: stages x microbatches = 4096 x 2001 = 8196096 is more than the supported 4194304"));
+  // -m beyond the limit, given to a CSV reader directly (library callers).
+  pipeplan::CsvReadOptions options;
+  options.num_microbatches = 0;
+  CHECK_THROWS_WITH(pipeplan::parse_csv_plan("0F0\n", "x.csv", options),
+                    Catch::Contains("the microbatch count 0 is outside the supported 1..1048576"));
+}
+
+TEST_CASE("robustness: a tiny plan declaring a huge shape costs memory by its actions", "[robustness]") {
+  // Defect 2: 282 bytes, pp 2, v 4096, m 2^20: refused by the shape limit.
+  const std::string huge = temp_file(
+      "huge_shape.json", json_plan(2, 4096, 1 << 20, "{\"rank\": 0, \"actions\": [\"0F0\"]}, "
+                                                     "{\"rank\": 1, \"actions\": [\"1F0\"]}"));
+  for (const char* cmd : {"verify", "simulate", "lower", "render", "show", "convert"}) {
+    std::vector<std::string> args{cmd, huge};
+    if (std::string(cmd) == "render") args.push_back("--text");
+    if (std::string(cmd) == "convert") args.insert(args.end(), {"-f", "csv"});
+    auto r = run_cli(args);
+    INFO(cmd << ": " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.err, "stages x microbatches = 8192 x 1048576 = 8589934592 is more than the "
+                          "supported 4194304"));
+  }
+  // At the limit (4096 stages x 1024 microbatches) with two actions: the
+  // verifier's index follows the actions, so 200 MiB of address space do.
+  const std::string at_limit = temp_file(
+      "at_limit.json", json_plan(2, 2048, 1024, "{\"rank\": 0, \"actions\": [\"0F0\"]}, "
+                                                "{\"rank\": 1, \"actions\": [\"1F0\"]}"));
+  for (const char* cmd : {"verify", "simulate", "lower"}) {
+    auto r = kSanitized ? run_cli({cmd, at_limit}) : run_cli_capped({cmd, at_limit}, 200);
+    INFO(cmd << ": " << r.out << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK(contains(r.out + r.err, "stage 0 microbatch 0 has no backward"));
+  }
+}
+
+TEST_CASE("robustness: a cross-rank cycle is exit 1 in every command that judges a plan", "[robustness]") {
+  // Defect 3: verify said 2 (an input error), lower said 1.
+  const std::string cycle = temp_file("cycle.csv", "0F0,0B0,0F1,0B1\n1F1,1B1,1F0,1B0\n");
+  auto v = run_cli({"verify", cycle});
+  CHECK(v.exit_code == 1);
+  CHECK(contains(v.out, "FAILED under rendezvous transport: 1 problem(s)"));
+  CHECK(contains(v.out, "error[compute-cycle]: the compute order cannot complete (cyclic wait across ranks): "
+                        "rank 0 waits at 0B0 (index 1) for the backward of stage 1 microbatch 0; rank 1 "
+                        "waits at 1F1 (index 0) for 0F1"));
+  auto j = run_cli({"verify", cycle, "-f", "json", "--model", "all"});
+  CHECK(j.exit_code == 1);
+  CHECK(contains(j.out, "\"code\": \"compute-cycle\""));
+  auto l = run_cli({"lower", cycle});
+  CHECK(l.exit_code == 1);
+  CHECK(contains(l.err, "cyclic wait across ranks"));
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"simulate", cycle}, {"simulate", cycle, "--lower"}, {"render", cycle, "--text"}}) {
+    auto r = run_cli(args);
+    INFO(args[0] << " " << r.err);
+    CHECK(r.exit_code == 1);
+  }
+}
+
+TEST_CASE("robustness: every command reading a file says 'cannot read' for a directory", "[robustness]") {
+  // Defect 4: "basic_filebuf::underflow" with exit 3.
+  const std::string plan = temp_file("ok.csv", "0F0,0B0\n");
+  const std::vector<std::vector<std::string>> commands = {
+      {"verify", "/tmp"},   {"lower", "/tmp"},
+      {"convert", "/tmp", "-f", "json"},       {"show", "/tmp"},
+      {"simulate", "/tmp"}, {"render", "/tmp", "--text"},
+      {"simulate", plan, "--stage-costs", "/tmp"},
+      {"plan", "-s", "zbv", "-p", "2", "-m", "4", "--stage-costs", "/tmp"},
+      {"lower", plan, "--stage-costs", "/tmp"},
+      {"compare", "-p", "2", "-m", "4", "--stage-costs", "/tmp"},
+      {"calibrate", "/tmp"},
+      {"render", "--trace", "/tmp", "--text"}};
+  for (const auto& args : commands) {
+    auto r = run_cli(args);
+    INFO(args[0] << " " << args[1] << ": " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.err, "pipeplan: error: cannot read '/tmp': it is a directory"));
+  }
+  auto missing = run_cli({"verify", "/nonexistent/x.json"});
+  CHECK(missing.exit_code == 2);
+  CHECK(contains(missing.err, "cannot read '/nonexistent/x.json': no such file"));
+}
+
+TEST_CASE("robustness: render scales are bounded", "[robustness]") {
+  // Defect 5: --columns-per-unit 1e9 ran out of memory, --px-per-unit 1e300
+  // wrote a 3.3e+301 px wide SVG.
+  auto text = run_cli({"render", "-s", "1f1b", "-p", "2", "-m", "2", "--text", "--columns-per-unit", "1e9"});
+  CHECK(text.exit_code == 2);
+  CHECK(contains(text.err, "pipeplan: error: a text timeline at 1e+09 columns per time unit would be "
+                           "9e+09 columns wide, more than the supported 100000"));
+  auto cols = run_cli({"render", "-s", "1f1b", "-p", "2", "-m", "2", "--text", "--columns", "2000000000"});
+  CHECK(cols.exit_code == 2);
+  CHECK(contains(cols.err, "more than the supported 100000"));
+  const std::string svg = temp_file("wide.svg", "");
+  auto px = run_cli({"render", "-s", "1f1b", "-p", "2", "-m", "2", "--svg", svg, "--px-per-unit", "1e300"});
+  CHECK(px.exit_code == 2);
+  CHECK(contains(px.err, "pipeplan: error: an SVG timeline at 1e+300 px per time unit would be 9e+300 px "
+                         "wide, more than the supported 1e+07"));
+  auto ok = run_cli({"render", "-s", "1f1b", "-p", "2", "-m", "2", "--text", "--columns-per-unit", "4"});
+  CHECK(ok.exit_code == 0);
+}
+
+TEST_CASE("robustness: simulate refuses costs that overflow, never ok with inf/nan", "[robustness]") {
+  // Defect 6: makespan inf, bubble -nan, "ok": true with "makespan": null.
+  auto cost = run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--cost", "F=1e308,B=1e308", "-f", "json"});
+  CHECK(cost.exit_code == 2);
+  CHECK(cost.out.empty());
+  CHECK(contains(cost.err, "cost F 1e+308 is more than the supported 1e+12 time units"));
+  const std::string scales = temp_file("scales.csv", "0,1e308\n");
+  auto scale = run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--stage-costs", scales});
+  CHECK(scale.exit_code == 2);
+  CHECK(contains(scale.err, "stage 0 scaled cost F 1e+308 is more than the supported 1e+12 time units"));
+  auto comm = run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--comm", "0,1e-320", "--bytes", "1e308"});
+  CHECK(comm.exit_code == 2);
+  CHECK(contains(comm.err, "transfer time (latency + bytes / bandwidth) inf is more than the supported"));
+  // Lowering plans with the same costs, under the same bounds (both modes).
+  const std::string compute = temp_file("compute.csv", "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+  for (const char* mode : {"latency-hiding", "seed"}) {
+    auto lowered = run_cli({"lower", compute, "--lowering", mode, "--comm", "1e300"});
+    INFO(mode << ": " << lowered.err);
+    CHECK(lowered.exit_code == 2);
+    CHECK(contains(lowered.err, "comm latency 1e+300 is more than the supported 1e+12 time units"));
+    CHECK(lowered.err.size() < 300);
+  }
+  auto planned = run_cli({"plan", "-s", "zbv", "-p", "2", "-m", "4", "--cost", "F=1e308,B=1e308"});
+  CHECK(planned.exit_code == 2);
+  CHECK(contains(planned.err, "cost F 1e+308 is more than the supported 1e+12 time units"));
+  auto fine = run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--cost", "F=1e12,B=1e12", "-f", "json"});
+  CHECK(fine.exit_code == 0);
+  CHECK(contains(fine.out, "\"ok\": true"));
+  CHECK(!contains(fine.out, "\"makespan\": null"));
+}
+
+TEST_CASE("robustness: planner, readers and verifier share one set of limits", "[robustness]") {
+  // Defect 7: plan wrote pp 65537 files verify refused; -p 20000000 ran 52 s
+  // and 10 GB before exit 3; compare -p 512 -m 20000 took 116 s and 8 GB.
+  auto wide = run_cli({"plan", "-s", "gpipe", "-p", "65537", "-m", "1", "-f", "json"});
+  CHECK(wide.exit_code == 2);
+  CHECK(contains(wide.err, "--pp: 65537 is more than the supported 65536 ranks"));
+  auto huge = run_cli({"plan", "-s", "gpipe", "-p", "20000000", "-m", "1"});
+  CHECK(huge.exit_code == 2);
+  CHECK(contains(huge.err, "--pp: 20000000 is more than the supported 65536 ranks"));
+  auto cmp = run_cli({"compare", "-p", "512", "-m", "20000"});
+  CHECK(cmp.exit_code == 2);
+  CHECK(contains(cmp.err, "stages x microbatches = 512 x 20000 = 10240000 is more than the supported 4194304"));
+  // The largest planned shape reads back: what plan writes, verify accepts.
+  auto edge = run_cli({"plan", "-s", "gpipe", "-p", "65536", "-m", "1", "--compute-only", "-f", "json"});
+  REQUIRE(edge.exit_code == 0);
+  CHECK(run_cli({"verify", "-"}, edge.out).exit_code == 0);
+  auto json = run_cli({"verify", "-"}, json_plan(65537, 1, 1, "{\"rank\": 0, \"actions\": []}"));
+  CHECK(json.exit_code == 2);
+  CHECK(contains(json.err, "pp_degree: 65537 is larger than the supported 65536"));
+  // Plans built in code meet the same limits in the verifier.
+  pipeplan::Plan p;
+  p.meta.pp_degree = 1;
+  p.meta.num_microbatches = 1 << 20;
+  p.meta.stages_per_rank = 8;
+  p.rank_ids = {0};
+  p.ranks = {{}};
+  CHECK_THROWS_WITH(pipeplan::verify(p), Catch::Contains("verify: stages x microbatches = 8 x 1048576"));
+}
+
+TEST_CASE("robustness: JSON -> CSV -> JSON is exact when the last rank has no actions", "[robustness]") {
+  // Defect 8: pp 2 became 1, v 2 became 4, mapping v became loop.
+  const std::string in = json_plan(2, 2, 1,
+                                   "{\"rank\": 0, \"actions\": [\"0F0\", \"3F0\", \"3B0\", \"0B0\"]}, "
+                                   "{\"rank\": 1, \"actions\": []}",
+                                   "v");
+  auto first = run_cli({"convert", "-", "-f", "json"}, in);
+  REQUIRE(first.exit_code == 0);
+  auto csv = run_cli({"convert", "-", "-f", "csv"}, first.out);
+  REQUIRE(csv.exit_code == 0);
+  CHECK(csv.out == "0F0,3F0,3B0,0B0\n\"\"\n");
+  auto back = run_cli({"convert", "-", "-f", "json"}, csv.out);
+  REQUIRE(back.exit_code == 0);
+  CHECK(back.out == first.out);
+  auto again = run_cli({"convert", "-", "-f", "csv"}, back.out);
+  CHECK(again.out == csv.out);
+}
+
+TEST_CASE("robustness: the JSON reader refuses duplicate keys", "[robustness]") {
+  // Defect 9: the last one won.
+  std::string doc = json_plan(1, 1, 1, "{\"rank\": 0, \"actions\": [\"0F0\", \"0B0\"]}");
+  auto top = run_cli({"verify", "-"}, doc.substr(0, doc.size() - 1) + ", \"pp_degree\": 1}");
+  CHECK(top.exit_code == 2);
+  CHECK(contains(top.err, "<stdin>: duplicate key 'pp_degree'"));
+  auto entry = run_cli({"verify", "-"},
+                       json_plan(1, 1, 1, "{\"rank\": 0, \"actions\": [\"0F0\"], \"actions\": [\"0B0\"]}"));
+  CHECK(entry.exit_code == 2);
+  CHECK(contains(entry.err, "<stdin>: ranks[0]: duplicate key 'actions'"));
+  CHECK(run_cli({"verify", "-"}, doc).exit_code == 0);
+}
+
+TEST_CASE("robustness: messages name the problem", "[robustness]") {
+  // Defect 10. An integer too large for 64 bits is still an integer.
+  auto big = run_cli({"verify", "-"},
+                     "{\"format\": \"pipeplan.plan\", \"version\": 1, \"schedule\": \"custom\", "
+                     "\"pp_degree\": 100000000000000000000000000000, \"num_microbatches\": 1, "
+                     "\"stages_per_rank\": 1, \"stage_to_rank\": \"loop\", \"compute_only\": true, "
+                     "\"ranks\": [{\"rank\": 0, \"actions\": []}]}");
+  CHECK(big.exit_code == 2);
+  CHECK(contains(big.err, "pp_degree: 100000000000000000000000000000 is larger than the supported 65536"));
+  CHECK(!contains(big.err, "fractional"));
+  // An unknown flag is named, before any missing required option.
+  auto flag = run_cli({"plan", "--bogus-flag"});
+  CHECK(flag.exit_code == 2);
+  CHECK(contains(flag.err, "pipeplan: unknown option '--bogus-flag' for 'plan'"));
+  CHECK(!contains(flag.err, "required"));
+  auto typo = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "--compute-onyl"});
+  CHECK(typo.exit_code == 2);
+  CHECK(contains(typo.err, "unknown option '--compute-onyl' for 'plan' (did you mean '--compute-only'?)"));
+  // What an error quotes is capped: a 3 MB cell is not repeated.
+  const std::string cell(3 << 20, 'X');
+  auto huge = run_cli({"verify", temp_file("huge_cell.csv", "0F0," + cell + "\n")});
+  CHECK(huge.exit_code == 2);
+  CHECK(huge.err.size() < 600);
+  CHECK(contains(huge.err, "(3145728 bytes)"));
+  auto huge_json = run_cli({"verify", "-"}, json_plan(1, 1, 1, "{\"rank\": 0, \"actions\": [\"" + cell + "\"]}"));
+  CHECK(huge_json.exit_code == 2);
+  CHECK(huge_json.err.size() < 600);
+  // One rule for -v: a given value is a count, at least 1 (omit it for the default).
+  for (const char* v : {"0", "-1"}) {
+    auto r = run_cli({"plan", "-s", "interleaved-1f1b", "-p", "2", "-m", "4", "-v", v});
+    INFO(v);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.err, "pipeplan: error: interleaved-1f1b: stages_per_rank must be positive, got " +
+                              std::string(v) + "; pass -v 1 or more"));
+  }
+  auto v_big = run_cli({"plan", "-s", "interleaved-1f1b", "-p", "2", "-m", "4", "-v", "5000"});
+  CHECK(v_big.exit_code == 2);
+  CHECK(contains(v_big.err, "5000 is more than the supported 4096"));
+  // Counts on the command line: too large is named as such, not "could not convert".
+  auto p_big = run_cli({"plan", "-s", "1f1b", "-p", "99999999999", "-m", "2"});
+  CHECK(p_big.exit_code == 2);
+  CHECK(contains(p_big.err, "--pp: 99999999999 is more than the supported 65536 ranks"));
+  // Global flags are accepted after the command too.
+  auto quiet = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-f", "text", "-q"});
+  CHECK(quiet.exit_code == 0);
+  CHECK(contains(quiet.out, "rank 0: 0F0"));
+  auto verbose = run_cli({"verify", "--verbose", "-"}, json_plan(1, 1, 1, "{\"rank\": 0, \"actions\": [\"0F0\", \"0B0\"]}"));
+  CHECK(verbose.exit_code == 0);
+}
+
+TEST_CASE("robustness: a hostile trace is an input error, in memory that follows its records", "[robustness]") {
+  // A measured trace (calibrate, render --trace) read by the same rules as a
+  // plan: duplicate keys refused, numbers bounded, quoted text capped, and a
+  // step number far beyond the records costs nothing.
+  const pipeplan::Plan p = pipeplan::plan(pipeplan::Problem{"1f1b", 2, 2});
+  std::ostringstream plan_json;
+  pipeplan::write_json(p, plan_json);
+  auto trace = [&](const std::string& records, const std::string& extra = "") {
+    return "{\"format\": \"pipeplan.trace\", \"version\": 1, " + extra + "\"plan\": " + plan_json.str() +
+           ", \"records\": [" + records + "]}";
+  };
+  const std::string far = temp_file("far.json", trace("[1073741824, 0, 0, \"0F0\", 0, 1, 0, 0, 0]"));
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"calibrate", far}, {"render", "--trace", far, "--text"}}) {
+    auto r = run_cli_capped(args, 300);
+    INFO(args[0] << ": " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.err, "step 1 has no record of rank 0 index 0 (0F0)"));
+  }
+  auto dup = run_cli({"calibrate", temp_file("dup.json", trace("", "\"source\": \"a\", \"source\": \"b\", "))});
+  CHECK(dup.exit_code == 2);
+  CHECK(contains(dup.err, "duplicate key 'source'"));
+  auto huge = run_cli({"calibrate", temp_file("huge.json", trace("[1, 0, 0, \"0F0\", -1e308, 1e308, 0, 0, 0]"))});
+  CHECK(huge.exit_code == 2);
+  CHECK(contains(huge.err, "records[0]: start must be a number of ms within +-1e15"));
+  auto index = run_cli({"calibrate", temp_file("index.json", trace("[1, 0, 4294967296, \"0F0\", 0, 1, 0, 0, 0]"))});
+  CHECK(index.exit_code == 2);
+  CHECK(contains(index.err, "records[0]: index must be an integer in 0..33554432"));
+  const std::string name(1 << 20, 'Q');
+  auto action = run_cli({"calibrate", temp_file("action.json", trace("[1, 0, 0, \"" + name + "\", 0, 1, 0, 0, 0]"))});
+  CHECK(action.exit_code == 2);
+  CHECK(contains(action.err, "(1048576 bytes)"));
+  CHECK(action.err.size() < 600);
+}
