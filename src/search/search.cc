@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 
+#include "pipeplan/cost_options.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
@@ -197,10 +198,8 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
         run.partition = balanced_partition(profile, meta.num_stages());
         // Lowered as compare lowers it: the schedule's own options, planning
         // for the stage costs it is simulated with.
-        LowerOptions lowering = schedule_lowering(meta);
-        if (lowering.mode == LowerMode::LatencyHiding)
-          lowering.costs = planning_costs(sim_options(run.partition).costs);
-        p = plan(problem, lowering);
+        p = plan(problem, make_lower_options(meta, {}, sim_options(run.partition).costs,
+                                             /*comm_given=*/false));
       } catch (const InputError&) {
         continue;  // the schedule rejects this shape
       }
