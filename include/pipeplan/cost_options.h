@@ -35,6 +35,24 @@ struct CostOptions {
 /// file as read.
 SimOptions make_sim_options(const CostOptions& options, StageCosts* file = nullptr);
 
+/// The lowering choices a front end offers: the CLI's --lowering, --prefetch
+/// and --serial-safe, the Python keywords lowering=, prefetch= and
+/// serial_safe=.
+struct LoweringChoice {
+  std::optional<LowerMode> mode;  ///< unset: the schedule's own (schedule_lowering)
+  int max_prefetch = 0;           ///< LowerOptions::max_prefetch; 0: no limit
+  bool serial_safe = false;       ///< true forces it; false keeps the schedule's
+};
+
+/// How to lower a plan of `meta`: the schedule's own options
+/// (schedule_lowering; the general rule for a custom plan) with `choice`
+/// applied. A latency-hiding lowering plans for `costs`; when they make
+/// transfers free and the user gave no transfer cost (`comm_given` false:
+/// no --comm / comm=), for kNominalLatency per transfer instead. Throws
+/// InputError for a negative prefetch cap.
+LowerOptions make_lower_options(const PlanMeta& meta, const LoweringChoice& choice,
+                                const CostModel& costs, bool comm_given);
+
 /// A calibrated file times the stages of one measured layout; a comparison
 /// needs one rank's share: the mean stage duration times the measured stages
 /// per rank, for every schedule alike. Replaces the per-stage multipliers.

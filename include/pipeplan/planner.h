@@ -66,5 +66,7 @@ Plan plan(const Problem& problem);
 Plan plan(const Problem& problem, const LowerOptions& options);
 /// Planned and lowered plan of one rank only.
 Plan plan_rank(const Problem& problem, int rank);
+/// Planned plan of one rank only, lowered with `options`.
+Plan plan_rank(const Problem& problem, int rank, const LowerOptions& options);
 
 }  // namespace pipeplan

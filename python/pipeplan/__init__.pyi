@@ -15,6 +15,7 @@ __version__: str
 
 Transport = Literal["rendezvous", "eager", "serial"]
 Mapping_ = Literal["loop", "v"]
+Lowering = Literal["latency-hiding", "seed"]
 PathLike = Union[str, "os.PathLike[str]"]
 CostSpec = Union[str, Mapping[str, float]]
 StageCosts = Union[PathLike, Mapping[int, Union[float, Mapping[str, float]]]]
@@ -127,6 +128,8 @@ class RankStats:
     def peak_activations(self) -> int: ...
     @property
     def peak_rank_activations(self) -> float: ...
+    @property
+    def peak_recv_buffers(self) -> int: ...
 
 class SimResult:
     @property
@@ -193,11 +196,27 @@ def plan(
     rank: Optional[int] = None,
     compute_only: bool = False,
     forward_only: bool = False,
+    *,
+    lowering: Optional[Lowering] = None,
+    prefetch: int = 0,
+    serial_safe: bool = False,
+    cost: Optional[CostSpec] = None,
+    stage_costs: Optional[StageCosts] = None,
+    comm: Optional[CommSpec] = None,
+    bytes: float = 0.0,
 ) -> Plan: ...
 def lower(
     plan: Plan,
     send_placement: Optional[Literal["earliest", "parity"]] = None,
     reduce_grad: bool = False,
+    *,
+    lowering: Optional[Lowering] = None,
+    prefetch: int = 0,
+    serial_safe: bool = False,
+    cost: Optional[CostSpec] = None,
+    stage_costs: Optional[StageCosts] = None,
+    comm: Optional[CommSpec] = None,
+    bytes: float = 0.0,
 ) -> Plan: ...
 def verify(plan: Plan, transport: Transport = "rendezvous") -> list[Diagnostic]: ...
 def check(plan: Plan, transport: Transport = "rendezvous") -> None: ...

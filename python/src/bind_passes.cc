@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "common.h"
+#include "pipeplan/cost_options.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
 #include "pipeplan/lower.h"
@@ -16,18 +17,28 @@ namespace {
 
 using Release = py::gil_scoped_release;
 
+LowerOptions lower_options(const PlanMeta& meta, const std::optional<std::string>& lowering,
+                           const py::object& prefetch, bool serial_safe, const py::object& cost,
+                           const py::object& stage_costs, const py::object& comm,
+                           const py::object& bytes);
+
 Plan make_plan(const std::string& schedule, int pp_degree, int num_microbatches,
                std::optional<int> stages_per_rank, std::optional<int> rank, bool compute_only,
-               bool forward_only) {
+               bool forward_only, const std::optional<std::string>& lowering,
+               const py::object& prefetch, bool serial_safe, const py::object& cost,
+               const py::object& stage_costs, const py::object& comm, const py::object& bytes) {
   // The library reads 0 as "the schedule's default"; here that is None.
   if (stages_per_rank && *stages_per_rank == 0)
     throw ShapeError(schedule + ": stages_per_rank must be positive, got 0; pass 1 or more, or "
                      "None for the schedule's default");
   Problem problem{schedule, pp_degree, num_microbatches, stages_per_rank.value_or(0)};
   problem.forward_only = forward_only;
+  // The lowering as the CLI's `plan` chooses it (resolve() checks the shape).
+  const LowerOptions options = lower_options(resolve(problem), lowering, prefetch, serial_safe,
+                                             cost, stage_costs, comm, bytes);
   Release release;
-  if (rank) return compute_only ? plan_compute_rank(problem, *rank) : plan_rank(problem, *rank);
-  return compute_only ? plan_compute(problem) : plan(problem);
+  if (rank) return compute_only ? plan_compute_rank(problem, *rank) : plan_rank(problem, *rank, options);
+  return compute_only ? plan_compute(problem) : plan(problem, options);
 }
 
 std::string first_comm(const Plan& plan) {
@@ -45,8 +56,35 @@ std::vector<Diagnostic> stuck_ranks(const Plan& compute_only) {
   return simulate(compute_only).problems;
 }
 
+// lowering=, prefetch=, serial_safe= and the cost keywords, as the CLI's
+// --lowering, --prefetch, --serial-safe, --cost, --stage-costs, --comm and
+// --bytes: the schedule's own lowering with those choices.
+LowerOptions lower_options(const PlanMeta& meta, const std::optional<std::string>& lowering,
+                           const py::object& prefetch, bool serial_safe, const py::object& cost,
+                           const py::object& stage_costs, const py::object& comm,
+                           const py::object& bytes) {
+  LoweringChoice choice;
+  if (lowering) {
+    choice.mode = parse_lower_mode(*lowering);
+    if (!choice.mode)
+      throw InputError("unknown lowering '" + *lowering + "' (expected latency-hiding or seed)");
+  }
+  if (!py::isinstance<py::int_>(prefetch) || py::isinstance<py::bool_>(prefetch))
+    throw InputError("prefetch must be an int >= 0 (0: no limit), got " +
+                     py::repr(prefetch).cast<std::string>());
+  const long long cap = prefetch.cast<long long>();
+  if (cap < 0 || cap > (1 << 30))
+    throw InputError("prefetch must be in 0..1073741824 (0: no limit), got " + std::to_string(cap));
+  choice.max_prefetch = static_cast<int>(cap);
+  choice.serial_safe = serial_safe;
+  const SimOptions sim = sim_options(cost, stage_costs, comm, bytes, "rendezvous");
+  return make_lower_options(meta, choice, sim.costs, !comm.is_none());
+}
+
 Plan lower_plan(const Plan& plan, const std::optional<std::string>& send_placement,
-                bool reduce_grad) {
+                bool reduce_grad, const std::optional<std::string>& lowering,
+                const py::object& prefetch, bool serial_safe, const py::object& cost,
+                const py::object& stage_costs, const py::object& comm, const py::object& bytes) {
   if (!plan.is_whole())
     throw InputError("lower needs every rank of the plan; " + plan_name(plan) + " holds " +
                      std::to_string(plan.ranks.size()) + " of " +
@@ -54,7 +92,8 @@ Plan lower_plan(const Plan& plan, const std::optional<std::string>& send_placeme
   if (!plan.is_compute_only())
     throw InputError(plan_name(plan) + " already has communication (" + first_comm(plan) +
                      "); lower takes a compute-only plan, verify() checks this one as written");
-  LowerOptions options = schedule_lowering(plan.meta);
+  LowerOptions options =
+      lower_options(plan.meta, lowering, prefetch, serial_safe, cost, stage_costs, comm, bytes);
   if (send_placement) {
     if (*send_placement == "earliest") options.send_placement = SendPlacement::Earliest;
     else if (*send_placement == "parity") options.send_placement = SendPlacement::ParityStaggered;
@@ -162,11 +201,16 @@ also accepts each row's aliases, case-insensitively).)doc");
   m.def("plan", &make_plan, py::arg("schedule"), py::arg("pp_degree"),
         py::arg("num_microbatches"), py::arg("stages_per_rank") = py::none(),
         py::arg("rank") = py::none(), py::arg("compute_only") = false,
-        py::arg("forward_only") = false,
+        py::arg("forward_only") = false, py::kw_only(), py::arg("lowering") = py::none(),
+        py::arg("prefetch") = 0, py::arg("serial_safe") = false, py::arg("cost") = py::none(),
+        py::arg("stage_costs") = py::none(), py::arg("comm") = py::none(),
+        py::arg("bytes") = 0.0,
         R"doc(Plans a schedule: the compute order of every rank, lowered (SEND/RECV
 inserted, each rank pair in one FIFO order) unless ``compute_only``.
 Equivalent to ``pipeplan plan -s SCHEDULE -p PP -m M [-v V] [-r R] [--compute-only]
-[--forward-only]``.
+[--forward-only] [--lowering ..] [--prefetch N] [--serial-safe] [--cost ..]
+[--stage-costs ..] [--comm ..] [--bytes ..]``; the lowering keywords are
+lower()'s.
 
 schedule          name or alias from schedules(), e.g. "1f1b", "interleaved-1f1b", "zbv"
 pp_degree         number of ranks
@@ -186,16 +230,34 @@ out of range. Prove the result with verify().
     ['0F0', '0SEND_F0', '0F1'])doc");
 
   m.def("lower", &lower_plan, py::arg("plan"), py::arg("send_placement") = py::none(),
-        py::arg("reduce_grad") = false,
+        py::arg("reduce_grad") = false, py::kw_only(), py::arg("lowering") = py::none(),
+        py::arg("prefetch") = 0, py::arg("serial_safe") = false, py::arg("cost") = py::none(),
+        py::arg("stage_costs") = py::none(), py::arg("comm") = py::none(),
+        py::arg("bytes") = 0.0,
         R"doc(Inserts SEND/RECV into a whole compute-only plan, as ``pipeplan lower``:
-each RECV right before its consumer, each rank pair's transfers in one common
-order (deadlock-free under rendezvous and eager transport). A plan of a known
-schedule is lowered exactly as plan() lowers it.
+each rank pair's transfers in one common order (deadlock-free under
+rendezvous and eager transport). A plan of a known schedule is lowered
+exactly as plan() lowers it; with cost keywords, as ``pipeplan lower`` with
+the same options.
 
 send_placement  None (the schedule's own), "earliest" or "parity" (odd ranks
-                hold a forward output until just before their next compute)
+                hold a forward output until just before their next compute;
+                seed lowering only)
 reduce_grad     add <stage>REDUCE_GRAD after each stage's last backward, as
                 torch's own lowering does (needed by torch's compute_comms runtime)
+lowering        None (the schedule's own: seed for gpipe/1f1b, else
+                latency-hiding), "latency-hiding" (receives posted ahead,
+                pair order from the cost model) or "seed" (each RECV right
+                before its consumer)
+prefetch        latency hiding: most receives a rank posts ahead of their
+                consumers (buffers held before use); 0 = no limit
+serial_safe     one transfer order per rank across its peers, so the plan
+                also runs under the serial model
+cost, stage_costs, comm, bytes
+                the cost model a latency-hiding lowering plans for, as in
+                simulate(); without comm (and without a transfer cost from a
+                calibrated stage_costs file) it plans for the nominal transfer
+                latency of 0.25 forward
 
 Raises InputError for a partial plan or one that has comms already, and
 PlanError (with .diagnostics) when the compute order has defects or its ranks

@@ -73,24 +73,6 @@ std::string comm_spec(const py::object& comm) {
   return py::str(comm).cast<std::string>();
 }
 
-// The keywords as the CLI's option text; the library checks and reads them.
-SimOptions sim_options(const py::object& cost, const py::object& stage_costs,
-                       const py::object& comm, const py::object& bytes, const std::string& model,
-                       StageCosts* file = nullptr) {
-  CostOptions given;
-  if (!cost.is_none()) given.cost = cost_spec(cost);
-  if (!stage_costs.is_none()) stage_costs_from(stage_costs, given);
-  if (!comm.is_none()) given.comm = comm_spec(comm);
-  try {
-    given.bytes = py::float_(bytes).cast<double>();
-  } catch (const py::error_already_set&) {
-    throw InputError("bytes '" + py::str(bytes).cast<std::string>() +
-                     "' is not a non-negative number");
-  }
-  given.model = model;
-  return make_sim_options(given, file);
-}
-
 // A simulation result with what produced it, for the report writers.
 struct Simulation {
   py::object plan;  ///< the Plan simulated (kept alive; not copied)
@@ -119,6 +101,7 @@ Simulation run_simulation(const py::object& plan_obj, const py::object& cost,
     throw InputError("give lower=True or compute_only=True, not both");
   std::vector<Diagnostic> defects;
   std::optional<Plan> changed;  // the plan simulated, when not the one given
+  const bool comm_given = !comm.is_none();
   {
     Release release;
     defects = check_structure(given);
@@ -130,7 +113,8 @@ Simulation run_simulation(const py::object& plan_obj, const py::object& cost,
                    list.end());
       changed = std::move(p);
     } else if (defects.empty() && lower_first && given.is_compute_only()) {
-      changed = lower(given, schedule_lowering(given.meta));
+      // Lowered for the costs it is simulated with, as `simulate FILE --lower`.
+      changed = lower(given, make_lower_options(given.meta, {}, s.options.costs, comm_given));
     }
     if (defects.empty()) s.result = simulate(changed ? *changed : given, s.options);
   }
@@ -190,6 +174,24 @@ py::list peaks(const std::vector<RankStats>& ranks) {
 
 }  // namespace
 
+// The keywords as the CLI's option text; the library checks and reads them.
+SimOptions sim_options(const py::object& cost, const py::object& stage_costs,
+                       const py::object& comm, const py::object& bytes, const std::string& model,
+                       StageCosts* file) {
+  CostOptions given;
+  if (!cost.is_none()) given.cost = cost_spec(cost);
+  if (!stage_costs.is_none()) stage_costs_from(stage_costs, given);
+  if (!comm.is_none()) given.comm = comm_spec(comm);
+  try {
+    given.bytes = py::float_(bytes).cast<double>();
+  } catch (const py::error_already_set&) {
+    throw InputError("bytes '" + py::str(bytes).cast<std::string>() +
+                     "' is not a non-negative number");
+  }
+  given.model = model;
+  return make_sim_options(given, file);
+}
+
 void bind_sim(py::module_& m) {
   py::class_<RankStats>(m, "RankStats", "One rank's outcome in a simulation.")
       .def_readonly("rank", &RankStats::rank)
@@ -201,6 +203,9 @@ void bind_sim(py::module_& m) {
                     "Most (stage, microbatch) activations alive at once.")
       .def_readonly("peak_rank_activations", &RankStats::peak_rank_activations,
                     "peak_activations / stages_per_rank (whole-rank units).")
+      .def_readonly("peak_recv_buffers", &RankStats::peak_recv_buffers,
+                    "Most receive buffers held at once: RECVs posted whose consumer has not "
+                    "started (lower(prefetch=N) caps them).")
       .def("__repr__", [](const RankStats& r) {
         std::ostringstream s;
         s << "RankStats(rank=" << r.rank << ", busy=" << r.busy << ", idle=" << r.idle

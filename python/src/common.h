@@ -11,6 +11,7 @@
 
 #include "pipeplan/io.h"
 #include "pipeplan/ir.h"
+#include "pipeplan/simulate.h"
 #include "pipeplan/verify.h"
 
 namespace pipeplan::python {
@@ -43,6 +44,13 @@ std::string read_text_file(const std::string& path);
 CsvReadOptions csv_options(std::optional<int> num_microbatches,
                            const std::optional<std::string>& mapping,
                            const std::optional<std::string>& schedule, bool forward_only);
+/// The cost keywords (cost=, stage_costs=, comm=, bytes=, model=) as the
+/// CLI's --cost, --stage-costs, --comm, --bytes and --model; the library
+/// checks and reads them (make_sim_options). `file`, when given, receives the
+/// stage-costs file as read.
+SimOptions sim_options(const py::object& cost, const py::object& stage_costs,
+                       const py::object& comm, const py::object& bytes, const std::string& model,
+                       StageCosts* file = nullptr);
 /// Joins diagnostics as the CLI prints them.
 std::string describe(const std::vector<Diagnostic>& diagnostics);
 

@@ -1,6 +1,7 @@
 """verify(), check() and lower() against `pipeplan verify` and `pipeplan lower`."""
 
 import json
+import re
 
 import pytest
 
@@ -111,3 +112,91 @@ def test_lower_refusals_match_the_cli(cli, tmp_path, interop_dir):
         ("sim-deadlock", 0, "0B0"), ("sim-deadlock", 1, "1F1")]
     # verify() reports it as diagnostics (the CLI's verify exits 2 with lower's message).
     assert pipeplan.verify(stuck) == info.value.diagnostics
+
+
+LOWERING_CASES = [
+    # (keywords, the CLI's `lower` flags)
+    (dict(lowering="seed"), ["--lowering", "seed"]),
+    (dict(lowering="latency-hiding"), ["--lowering", "latency-hiding"]),
+    (dict(prefetch=2), ["--prefetch", "2"]),
+    (dict(serial_safe=True), ["--serial-safe"]),
+    (dict(comm=1), ["--comm", "1"]),
+    (dict(comm=(0.1, 100), bytes=40), ["--comm", "0.1,100", "--bytes", "40"]),
+    (dict(cost="F=1,B=3,I=2,W=1", comm="0.5"), ["--cost", "F=1,B=3,I=2,W=1", "--comm", "0.5"]),
+    (dict(stage_costs={0: 2.0, 3: 1.5}, comm=0.5, prefetch=3, serial_safe=True),
+     ["--stage-costs", "STAGES", "--comm", "0.5", "--prefetch", "3", "--serial-safe"]),
+    (dict(lowering="latency-hiding", comm=1, prefetch=1), ["--lowering", "latency-hiding", "--comm", "1",
+                                                           "--prefetch", "1"]),
+]
+
+
+@pytest.mark.parametrize("schedule,v", [("1f1b", None), ("interleaved-1f1b", 2), ("zbv", None),
+                                        ("dualpipev", None)])
+@pytest.mark.parametrize("kwargs,flags", LOWERING_CASES)
+def test_lowering_options_are_the_clis(cli, tmp_path, schedule, v, kwargs, flags):
+    compute = pipeplan.plan(schedule, 4, 8, stages_per_rank=v, compute_only=True)
+    path = tmp_path / "c.json"
+    path.write_text(compute.to_json())
+    stages = tmp_path / "stages.csv"
+    stages.write_text("0,2.0\n3,1.5\n")
+    flags = [str(stages) if f == "STAGES" else f for f in flags]
+    lowered = pipeplan.lower(compute, **kwargs)
+    assert lowered.to_json() == cli.out("lower", path, *flags)
+    # plan() takes the same keywords as `pipeplan plan` takes the flags.
+    shape = ["-s", schedule, "-p", 4, "-m", 8] + (["-v", v] if v else [])
+    assert pipeplan.plan(schedule, 4, 8, stages_per_rank=v, **kwargs) == lowered
+    assert pipeplan.plan(schedule, 4, 8, stages_per_rank=v, **kwargs).to_json() == cli.out(
+        "plan", *shape, *flags)
+    assert pipeplan.plan(schedule, 4, 8, stages_per_rank=v, rank=1, **kwargs).ranks[0] == lowered.ranks[1]
+    assert pipeplan.verify(lowered) == [] and pipeplan.verify(lowered, transport="eager") == []
+    if kwargs.get("serial_safe"):
+        assert pipeplan.verify(lowered, transport="serial") == []
+
+
+def test_lowering_choices_change_the_plan():
+    compute = pipeplan.plan("interleaved-1f1b", 4, 8, stages_per_rank=2, compute_only=True)
+    default = pipeplan.lower(compute)
+    assert default == pipeplan.lower(compute, lowering="latency-hiding")  # its schedule's own
+    seed = pipeplan.lower(compute, lowering="seed")
+    assert seed != default
+    # The seed lowering posts each RECV right before its consumer (the next
+    # compute), latency hiding some further ahead.
+    def gaps(plan):
+        out = []
+        for actions in plan.ranks:
+            names = [str(a) for a in actions]
+            for i, a in enumerate(names):
+                m = re.fullmatch(r"(\d+)RECV_[FB](\d+)", a)
+                if m:
+                    nxt = next(n for n in names[i + 1:] if "SEND" not in n and "RECV" not in n)
+                    out.append(re.fullmatch(r"(\d+)[FBI](\d+)", nxt).groups() == m.groups())
+        return out
+    assert all(gaps(seed)) and not all(gaps(default))
+    # gpipe and 1f1b keep the seed order unless asked.
+    compute = pipeplan.plan("1f1b", 4, 8, compute_only=True)
+    assert pipeplan.lower(compute) == pipeplan.lower(compute, lowering="seed")
+    hiding = pipeplan.lower(compute, lowering="latency-hiding", comm=1)
+    assert hiding != pipeplan.lower(compute)
+    # Latency hiding is at least as fast as the seed order on the model it planned for.
+    fast = pipeplan.simulate(hiding, comm=1).makespan
+    assert fast <= pipeplan.simulate(pipeplan.lower(compute), comm=1).makespan
+    assert fast == pipeplan.simulate(compute, comm=1).makespan  # the eager bound
+    # A prefetch cap bounds the receive buffers a rank holds.
+    capped = pipeplan.lower(pipeplan.plan("zbv", 4, 16, compute_only=True), prefetch=1, comm=1)
+    assert max(r.peak_recv_buffers for r in pipeplan.simulate(capped, comm=1).ranks) <= 2
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(lowering="fast"), "unknown lowering 'fast' (expected latency-hiding or seed)"),
+    (dict(prefetch=-1), "prefetch must be in 0..1073741824"),
+    (dict(prefetch=1.5), "prefetch must be an int"),
+    (dict(prefetch=True), "prefetch must be an int"),
+    (dict(comm="x"), "comm latency 'x' is not a non-negative number"),
+    (dict(cost="F=-1"), "F"),
+])
+def test_bad_lowering_options_are_input_errors(kwargs, message):
+    compute = pipeplan.plan("zbv", 2, 4, compute_only=True)
+    with pytest.raises(pipeplan.InputError, match=re.escape(message)):
+        pipeplan.lower(compute, **kwargs)
+    with pytest.raises(pipeplan.InputError, match=re.escape(message)):
+        pipeplan.plan("zbv", 2, 4, **kwargs)

@@ -2,7 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "pipeplan/planner.h"
+#include "pipeplan/cost_options.h"
 
 namespace pipeplan::cli {
 
@@ -23,18 +23,11 @@ void add_lowering_options(CLI::App& app, LoweringArgs& args) {
 
 LowerOptions make_lower_options(const PlanMeta& meta, const LoweringArgs& args,
                                 const CostModel& costs, bool comm_given) {
-  LowerOptions o = schedule_lowering(meta);
-  if (auto mode = parse_lower_mode(args.mode)) o.mode = *mode;
-  o.max_prefetch = args.prefetch;
-  if (args.serial_safe) o.serial_safe = true;
-  if (o.mode == LowerMode::LatencyHiding) {
-    o.costs = costs;
-    if (!comm_given) {
-      o.costs.comm_latency = kNominalLatency;
-      o.costs.comm_bandwidth = 0.0;
-    }
-  }
-  return o;
+  LoweringChoice choice;
+  choice.mode = parse_lower_mode(args.mode);
+  choice.max_prefetch = args.prefetch;
+  choice.serial_safe = args.serial_safe;
+  return pipeplan::make_lower_options(meta, choice, costs, comm_given);
 }
 
 }  // namespace pipeplan::cli

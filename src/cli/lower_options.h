@@ -23,10 +23,10 @@ struct LoweringArgs {
 /// Adds --lowering, --prefetch and --serial-safe.
 void add_lowering_options(CLI::App& app, LoweringArgs& args);
 
-/// How to lower a plan of `meta` (schedule_lowering: the schedule's own
-/// options, the general rule for custom plans) with the user's choices,
-/// planning for `costs` — with kNominalLatency per transfer when `comm_given`
-/// is false.
+/// How to lower a plan of `meta` with the user's choices: the library's
+/// make_lower_options (cost_options.h), planning for `costs`, with
+/// kNominalLatency per transfer when they make transfers free and
+/// `comm_given` (--comm) is false.
 LowerOptions make_lower_options(const PlanMeta& meta, const LoweringArgs& args,
                                 const CostModel& costs, bool comm_given);
 

@@ -33,18 +33,13 @@ std::vector<ComparisonRow> compare_schedules(const CompareRequest& request,
       const Problem problem{row.schedule, request.pp_degree, request.num_microbatches,
                             request.stages_per_rank};
       const PlanMeta meta = resolve(problem);
-      LowerOptions lowering = schedule_lowering(meta);
-      if (request.lowering) lowering.mode = *request.lowering;
-      lowering.max_prefetch = request.max_prefetch;
-      if (request.serial_safe) lowering.serial_safe = true;
-      if (lowering.mode == LowerMode::LatencyHiding) {
-        // Lowered for the per-stage costs it is simulated with.
-        lowering.costs = per_stage(options, meta.stages_per_rank).costs;
-        if (lowering.costs.transfer_time() == 0.0) {
-          lowering.costs.comm_latency = kNominalLatency;
-          lowering.costs.comm_bandwidth = 0.0;
-        }
-      }
+      // Lowered for the per-stage costs it is simulated with.
+      LoweringChoice choice;
+      choice.mode = request.lowering;
+      choice.max_prefetch = request.max_prefetch;
+      choice.serial_safe = request.serial_safe;
+      const LowerOptions lowering = make_lower_options(
+          meta, choice, per_stage(options, meta.stages_per_rank).costs, /*comm_given=*/false);
       p = plan(problem, lowering);
     } catch (const InputError& e) {
       // Shape errors start with the schedule's name; the row names it already.

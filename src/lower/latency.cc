@@ -44,6 +44,7 @@
 
 #include "lower/latency.h"
 #include "lower/pair_order.h"
+#include "lower/producers.h"
 #include "lower/timing.h"
 #include "sim/cost_check.h"
 #include "pipeplan/error.h"
@@ -80,8 +81,10 @@ std::size_t smallest(const std::vector<Seq>& seqs, Less less) {
 class Lowering {
  public:
   Lowering(const Plan& plan, const LowerOptions& options, const CostModel& costs,
-           const Timing& timing, const std::vector<std::vector<double>>& latest)
-      : plan_(plan), options_(options), costs_(costs), timing_(timing), latest_(latest),
+           const ProducerIndex& producers, const Timing& timing,
+           const std::vector<std::vector<double>>& latest)
+      : plan_(plan), options_(options), costs_(costs), producers_(producers), timing_(timing),
+        latest_(latest),
         stages_(plan.meta.num_stages()), mbs_(plan.meta.num_microbatches),
         hop_(costs.transfer_time()) {}
 
@@ -107,29 +110,13 @@ class Lowering {
   std::size_t at(int s, int mb) const { return static_cast<std::size_t>(s) * mbs_ + mb; }
   int rank_of(int s) const { return rank_of_[static_cast<std::size_t>(s)]; }
 
-  // Where F and B/I of each (stage, mb) sit on their rank (the consumers).
   void index_producers() {
     const std::size_t n = static_cast<std::size_t>(stages_) * static_cast<std::size_t>(mbs_);
-    f_idx_.assign(n, -1);
-    bi_idx_.assign(n, -1);
     tid_f_.assign(n, -1);
     tid_b_.assign(n, -1);
     rank_of_.resize(static_cast<std::size_t>(stages_));
     for (int s = 0; s < stages_; ++s) rank_of_[static_cast<std::size_t>(s)] = plan_.meta.rank_of(s);
     memo_.assign(static_cast<std::size_t>(stages_) * 2, -1);
-    for (const auto& list : plan_.ranks)
-      for (std::size_t i = 0; i < list.size(); ++i) {
-        const Action& a = list[i];
-        auto set = [&](std::vector<std::int32_t>& v, int s, int mb) {
-          if (in_range(s, mb)) v[at(s, mb)] = static_cast<std::int32_t>(i);
-        };
-        if (a.type == ActionType::F) set(f_idx_, a.stage, a.microbatch);
-        if (a.type == ActionType::B || a.type == ActionType::I) set(bi_idx_, a.stage, a.microbatch);
-        if (a.type == ActionType::OverlapFB) {
-          set(f_idx_, a.stage, a.microbatch);
-          set(bi_idx_, a.sub_stage, a.sub_microbatch);
-        }
-      }
   }
 
   int direction(int src, int dst, int stage, bool grad) {
@@ -146,6 +133,9 @@ class Lowering {
   // Every transfer, walking each sending rank's list: per direction the ids
   // come out in producer order, which is key order.
   void collect() {
+    std::size_t n_actions = 0;  // a bound on the transfers, but for OVERLAP_F_B's second
+    for (const auto& list : plan_.ranks) n_actions += list.size();
+    xfers_.reserve(n_actions);
     for (int r = 0; r < ranks(); ++r) {
       const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
       const auto& end = timing_.end[static_cast<std::size_t>(r)];
@@ -157,7 +147,9 @@ class Lowering {
           if (to < 0 || to >= stages_) return;
           const int dst = rank_of(to);
           if (dst == r) return;
-          const std::int32_t consumer = grad ? bi_idx_[at(to, mb)] : f_idx_[at(to, mb)];
+          // The consumer of Forward(s) produces Forward(s+1); that of
+          // Grad(s) produces Grad(s-1).
+          const std::int32_t consumer = producers_.of(grad, to, mb);
           if (consumer < 0) return;  // structure checks report a missing consumer
           Xfer x;
           x.t = end[i];
@@ -300,26 +292,28 @@ class Lowering {
       std::pop_heap(heap_.begin(), heap_.end(), deadline_less);
       const std::uint32_t id = heap_.back();
       heap_.pop_back();
-      order_.push_back(id);
+      order_.push_back(id << 1 | (xfers_[id].src < xfers_[id].dst ? 1u : 0u));
       free_at = std::max(free_at, xfers_[id].t) + hop;
     }
     walk_ends(d0, d1);
   }
 
   // Both ends of the pair of directions d0 (and d1, its reverse, or -1) post
-  // their transfers in order_.
+  // their transfers in order_ (id << 1 | 1 when it goes from the lower rank
+  // to the higher).
   void walk_ends(int d0, int d1) {
     for (int d : {d0, d1}) {
       if (d < 0) continue;
       const int r = dirs_[static_cast<std::size_t>(d)].src;
       ops_.clear();
-      for (std::uint32_t id : order_) ops_.push_back(id << 1 | (xfers_[id].src == r ? 1u : 0u));
+      const std::uint32_t up = r < dirs_[static_cast<std::size_t>(d)].dst ? 1u : 0u;  // r sends upwards
+      for (std::uint32_t op : order_) ops_.push_back((op & ~1u) | ((op & 1u) == up ? 1u : 0u));
       walk_history(r);
     }
     if (d1 < 0) {  // one-way pair: the receiving end
       const int r = dirs_[static_cast<std::size_t>(d0)].dst;
       ops_.clear();
-      for (std::uint32_t id : order_) ops_.push_back(id << 1);
+      for (std::uint32_t op : order_) ops_.push_back(op & ~1u);
       walk_history(r);
     }
   }
@@ -432,11 +426,12 @@ class Lowering {
   const Plan& plan_;
   const LowerOptions& options_;
   const CostModel& costs_;  // the planning costs (zero durations made positive)
+  const ProducerIndex& producers_;
   const Timing& timing_;
   const std::vector<std::vector<double>>& latest_;  // latest starts (deadlines)
   int stages_, mbs_;
   std::vector<int> rank_of_;
-  std::vector<std::int32_t> f_idx_, bi_idx_, tid_f_, tid_b_;
+  std::vector<std::int32_t> tid_f_, tid_b_;  // transfer id per sending (stage, mb)
   std::vector<int> memo_;
   std::map<std::pair<int, int>, int> dir_ids_;
   std::vector<Dir> dirs_;
@@ -446,7 +441,7 @@ class Lowering {
   // Per rank: its histories (pair ends, or one with serial_safe), each the
   // ops it posts there in order (id << 1 | 1 for a send).
   std::vector<std::vector<std::vector<std::uint32_t>>> histories_;
-  std::vector<std::uint32_t> heap_, order_;  // scratch of order_pair
+  std::vector<std::uint32_t> heap_, order_;  // scratch of order_pair, walk_ends
   double hop_ = 0.0;                         // transfer time
 };
 
@@ -475,10 +470,11 @@ Plan lower_latency_hiding(const Plan& plan, const LowerOptions& options) {
     throw InputError("lower: the prefetch cap must be >= 0 (0: no limit), got " +
                      std::to_string(options.max_prefetch));
   const CostModel costs = planning_costs(options.costs, plan.meta.num_stages());
-  const Timing timing = time_compute(plan, costs, /*with_end=*/true);
+  const Timing timing = time_compute(plan, costs, TimingFields::End);
   refuse_if_stuck(timing);
-  const auto latest = latest_starts(plan, costs, timing);
-  return Lowering(plan, options, costs, timing, latest).run();
+  const ProducerIndex producers(plan);
+  const auto latest = latest_starts(plan, costs, timing, producers);
+  return Lowering(plan, options, costs, producers, timing, latest).run();
 }
 
 }  // namespace pipeplan::detail

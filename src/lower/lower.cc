@@ -279,7 +279,7 @@ Plan lower(const Plan& plan, const LowerOptions& options) {
   costs.b = given.b;
   costs.i = given.i;
   costs.w = given.w;
-  detail::Timing timing = detail::time_compute(plan, costs, /*with_end=*/false);
+  detail::Timing timing = detail::time_compute(plan, costs, detail::TimingFields::Start);
   detail::refuse_if_stuck(timing);
 
   Transfers tr(plan, timing);

@@ -15,8 +15,9 @@ namespace pipeplan::detail {
 /// `costs`, every transfer going through its pair's stream (`pair_of[id]`),
 /// which carries one transfer at a time: whenever a stream is free it takes,
 /// among the transfers whose producer ended, the one with the earliest
-/// deadline (ties: key_less). Returns each pair's transfer ids in the order
-/// its stream took them. `xfers` of one sending rank must be listed in
+/// deadline (ties: key_less). Returns each pair's transfers in the order its
+/// stream took them, as id << 1 | 1 when the transfer goes from the lower
+/// rank to the higher (id << 1 otherwise). `xfers` of one sending rank must be listed in
 /// producer order (ids ascending with the producer index). Time O(n log p)
 /// for n actions and p ranks, plus O(log k) per transfer for k ready at once.
 std::vector<std::vector<std::uint32_t>> serialized_pair_orders(const Plan& plan, const CostModel& costs,

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "ir/deps.h"
+#include "lower/producers.h"
 #include "pipeplan/error.h"
 
 namespace pipeplan::detail {
@@ -75,15 +76,17 @@ std::string describe_wait(const DoneTable& d, const Action& a) {
 
 }  // namespace
 
-Timing time_compute(const Plan& plan, const CostModel& costs, bool with_end) {
+Timing time_compute(const Plan& plan, const CostModel& costs, TimingFields fields) {
+  const bool with_start = fields != TimingFields::End, with_end = fields != TimingFields::Start;
   const PlanMeta& meta = plan.meta;
   const int n_ranks = static_cast<int>(plan.ranks.size());
   DoneTable done(meta, costs.transfer_time());
+  const Durations duration(costs, meta.num_stages());
   Timing t;
-  t.start.resize(plan.ranks.size());
+  if (with_start) t.start.resize(plan.ranks.size());
   if (with_end) t.end.resize(plan.ranks.size());
   for (std::size_t r = 0; r < plan.ranks.size(); ++r) {
-    t.start[r].assign(plan.ranks[r].size(), 0.0);
+    if (with_start) t.start[r].assign(plan.ranks[r].size(), 0.0);
     if (with_end) t.end[r].assign(plan.ranks[r].size(), 0.0);
   }
   std::vector<std::size_t> pc(plan.ranks.size(), 0);
@@ -112,8 +115,8 @@ Timing time_compute(const Plan& plan, const CostModel& costs, bool with_end) {
       double ready = is_compute(a.type) ? ready_time(done, a) : 0.0;
       if (ready < 0) break;  // woken again when a producer finishes
       double s = std::max(free_at[ru], ready);
-      double e = s + costs.duration(a);
-      t.start[ru][pc[ru]] = s;
+      double e = s + duration(a);
+      if (with_start) t.start[ru][pc[ru]] = s;
       if (with_end) t.end[ru][pc[ru]] = e;
       free_at[ru] = e;
       deps::for_each_output(a, [&](const deps::Value& v) {
@@ -144,30 +147,21 @@ Timing time_compute(const Plan& plan, const CostModel& costs, bool with_end) {
 namespace pipeplan::detail {
 
 std::vector<std::vector<double>> latest_starts(const Plan& plan, const CostModel& costs,
-                                               const Timing& timing) {
+                                               const Timing& timing, const ProducerIndex& producers) {
   const PlanMeta& meta = plan.meta;
-  const int S = meta.num_stages(), M = meta.num_microbatches;
+  const int S = meta.num_stages();
   const std::size_t n_ranks = plan.ranks.size();
-  auto in_range = [&](int s, int mb) { return s >= 0 && s < S && mb >= 0 && mb < M; };
-  auto at = [&](int s, int mb) { return static_cast<std::size_t>(s) * M + mb; };
-  // Where F and B/I of each (stage, mb) sit, and their latest starts once known.
-  const std::size_t n_keys = static_cast<std::size_t>(S) * static_cast<std::size_t>(M);
-  std::vector<double> ls_f(n_keys, kNotDone), ls_bi(n_keys, kNotDone);
-  std::vector<char> exists_f(n_keys, 0), exists_bi(n_keys, 0);
   double makespan = 0.0;
-  for (std::size_t r = 0; r < n_ranks; ++r) {
-    for (const Action& a : plan.ranks[r]) {
-      if (a.type == ActionType::F || a.type == ActionType::OverlapFB)
-        if (in_range(a.stage, a.microbatch)) exists_f[at(a.stage, a.microbatch)] = 1;
-      if (a.type == ActionType::B || a.type == ActionType::I)
-        if (in_range(a.stage, a.microbatch)) exists_bi[at(a.stage, a.microbatch)] = 1;
-      if (a.type == ActionType::OverlapFB && in_range(a.sub_stage, a.sub_microbatch))
-        exists_bi[at(a.sub_stage, a.sub_microbatch)] = 1;
-    }
+  for (std::size_t r = 0; r < n_ranks; ++r)
     for (double e : timing.end[r]) makespan = std::max(makespan, e);
-  }
   const double hop = costs.transfer_time();
-  auto hop_between = [&](int s, int t) { return meta.rank_of(s) != meta.rank_of(t) ? hop : 0.0; };
+  std::vector<double> hop_after(static_cast<std::size_t>(std::max(S, 1)), 0.0);  // stages s, s+1
+  std::vector<std::size_t> rank_of(static_cast<std::size_t>(std::max(S, 1)), 0);
+  for (int s = 0; s < S; ++s) {
+    rank_of[static_cast<std::size_t>(s)] = static_cast<std::size_t>(meta.rank_of(s));
+    if (s + 1 < S) hop_after[static_cast<std::size_t>(s)] = meta.rank_of(s) != meta.rank_of(s + 1) ? hop : 0.0;
+  }
+  const Durations duration(costs, S);
 
   std::vector<std::vector<double>> ls(n_ranks);
   for (std::size_t r = 0; r < n_ranks; ++r) ls[r].assign(plan.ranks[r].size(), 0.0);
@@ -178,29 +172,29 @@ std::vector<std::vector<double>> latest_starts(const Plan& plan, const CostModel
   for (std::size_t r = 0; r < n_ranks; ++r) work.push_back(r);
   auto wake = [&](int stage) {
     if (stage < 0 || stage >= S) return;
-    const auto r = static_cast<std::size_t>(meta.rank_of(stage));
+    const std::size_t r = rank_of[static_cast<std::size_t>(stage)];
     if (r < n_ranks && !queued[r]) {
       queued[r] = 1;
       work.push_back(r);
     }
   };
-  // The latest finish a produced value allows: its consumers' latest starts
-  // less the transfer; kNotDone while a consumer is unsettled.
+  // The latest finish a produced value allows: its consumer's latest start
+  // (the consumer of Forward(s) produces Forward(s+1), that of Grad(s)
+  // produces Grad(s-1)) less the transfer; kNotDone while it is unsettled.
+  auto bound_by = [&](int stage, std::int32_t consumer, double hop_to, double lf) {
+    if (consumer < 0) return lf;
+    const std::size_t r = rank_of[static_cast<std::size_t>(stage)];
+    if (r >= n_ranks || static_cast<std::size_t>(consumer) >= ls[r].size()) return lf;
+    if (static_cast<std::size_t>(consumer) < left[r]) return kNotDone;
+    return std::min(lf, ls[r][static_cast<std::size_t>(consumer)] - hop_to);
+  };
   auto after_forward = [&](int s, int mb, double lf) {
-    if (s + 1 < S && exists_f[at(s + 1, mb)]) {
-      const double c = ls_f[at(s + 1, mb)];
-      if (c == kNotDone) return kNotDone;
-      lf = std::min(lf, c - hop_between(s, s + 1));
-    }
-    return lf;
+    if (s < 0 || s + 1 >= S) return lf;
+    return bound_by(s + 1, producers.forward(s + 1, mb), hop_after[static_cast<std::size_t>(s)], lf);
   };
   auto after_backward = [&](int s, int mb, double lf) {
-    if (s > 0 && exists_bi[at(s - 1, mb)]) {
-      const double c = ls_bi[at(s - 1, mb)];
-      if (c == kNotDone) return kNotDone;
-      lf = std::min(lf, c - hop_between(s - 1, s));
-    }
-    return lf;
+    if (s <= 0 || s >= S) return lf;
+    return bound_by(s - 1, producers.grad(s - 1, mb), hop_after[static_cast<std::size_t>(s - 1)], lf);
   };
   while (!work.empty()) {
     const std::size_t r = work.front();
@@ -218,21 +212,11 @@ std::vector<std::vector<double>> latest_starts(const Plan& plan, const CostModel
         lf = after_backward(a.stage, a.microbatch, lf);
       if (lf != kNotDone && a.type == ActionType::OverlapFB) lf = after_backward(a.sub_stage, a.sub_microbatch, lf);
       if (lf == kNotDone) break;  // woken when that consumer settles
-      const double start = lf - costs.duration(a);
-      ls[r][i] = start;
-      if (a.type == ActionType::F || a.type == ActionType::OverlapFB) {
-        if (in_range(a.stage, a.microbatch)) ls_f[at(a.stage, a.microbatch)] = start;
-        wake(a.stage - 1);
-      }
-      if (a.type == ActionType::B || a.type == ActionType::I) {
-        if (in_range(a.stage, a.microbatch)) ls_bi[at(a.stage, a.microbatch)] = start;
-        wake(a.stage + 1);
-      }
-      if (a.type == ActionType::OverlapFB) {
-        if (in_range(a.sub_stage, a.sub_microbatch)) ls_bi[at(a.sub_stage, a.sub_microbatch)] = start;
-        wake(a.sub_stage + 1);
-      }
+      ls[r][i] = lf - duration(a);
       --left[r];
+      if (a.type == ActionType::F || a.type == ActionType::OverlapFB) wake(a.stage - 1);
+      if (a.type == ActionType::B || a.type == ActionType::I) wake(a.stage + 1);
+      if (a.type == ActionType::OverlapFB) wake(a.sub_stage + 1);
     }
   }
   return ls;

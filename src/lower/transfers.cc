@@ -6,30 +6,10 @@ namespace pipeplan::detail {
 
 Transfers::Transfers(const Plan& compute, const Timing& timing)
     : plan_(compute), timing_(timing), stages_(compute.meta.num_stages()),
-      mbs_(compute.meta.num_microbatches) {
-  const auto n_keys = static_cast<std::size_t>(stages_) * static_cast<std::size_t>(mbs_);
+      mbs_(compute.meta.num_microbatches), producers_(compute) {
   rank_of_.resize(static_cast<std::size_t>(stages_));
   for (int s = 0; s < stages_; ++s) rank_of_[static_cast<std::size_t>(s)] = compute.meta.rank_of(s);
   memo_.assign(static_cast<std::size_t>(stages_) * 2, {-1, -1});
-
-  // Producers: the index of F and of B/I per (stage, mb); the last one wins.
-  f_idx_.assign(n_keys, -1);
-  bi_idx_.assign(n_keys, -1);
-  auto in_range = [&](int s, int mb) { return s >= 0 && s < stages_ && mb >= 0 && mb < mbs_; };
-  auto at = [&](int s, int mb) { return static_cast<std::size_t>(s) * mbs_ + mb; };
-  for (const auto& list : compute.ranks)
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      const Action& a = list[i];
-      auto set = [&](std::vector<std::int32_t>& v, int s, int mb) {
-        if (in_range(s, mb)) v[at(s, mb)] = static_cast<std::int32_t>(i);
-      };
-      if (a.type == ActionType::F) set(f_idx_, a.stage, a.microbatch);
-      if (a.type == ActionType::B || a.type == ActionType::I) set(bi_idx_, a.stage, a.microbatch);
-      if (a.type == ActionType::OverlapFB) {
-        set(f_idx_, a.stage, a.microbatch);
-        set(bi_idx_, a.sub_stage, a.sub_microbatch);
-      }
-    }
 
   // Two passes (count, then fill) so every direction is one exact range.
   std::vector<std::size_t> count;
@@ -47,9 +27,8 @@ Transfers::Transfers(const Plan& compute, const Timing& timing)
   send_pos_.assign(total, 0);
   for_each_input([&](int r, std::size_t i, int from_stage, int mb, bool grad, int src) {
     Dir& d = dirs_[static_cast<std::size_t>(direction(src, r, from_stage, grad))];
-    const auto k = static_cast<std::size_t>(from_stage) * mbs_ + mb;
     entries_[d.end++] = {static_cast<std::uint32_t>(i) << 1 | (grad ? 1u : 0u),
-                         grad ? bi_idx_[k] : f_idx_[k]};
+                         producers_.of(grad, from_stage, mb)};
   });
   for (const Dir& d : dirs_) sort_direction(d);
 
@@ -74,8 +53,7 @@ void Transfers::for_each_input(F&& f) const {
         if (from_stage < 0 || from_stage >= stages_ || mb < 0 || mb >= mbs_) return;
         const int src = rank_of_[static_cast<std::size_t>(from_stage)];
         if (src == rank) return;
-        const auto k = static_cast<std::size_t>(from_stage) * mbs_ + mb;
-        if ((grad ? bi_idx_[k] : f_idx_[k]) < 0) return;  // structure checks report it
+        if (producers_.of(grad, from_stage, mb) < 0) return;  // structure checks report it
         f(rank, i, from_stage, mb, grad, src);
       };
       auto fwd = [&](int s, int mb) {

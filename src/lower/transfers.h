@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "lower/producers.h"
 #include "lower/timing.h"
 #include "pipeplan/ir.h"
 
@@ -96,7 +97,7 @@ class Transfers {
   const Timing& timing_;
   int stages_ = 0, mbs_ = 0;
   std::vector<int> rank_of_;              // per stage
-  std::vector<std::int32_t> f_idx_, bi_idx_;  // producer index per (stage, mb)
+  ProducerIndex producers_;
   std::vector<Dir> dirs_;
   std::map<std::pair<int, int>, int> dir_ids_;
   std::vector<std::pair<int, int>> memo_;  // per (from_stage, grad): (dst, direction)

@@ -386,9 +386,13 @@ Plan plan(const Problem& problem, const LowerOptions& options) {
 }
 
 Plan plan_rank(const Problem& problem, int rank) {
+  return plan_rank(problem, rank, schedule_lowering(resolve(problem)));
+}
+
+Plan plan_rank(const Problem& problem, int rank, const LowerOptions& options) {
   // Lowering orders each pair's transfers by a whole-pipeline timing, so one
   // rank's program needs every rank's compute order: plan all, keep one.
-  Plan whole = plan(problem);
+  Plan whole = plan(problem, options);
   if (rank < 0 || rank >= whole.meta.pp_degree)
     throw InputError("rank " + std::to_string(rank) + " is out of range for pp_degree " +
                      std::to_string(whole.meta.pp_degree) + " (valid: 0.." +
