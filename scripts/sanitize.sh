@@ -4,7 +4,9 @@
 #    Sanitizer, and every core test run under them (any report fails);
 # 2. with clang's libFuzzer available, the fuzz targets in the same build,
 #    each fuzzed for PIPEPLAN_FUZZ_SECONDS (default 25) from its seeds.
-# Build dir: build-sanitize (PIPEPLAN_SANITIZE_BUILD overrides).
+# Build dir: build-sanitize (PIPEPLAN_SANITIZE_BUILD overrides). The Python
+# module (a sanitized .so cannot load into a plain interpreter) and the
+# install consumers (built without the sanitizer runtime) are left out.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${PIPEPLAN_SANITIZE_BUILD:-$root/build-sanitize}"
@@ -24,7 +26,8 @@ fi
 start=$(date +%s)
 if [ ! -f "$build/CMakeCache.txt" ]; then
   CXX="$cxx" cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DPIPEPLAN_WITH_TORCH=OFF -DPIPEPLAN_SANITIZE=ON -DPIPEPLAN_FUZZ="$fuzz" >&2
+    -DPIPEPLAN_WITH_TORCH=OFF -DPIPEPLAN_WITH_PYTHON=OFF -DPIPEPLAN_INSTALL=OFF \
+    -DPIPEPLAN_SANITIZE=ON -DPIPEPLAN_FUZZ="$fuzz" >&2
 fi
 log="$build/build.log"
 if ! cmake --build "$build" -j "$jobs" > "$log" 2>&1; then

@@ -14,12 +14,15 @@ namespace pipeplan {
 struct ComparisonRow {
   std::string schedule;
   int stages_per_rank = 0;
+  std::vector<int> partition;        ///< layers per stage (with a layer profile)
   std::string skipped;               ///< why the shape was rejected ("" when it ran)
   std::vector<Diagnostic> problems;  ///< why the simulation failed, if it did
   double makespan = 0.0, bubble_fraction = 0.0;
   std::vector<RankStats> ranks;
   /// Largest peak over ranks, in whole-rank activation units.
   double peak_rank_activations() const;
+  /// Largest peak_memory over ranks.
+  double peak_memory() const;
 };
 
 /// Orders rows that ran by makespan (ties keep their order), then failed

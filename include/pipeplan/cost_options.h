@@ -10,6 +10,7 @@
 
 #include "pipeplan/compare.h"
 #include "pipeplan/lower.h"
+#include "pipeplan/profile.h"
 #include "pipeplan/simulate.h"
 
 namespace pipeplan {
@@ -65,6 +66,11 @@ struct CompareRequest {
   int num_microbatches = 8;
   int stages_per_rank = 0;
   std::vector<std::string> schedules;
+  /// A layer profile: each schedule splits this one model into its own
+  /// p x v stages (balanced partition, in ComparisonRow::partition) and
+  /// stages cost the sums of their layers; the options' compute costs are
+  /// then unused and no 1/v rule applies.
+  std::optional<LayerProfile> layers;
   /// How a skipped row's shape fix spells pp_degree, num_microbatches and
   /// stages_per_rank (ShapeError::message); the CLI says -p, -m, -v.
   std::string shape_names[3] = {"pp_degree", "num_microbatches", "stages_per_rank"};

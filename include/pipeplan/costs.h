@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "pipeplan/ir.h"
 
@@ -28,6 +29,14 @@ struct CostModel {
   double comm_latency = 0.0;
   double comm_bandwidth = 0.0;  ///< bytes per time unit; 0 = infinite
   double transfer_bytes = 0.0;  ///< size of every transfer
+  /// Activation size of one microbatch of each stage (a layer profile's
+  /// unit); empty: every stage holds 1.
+  std::vector<double> stage_memory;
+
+  /// Activation size of one microbatch of `stage`.
+  double memory(int stage) const {
+    return stage_memory.empty() ? 1.0 : stage_memory[static_cast<std::size_t>(stage)];
+  }
 
   /// Duration of a compute action (0 for SEND/RECV and pass-through types).
   double duration(const Action& a) const;

@@ -94,6 +94,9 @@ struct PlanMeta {
   StageMapping mapping = StageMapping::Loop;
   /// An inference plan: forwards only (F, SEND_F, RECV_F), no backward owed.
   bool forward_only = false;
+  /// Layers per stage when the plan was made for a layer profile (JSON
+  /// "partition"); empty when the plan records none.
+  std::vector<int> partition;
 
   int num_stages() const { return pp_degree * stages_per_rank; }
   /// Rank owning `stage` (precondition: 0 <= stage < num_stages()).
@@ -105,7 +108,7 @@ struct PlanMeta {
     return a.schedule == b.schedule && a.pp_degree == b.pp_degree &&
            a.num_microbatches == b.num_microbatches &&
            a.stages_per_rank == b.stages_per_rank && a.mapping == b.mapping &&
-           a.forward_only == b.forward_only;
+           a.forward_only == b.forward_only && a.partition == b.partition;
   }
 };
 

@@ -17,6 +17,8 @@ inline constexpr int kMaxRanks = 65536;
 inline constexpr int kMaxStagesPerRank = 4096;
 /// Stages in all (pp_degree x stages_per_rank); also bounds a stage number.
 inline constexpr int kMaxStages = 1 << 20;
+/// Layers of a layer profile (and of a plan's partition).
+inline constexpr int kMaxLayers = 1 << 20;
 /// Microbatches; also bounds a microbatch number.
 inline constexpr int kMaxMicrobatches = 1 << 20;
 /// stages x microbatches. Each (stage, microbatch) costs 2-3 compute actions

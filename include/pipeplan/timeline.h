@@ -31,6 +31,9 @@ struct RankStats {
   int peak_activations = 0;
   /// The same in whole-rank units: peak_activations / stages_per_rank.
   double peak_rank_activations = 0.0;
+  /// Most activation memory alive at once: the same count weighted by each
+  /// stage's CostModel::memory (equal to peak_activations without a profile).
+  double peak_memory = 0.0;
   /// Most receive buffers held at once: RECVs posted whose consumer has not
   /// started (a prefetched receive holds its buffer from its post).
   int peak_recv_buffers = 0;

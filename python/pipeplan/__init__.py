@@ -10,9 +10,10 @@ verifier and simulator as the ``pipeplan`` CLI, with the CLI's messages.
     >>> pipeplan.simulate(plan, cost="F=1,B=2").makespan
     >>> pipeplan.verify(pipeplan.from_torch(schedule.pipeline_order_with_comms))
 
-Functions: plan, lower, verify, check, simulate, compare, loads, read,
-from_torch, to_torch_csv, schedules. Types: Plan, PlanMeta, Action,
-Diagnostic, SimResult, RankStats, Comparison, ComparisonRow, ScheduleInfo.
+Functions: plan, lower, verify, check, simulate, compare, search, loads, read,
+read_layers, from_torch, to_torch_csv, schedules. Types: Plan, PlanMeta,
+Action, Diagnostic, SimResult, RankStats, Comparison, ComparisonRow,
+ScheduleInfo, Layer, LayerProfile, SearchResult, LibraryRun.
 Errors (pipeplan.errors): Error > InputError > ShapeError; Error > PlanError;
 Error > InternalError.
 """
@@ -26,10 +27,14 @@ from ._pipeplan import (
     Comparison,
     ComparisonRow,
     Diagnostic,
+    Layer,
+    LayerProfile,
+    LibraryRun,
     Plan,
     PlanMeta,
     RankStats,
     ScheduleInfo,
+    SearchResult,
     SimResult,
     __version__,
     check,
@@ -39,7 +44,9 @@ from ._pipeplan import (
     lower,
     plan,
     read,
+    read_layers,
     schedules,
+    search,
     simulate,
     to_torch_csv,
     verify,
@@ -53,11 +60,15 @@ __all__ = [
     "Error",
     "InputError",
     "InternalError",
+    "Layer",
+    "LayerProfile",
+    "LibraryRun",
     "Plan",
     "PlanError",
     "PlanMeta",
     "RankStats",
     "ScheduleInfo",
+    "SearchResult",
     "ShapeError",
     "SimResult",
     "__version__",
@@ -69,7 +80,9 @@ __all__ = [
     "lower",
     "plan",
     "read",
+    "read_layers",
     "schedules",
+    "search",
     "simulate",
     "to_torch_csv",
     "verify",

@@ -90,10 +90,17 @@ std::string failure_message(const SimResult& r, const SimOptions& o) {
 Simulation run_simulation(const py::object& plan_obj, const py::object& cost,
                           const py::object& stage_costs, const py::object& comm,
                           const py::object& bytes, const std::string& model, bool lower_first,
-                          bool compute_only, bool check) {
+                          bool compute_only, bool check, const py::object& layers) {
   const Plan& given = plan_obj.cast<const Plan&>();
   Simulation s;
   s.options = sim_options(cost, stage_costs, comm, bytes, model);
+  // A layer profile: stages cost the sums of their layers (the plan's
+  // recorded partition, else the balanced one), as --layers.
+  if (!layers.is_none()) {
+    const LayerProfile profile = layers_from(layers);
+    s.options.costs =
+        pipeplan::stage_costs(profile, partition_for(profile, given.meta), s.options.costs);
+  }
   if (!given.is_whole())
     throw InputError("the plan holds " + std::to_string(given.ranks.size()) + " of " +
                      std::to_string(given.meta.pp_degree) + " ranks; simulating needs every rank");
@@ -113,7 +120,8 @@ Simulation run_simulation(const py::object& plan_obj, const py::object& cost,
                    list.end());
       changed = std::move(p);
     } else if (defects.empty() && lower_first && given.is_compute_only()) {
-      // Lowered for the costs it is simulated with, as `simulate FILE --lower`.
+      // Lowered for the costs it is simulated with (a layer profile's stage
+      // sums with layers=), as `simulate FILE --lower`.
       changed = lower(given, make_lower_options(given.meta, {}, s.options.costs, comm_given));
     }
     if (defects.empty()) s.result = simulate(changed ? *changed : given, s.options);
@@ -135,7 +143,7 @@ Comparison run_comparison(int pp_degree, int num_microbatches, std::optional<int
                           const std::optional<std::vector<std::string>>& names_given,
                           const py::object& cost, const py::object& stage_costs,
                           const py::object& comm, const py::object& bytes,
-                          const std::string& model) {
+                          const std::string& model, const py::object& layers) {
   Comparison c;
   c.pp_degree = pp_degree;
   c.num_microbatches = num_microbatches;
@@ -144,6 +152,7 @@ Comparison run_comparison(int pp_degree, int num_microbatches, std::optional<int
   if (file.absolute) use_rank_share(c.options, file);
   CompareRequest request{pp_degree, num_microbatches, stages_per_rank.value_or(0),
                          names_given.value_or(std::vector<std::string>{})};
+  if (!layers.is_none()) request.layers = layers_from(layers);
   {
     Release release;
     c.rows = compare_schedules(request, c.options);
@@ -203,6 +212,9 @@ void bind_sim(py::module_& m) {
                     "Most (stage, microbatch) activations alive at once.")
       .def_readonly("peak_rank_activations", &RankStats::peak_rank_activations,
                     "peak_activations / stages_per_rank (whole-rank units).")
+      .def_readonly("peak_memory", &RankStats::peak_memory,
+                    "Most activation memory alive at once, in a layer profile's unit (without "
+                    "one: peak_activations).")
       .def_readonly("peak_recv_buffers", &RankStats::peak_recv_buffers,
                     "Most receive buffers held at once: RECVs posted whose consumer has not "
                     "started (lower(prefetch=N) caps them).")
@@ -234,6 +246,14 @@ A simulation: ``makespan``, ``bubble_fraction``, ``ranks`` (RankStats),
             return out;
           },
           "Per rank, the peak in whole-rank units (peak / stages_per_rank).")
+      .def_property_readonly(
+          "peak_memory",
+          [](const Simulation& s) {
+            double peak = 0;
+            for (const RankStats& r : s.result.ranks) peak = std::max(peak, r.peak_memory);
+            return peak;
+          },
+          "Largest peak activation memory over ranks (a layer profile's unit).")
       .def_property_readonly("ok", [](const Simulation& s) { return s.result.ok(); },
                              "True when every rank ran to the end of its list.")
       .def_property_readonly("problems", [](const Simulation& s) { return s.result.problems; },
@@ -292,7 +312,7 @@ A simulation: ``makespan``, ``bubble_fraction``, ``ranks`` (RankStats),
   m.def("simulate", &run_simulation, py::arg("plan"), py::kw_only(), py::arg("cost") = py::none(),
         py::arg("stage_costs") = py::none(), py::arg("comm") = py::none(),
         py::arg("bytes") = 0.0, py::arg("model") = "rendezvous", py::arg("lower") = false,
-        py::arg("compute_only") = false, py::arg("check") = true,
+        py::arg("compute_only") = false, py::arg("check") = true, py::arg("layers") = py::none(),
         R"doc(Runs a whole plan through the cost model, as ``pipeplan simulate``. The
 keyword arguments are the CLI's options:
 
@@ -305,6 +325,10 @@ bytes         --bytes: size of every transfer (for the bandwidth)
 model         --model: "rendezvous", "eager" or "serial"
 lower         --lower: lower a compute-only plan first
 compute_only  --compute-only: drop SEND/RECV; values move when produced
+layers        --layers: a layer profile (CSV path "name,F,B,W,activation",
+              read_layers() result, or rows); stages cost the sums of their
+              layers (the plan's partition, else the balanced one) and
+              peak_memory is in its activation unit
 
 Raises InputError for bad options or a partial plan, and PlanError (with
 .diagnostics) when the plan is invalid or, with check=True, cannot run to
@@ -317,6 +341,10 @@ completion (check=False returns the failed result: .ok False, .problems).
   py::class_<ComparisonRow>(m, "ComparisonRow", "One schedule's row in compare().")
       .def_readonly("schedule", &ComparisonRow::schedule)
       .def_readonly("stages_per_rank", &ComparisonRow::stages_per_rank)
+      .def_readonly("partition", &ComparisonRow::partition,
+                    "Layers per stage (with layers=; empty otherwise).")
+      .def_property_readonly("peak_memory", &ComparisonRow::peak_memory,
+                             "Largest peak activation memory over ranks (layers= unit).")
       .def_property_readonly(
           "skipped",
           [](const ComparisonRow& r) {
@@ -378,10 +406,13 @@ skipped schedules last), ``best`` (the first row that ran), ``to_text()`` and
         py::arg("stages_per_rank") = py::none(), py::kw_only(), py::arg("schedules") = py::none(),
         py::arg("cost") = py::none(), py::arg("stage_costs") = py::none(),
         py::arg("comm") = py::none(), py::arg("bytes") = 0.0, py::arg("model") = "rendezvous",
+        py::arg("layers") = py::none(),
         R"doc(Plans and simulates every schedule (or the ``schedules`` named) on one
 shape, as ``pipeplan compare``; the cost options are simulate()'s. The costs
 are one rank's share of the model: a schedule with v stages per rank runs
-each stage at 1/v of them. Schedules that reject the shape are listed as
+each stage at 1/v of them; with ``layers`` (a layer profile, as simulate())
+each schedule splits that one model into its own p x v stages instead
+(ComparisonRow.partition, .peak_memory). Schedules that reject the shape are listed as
 skipped. Raises InputError for an unknown name or when no schedule accepts
 the shape.
 

@@ -11,6 +11,7 @@
 
 #include "pipeplan/io.h"
 #include "pipeplan/ir.h"
+#include "pipeplan/profile.h"
 #include "pipeplan/simulate.h"
 #include "pipeplan/verify.h"
 
@@ -29,6 +30,7 @@ void bind_errors(py::module_& m);
 void bind_ir(py::module_& m);
 void bind_passes(py::module_& m);
 void bind_sim(py::module_& m);
+void bind_search(py::module_& m);
 void bind_torch(py::module_& m);
 
 /// "rendezvous" | "eager" | "serial"; InputError naming the choices otherwise.
@@ -51,6 +53,9 @@ CsvReadOptions csv_options(std::optional<int> num_microbatches,
 SimOptions sim_options(const py::object& cost, const py::object& stage_costs,
                        const py::object& comm, const py::object& bytes, const std::string& model,
                        StageCosts* file = nullptr);
+/// The layers= argument: a CSV path, a LayerProfile, or (name, F, B, W,
+/// activation) rows / dicts; read by the library's CSV reader.
+LayerProfile layers_from(const py::object& layers);
 /// Joins diagnostics as the CLI prints them.
 std::string describe(const std::vector<Diagnostic>& diagnostics);
 

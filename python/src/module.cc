@@ -115,6 +115,7 @@ PYBIND11_MODULE(_pipeplan, m) {
   pp::bind_ir(m);
   pp::bind_passes(m);
   pp::bind_sim(m);
+  pp::bind_search(m);
   pp::bind_torch(m);
   m.attr("__name__") = own_name;
 }

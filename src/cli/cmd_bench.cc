@@ -1,12 +1,17 @@
 // pipeplan bench: the performance benchmark (bench/bench.h, docs/performance.md).
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <filesystem>
 #include <iostream>
 
 #include "bench/bench.h"
 #include "bench/latency.h"
+#include "bench/search_bench.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "pipeplan/error.h"
+#include "pipeplan/profile.h"
 
 namespace pipeplan::cli {
 
@@ -27,16 +32,46 @@ std::function<int()> setup_bench(CLI::App& app) {
   app.add_flag("--no-memory", [o](std::int64_t) { o->memory = false; },
                "Skip the per-pass peak-RSS measurement (one forked run per pass)");
   app.add_flag("--csv", o->csv, "One CSV row per case and pass instead of the tables");
+  auto search_dir = std::make_shared<std::string>();
+  auto so = std::make_shared<bench::SearchBenchOptions>();
+  app.add_option("--search", *search_dir,
+                 "Instead: benchmark `pipeplan search` on every *.csv layer profile in this "
+                 "directory (-p, -m; default 8 and 32) at --budgets x 1F1B's peak (docs/search.md)");
+  app.add_option("--budgets", so->budgets, "--search: memory budgets as multiples of 1F1B's peak")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  app.add_option("--comm", so->comm, "--search: transfer times to try, e.g. --comm 0,0.5")
+      ->delimiter(',')
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--time-limit", so->time_limit, "--search: each search's time limit in seconds")
+      ->check(CLI::PositiveNumber);
   auto latency = std::make_shared<bool>(false);
   app.add_flag("--latency", *latency,
                "Instead: each lowering's rendezvous makespan against the eager bound and torch's "
                "lowering, every schedule (or -s) over p 2..8, m 1..32, v 1..4 and four transfer costs");
-  return [o, latency]() {
+  return [o, so, search_dir, latency, &app]() {
     if (*latency) {
       bench::LatencyBenchOptions l;
       l.schedules = o->schedules;
       l.csv = o->csv;
       bench::run_latency_bench(l, std::cout);
+      return kExitOk;
+    }
+    if (!search_dir->empty()) {
+      namespace fs = std::filesystem;
+      std::vector<fs::path> files;
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(*search_dir, ec))
+        if (e.path().extension() == ".csv") files.push_back(e.path());
+      if (ec) throw InputError("--search " + *search_dir + ": " + ec.message());
+      std::sort(files.begin(), files.end());
+      if (files.empty()) throw InputError("--search " + *search_dir + ": no *.csv layer profiles");
+      std::vector<std::pair<std::string, LayerProfile>> profiles;
+      for (const auto& f : files)
+        profiles.emplace_back(f.stem().string(), parse_layer_profile(read_input(f.string()), f.string()));
+      if (app.count("--pp") > 0) so->pp = o->pp;
+      if (app.count("--microbatches") > 0 && !o->microbatches.empty()) so->microbatches = o->microbatches.front();
+      bench::run_search_bench(profiles, *so, std::cout);
       return kExitOk;
     }
     bench::run_bench(*o, std::cout);

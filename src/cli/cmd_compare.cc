@@ -62,6 +62,7 @@ std::function<int()> setup_compare(CLI::App& app) {
     request.lowering = parse_lower_mode(args->lowering.mode);
     request.max_prefetch = args->lowering.prefetch;
     request.serial_safe = args->lowering.serial_safe;
+    request.layers = load_layers(args->costs);
     const std::vector<ComparisonRow> rows = compare_schedules(request, options);
     Output out(args->output);
     if (args->format == "json")

@@ -15,6 +15,7 @@ const std::vector<Command>& commands() {
       {"lower", "Insert SEND/RECV into a compute-only plan file (torch CSV or JSON)", setup_lower},
       {"convert", "Convert a plan file between json, csv (torch) and text", setup_convert},
       {"calibrate", "Measured per-stage costs of a traced run, for simulate --stage-costs", setup_calibrate},
+      {"search", "Find the fastest verified plan for a layer profile under a memory budget", setup_search},
       {"bench", "Time every pass at scale: throughput, memory, scaling (docs/performance.md)", setup_bench},
   };
   return table;

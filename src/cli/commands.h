@@ -34,5 +34,6 @@ std::function<int()> setup_lower(CLI::App& app);
 std::function<int()> setup_convert(CLI::App& app);
 std::function<int()> setup_bench(CLI::App& app);
 std::function<int()> setup_calibrate(CLI::App& app);
+std::function<int()> setup_search(CLI::App& app);
 
 }  // namespace pipeplan::cli

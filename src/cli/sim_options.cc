@@ -21,6 +21,9 @@ void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs, bool mode
   app.add_option("--cost", args.cost,
                  "Action costs, e.g. F=1,B=2,I=1,W=1[,OVERLAP_F_B=2.5] (default F=1,B=2,I=1,W=1; "
                  "B defaults to I+W, I=W=B/2 when only B is given)");
+  app.add_option("--layers", args.layers,
+                 "Layer cost profile: CSV 'name,F,B,W,activation' (header required); stages "
+                 "cost the sum of their layers (the plan's partition, else the balanced one)");
   if (stage_costs)
     app.add_option("--stage-costs", args.stage_costs,
                    "Per-stage cost multipliers: CSV rows 'stage,F,B,I,W' or 'stage,SCALE', or JSON "
@@ -36,6 +39,10 @@ void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs, bool mode
 }
 
 SimOptions make_sim_options(const CostArgs& args, StageCosts* file_out) {
+  if (!args.layers.empty() && !args.cost.empty())
+    throw InputError("--layers gives every stage's costs; drop --cost");
+  if (!args.layers.empty() && !args.stage_costs.empty())
+    throw InputError("--layers gives every stage's costs; drop --stage-costs");
   CostOptions given;
   given.name_prefix = "--";
   given.cost = args.cost;
@@ -57,6 +64,17 @@ SimOptions make_sim_options(const CostArgs& args, StageCosts* file_out) {
   return o;
 }
 
+std::optional<LayerProfile> load_layers(const CostArgs& args) {
+  if (args.layers.empty()) return std::nullopt;
+  return parse_layer_profile(read_input(args.layers), args.layers);
+}
+
+Partition apply_layers(const LayerProfile& profile, const PlanMeta& meta, SimOptions& options) {
+  Partition partition = partition_for(profile, meta);
+  options.costs = stage_costs(profile, partition, options.costs);
+  return partition;
+}
+
 void add_plan_source(CLI::App& app, PlanSource& src) {
   src.app = &app;
   app.add_option("file", src.file, "Plan file (JSON or CSV), or - for stdin; or use -s/-p/-m");
@@ -72,7 +90,12 @@ void add_plan_source(CLI::App& app, PlanSource& src) {
 }
 
 Plan load_plan_source(const PlanSource& src, const CostModel& costs, bool comm_given,
-                      std::vector<Diagnostic>& defects) {
+                      std::vector<Diagnostic>& defects, const LayerProfile* layers) {
+  // A lowering plans for the stage costs the plan is simulated with.
+  const auto lowering = [&](const PlanMeta& meta) {
+    const CostModel planned = layers ? stage_costs(*layers, partition_for(*layers, meta), costs) : costs;
+    return make_lower_options(meta, src.lowering, planned, comm_given);
+  };
   const bool named = src.app->count("--schedule") > 0;
   const bool shaped = src.app->count("--pp") > 0 || src.app->count("--microbatches") > 0 ||
                       src.app->count("--stages-per-rank") > 0;
@@ -84,7 +107,7 @@ Plan load_plan_source(const PlanSource& src, const CostModel& costs, bool comm_g
       throw InputError("-s needs -p P and -m M");
     if (src.lower) throw InputError("--lower applies to a plan FILE; -s plans are lowered already");
     if (src.compute_only) return plan_compute(src.problem);
-    return plan(src.problem, make_lower_options(resolve(src.problem), src.lowering, costs, comm_given));
+    return plan(src.problem, lowering(resolve(src.problem)));
   }
   CsvReadOptions csv;
   csv.forward_only = src.problem.forward_only;
@@ -100,7 +123,7 @@ Plan load_plan_source(const PlanSource& src, const CostModel& costs, bool comm_g
                                 [](const Action& a) { return is_comm(a.type); }),
                  list.end());
   } else if (src.lower && p.is_compute_only()) {
-    p = lower(p, make_lower_options(p.meta, src.lowering, costs, comm_given));
+    p = lower(p, lowering(p.meta));
     spdlog::debug("lowered the compute-only plan: {} actions", p.num_actions());
   }
   return p;
@@ -117,11 +140,15 @@ Simulated load_and_simulate(const PlanSource& src, const CostArgs& costs, const 
   Simulated s;
   s.options = make_sim_options(costs);
   std::vector<Diagnostic> defects;
-  s.plan = load_plan_source(src, s.options.costs, !costs.comm.empty(), defects);
+  const std::optional<LayerProfile> profile = load_layers(costs);
+  s.plan = load_plan_source(src, s.options.costs, !costs.comm.empty(), defects,
+                            profile ? &*profile : nullptr);
   if (!defects.empty()) {
     s.exit_code = report_invalid(src.file + " is not a valid plan", defects);
     return s;
   }
+  if (profile)
+    s.plan.meta.partition = apply_layers(*profile, s.plan.meta, s.options);
   s.result = simulate(s.plan, s.options);
   if (s.plan.is_compute_only() && s.plan.meta.pp_degree > 1 && app.count("--model") > 0)
     spdlog::warn("--model has no effect on a compute-only plan (add --lower to lower it)");

@@ -2,12 +2,14 @@
 // and the cost model.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/lower_options.h"
 #include "pipeplan/ir.h"
 #include "pipeplan/problem.h"
+#include "pipeplan/profile.h"
 #include "pipeplan/simulate.h"
 #include "pipeplan/verify.h"
 
@@ -17,9 +19,10 @@ class App;
 
 namespace pipeplan::cli {
 
-/// --cost, --stage-costs, --comm, --bytes, --model as given.
+/// --cost, --stage-costs, --layers, --comm, --bytes, --model as given.
 struct CostArgs {
   std::string cost;
+  std::string layers;
   std::string stage_costs;
   std::string comm;
   double bytes = 0;
@@ -33,6 +36,11 @@ void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs = true, bo
 /// sets absolute durations and its transfer cost); throws InputError.
 /// `file_out`, when given, receives the stage-costs file as read.
 SimOptions make_sim_options(const CostArgs& args, StageCosts* file_out = nullptr);
+/// Reads --layers FILE; nullopt when not given.
+std::optional<LayerProfile> load_layers(const CostArgs& args);
+/// Gives `options` the stage costs of `profile` split for `meta` (its
+/// recorded partition, else the balanced one); returns that partition.
+Partition apply_layers(const LayerProfile& profile, const PlanMeta& meta, SimOptions& options);
 
 /// A plan FILE, or -s NAME -p P -m M [-v V].
 struct PlanSource {
@@ -48,10 +56,11 @@ struct PlanSource {
 /// --compute-only and the lowering options.
 void add_plan_source(CLI::App& app, PlanSource& src);
 /// Loads or plans the plan, lowering for `costs` (the simulated cost model;
-/// `comm_given`: whether --comm set its transfer cost). A FILE's structural
+/// `comm_given`: whether --comm set its transfer cost), or with `layers` for
+/// the profile's stage costs on the plan's partition. A FILE's structural
 /// defects (check_structure) land in `defects`, and the plan is returned as read.
 Plan load_plan_source(const PlanSource& src, const CostModel& costs, bool comm_given,
-                      std::vector<Diagnostic>& defects);
+                      std::vector<Diagnostic>& defects, const LayerProfile* layers = nullptr);
 /// Prints defects or simulation problems to stderr; returns kExitInvalid.
 int report_invalid(const std::string& what, const std::vector<Diagnostic>& problems);
 

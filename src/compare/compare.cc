@@ -33,13 +33,17 @@ std::vector<ComparisonRow> compare_schedules(const CompareRequest& request,
       const Problem problem{row.schedule, request.pp_degree, request.num_microbatches,
                             request.stages_per_rank};
       const PlanMeta meta = resolve(problem);
-      // Lowered for the per-stage costs it is simulated with.
+      // Lowered for the per-stage costs it is simulated with (a layer
+      // profile's stage sums when there is one).
       LoweringChoice choice;
       choice.mode = request.lowering;
       choice.max_prefetch = request.max_prefetch;
       choice.serial_safe = request.serial_safe;
-      const LowerOptions lowering = make_lower_options(
-          meta, choice, per_stage(options, meta.stages_per_rank).costs, /*comm_given=*/false);
+      const CostModel planned =
+          request.layers
+              ? stage_costs(*request.layers, partition_for(*request.layers, meta), options.costs)
+              : per_stage(options, meta.stages_per_rank).costs;
+      const LowerOptions lowering = make_lower_options(meta, choice, planned, /*comm_given=*/false);
       p = plan(problem, lowering);
     } catch (const InputError& e) {
       // Shape errors start with the schedule's name; the row names it already.
@@ -55,8 +59,16 @@ std::vector<ComparisonRow> compare_schedules(const CompareRequest& request,
     row.stages_per_rank = p.meta.stages_per_rank;
     SimResult r;
     try {
-      r = simulate(p, per_stage(options, p.meta.stages_per_rank));
-    } catch (const InputError& e) {  // e.g. stage costs name stages this v lacks
+      SimOptions o = options;
+      if (request.layers) {
+        row.partition = partition_for(*request.layers, p.meta);
+        o.costs = stage_costs(*request.layers, row.partition, options.costs);
+      } else {
+        o = per_stage(options, p.meta.stages_per_rank);
+      }
+      r = simulate(p, o);
+    } catch (const InputError& e) {  // e.g. stage costs name stages this v lacks,
+                                     // or the profile has fewer layers than stages
       row.skipped = e.what();
       rows.push_back(row);
       continue;

@@ -26,15 +26,25 @@ std::string costs_text(const SimOptions& o) {
 
 void write_compare_text(int pp_degree, int num_microbatches, const SimOptions& options,
                         const std::vector<ComparisonRow>& rows, std::ostream& out) {
-  out << "pp " << pp_degree << ", microbatches " << num_microbatches << "; costs "
-      << costs_text(options) << "\n";
+  // With a layer profile: peak memory in its unit, before the activation counts.
+  bool weighted = false;
+  for (const ComparisonRow& r : rows) weighted = weighted || !r.partition.empty();
+  out << "pp " << pp_degree << ", microbatches " << num_microbatches << "; costs ";
+  if (weighted)
+    out << "from the layer profile (a stage costs the sum of its layers), transfer "
+        << format_number(options.costs.transfer_time()) << ", " << to_string(options.transport)
+        << " model\n";
+  else
+    out << costs_text(options) << "\n";
   std::vector<std::vector<std::string>> table = {
       {"schedule", "v", "makespan", "bubble", "peak act", "peak act per rank"}};
+  if (weighted) table[0].insert(table[0].begin() + 4, "peak mem");
   for (const ComparisonRow& r : rows) {
     if (!r.skipped.empty()) continue;
     if (!r.problems.empty()) {
       table.push_back({r.schedule, std::to_string(r.stages_per_rank), "failed", "-", "-",
                        r.problems.front().code});
+      if (weighted) table.back().insert(table.back().begin() + 4, "-");
       continue;
     }
     std::string per_rank;
@@ -43,6 +53,7 @@ void write_compare_text(int pp_degree, int num_microbatches, const SimOptions& o
     table.push_back({r.schedule, std::to_string(r.stages_per_rank), format_number(r.makespan, 4),
                      percent(r.bubble_fraction), format_number(r.peak_rank_activations(), 2),
                      per_rank});
+    if (weighted) table.back().insert(table.back().begin() + 4, format_number(r.peak_memory(), 3));
   }
   std::vector<std::size_t> width(table[0].size(), 0);
   for (const auto& row : table)
@@ -58,6 +69,8 @@ void write_compare_text(int pp_degree, int num_microbatches, const SimOptions& o
     }
     out << line << "\n";
   }
+  if (weighted)
+    out << "peak mem: most activation memory alive on a rank, in the layer profile's unit\n";
   out << "peak act: most live (stage, microbatch) activations on a rank, in whole-rank units\n";
   for (const ComparisonRow& r : rows)
     if (!r.skipped.empty()) out << "skipped " << r.schedule << ": " << r.skipped << "\n";
@@ -83,6 +96,8 @@ void write_compare_json(int pp_degree, int num_microbatches, const SimOptions& o
                   {"OVERLAP_F_B", c.overlap ? Json(*c.overlap) : Json(nullptr)},
                   {"transfer_time", tidy(c.transfer_time())},
                   {"per", "rank share; each of a rank's v stages costs 1/v"}};
+  for (const ComparisonRow& r : rows)
+    if (!r.partition.empty()) doc["costs"]["per"] = "layer profile: a stage costs the sum of its layers";
   Json results = Json::array(), skipped = Json::array();
   for (const ComparisonRow& r : rows) {
     if (!r.skipped.empty()) {
@@ -92,18 +107,22 @@ void write_compare_json(int pp_degree, int num_microbatches, const SimOptions& o
     Json row;
     row["schedule"] = r.schedule;
     row["stages_per_rank"] = r.stages_per_rank;
+    if (!r.partition.empty()) row["partition"] = r.partition;
     row["ok"] = r.problems.empty();
     if (!r.problems.empty()) {
       row["problem"] = r.problems.front().message;
     } else {
       row["makespan"] = tidy(r.makespan);
       row["bubble_fraction"] = tidy(r.bubble_fraction);
+      row["peak_memory"] = tidy(r.peak_memory());
       row["peak_rank_activations"] = tidy(r.peak_rank_activations());
-      Json peaks = Json::array(), rank_peaks = Json::array();
+      Json peaks = Json::array(), rank_peaks = Json::array(), memory = Json::array();
       for (const RankStats& s : r.ranks) {
         peaks.push_back(s.peak_activations);
         rank_peaks.push_back(tidy(s.peak_rank_activations));
+        memory.push_back(tidy(s.peak_memory));
       }
+      row["peak_memory_per_rank"] = memory;
       row["peak_activations_per_rank"] = peaks;
       row["peak_rank_activations_per_rank"] = rank_peaks;
     }

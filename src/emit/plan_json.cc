@@ -21,6 +21,11 @@ void write_json(const Plan& plan, std::ostream& out) {
       << "  \"compute_only\": " << (plan.is_compute_only() ? "true" : "false") << ",\n";
   // Written only when set: training plans keep the version-1 layout byte for byte.
   if (m.forward_only) out << "  \"forward_only\": true,\n";
+  if (!m.partition.empty()) {
+    out << "  \"partition\": [";
+    for (std::size_t s = 0; s < m.partition.size(); ++s) out << (s ? ", " : "") << m.partition[s];
+    out << "],\n";
+  }
   out << "  \"ranks\": [";
   std::string line;
   for (std::size_t r = 0; r < plan.ranks.size(); ++r) {

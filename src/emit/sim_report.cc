@@ -66,11 +66,16 @@ void write_sim_text(const Plan& plan, const SimOptions& options, const SimResult
   // Right-aligned columns sized to their widest cell.
   std::vector<std::vector<std::string>> rows = {
       {"rank", "busy", "idle", "first", "last", "peak act", "peak (rank units)", "recv bufs"}};
-  for (const RankStats& r : result.ranks)
+  // Peak memory differs from the activation count only with a layer profile.
+  const bool weighted = !options.costs.stage_memory.empty();
+  if (weighted) rows[0].push_back("peak mem");
+  for (const RankStats& r : result.ranks) {
     rows.push_back({std::to_string(r.rank), format_number(r.busy), format_number(r.idle),
                     format_number(r.first_start), format_number(r.last_end),
                     std::to_string(r.peak_activations), format_number(r.peak_rank_activations, 3),
                     std::to_string(r.peak_recv_buffers)});
+    if (weighted) rows.back().push_back(format_number(r.peak_memory, 3));
+  }
   std::vector<std::size_t> width(rows[0].size(), 0);
   for (const auto& row : rows)
     for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
@@ -96,6 +101,7 @@ void write_sim_json(const Plan& plan, const SimOptions& options, const SimResult
   doc["pp_degree"] = m.pp_degree;
   doc["num_microbatches"] = m.num_microbatches;
   doc["stages_per_rank"] = m.stages_per_rank;
+  if (!m.partition.empty()) doc["partition"] = m.partition;
   doc["model"] = result.compute_only ? "compute-only" : std::string(to_string(options.transport));
   Json costs;
   costs["F"] = c.f;
@@ -125,7 +131,7 @@ void write_sim_json(const Plan& plan, const SimOptions& options, const SimResult
   } else {
     doc["makespan"] = tidy(result.makespan);
     doc["bubble_fraction"] = tidy(result.bubble_fraction);
-    double busy = 0;
+    double busy = 0, peak_memory = 0;
     Json ranks = Json::array();
     for (const RankStats& r : result.ranks) {
       busy += r.busy;
@@ -136,8 +142,11 @@ void write_sim_json(const Plan& plan, const SimOptions& options, const SimResult
                        {"last_end", tidy(r.last_end)},
                        {"peak_activations", r.peak_activations},
                        {"peak_rank_activations", tidy(r.peak_rank_activations)},
-                       {"peak_recv_buffers", r.peak_recv_buffers}});
+                       {"peak_recv_buffers", r.peak_recv_buffers},
+                       {"peak_memory", tidy(r.peak_memory)}});
+      peak_memory = std::max(peak_memory, r.peak_memory);
     }
+    doc["peak_memory"] = tidy(peak_memory);
     doc["busy"] = tidy(busy);
     doc["transfers"] = result.transfers.size();
     doc["ranks"] = ranks;

@@ -35,12 +35,14 @@ enum class TopField : std::uint8_t {
   ComputeOnly,
   ForwardOnly,
   Ranks,
+  Partition,
   Unknown
 };
 constexpr const char* kTopFields[] = {"format",        "version",          "schedule",
                                       "pp_degree",     "num_microbatches", "stages_per_rank",
                                       "stage_to_rank", "compute_only",     "forward_only",
-                                      "ranks"};
+                                      "ranks",
+                                      "partition"};
 enum class RankField : std::uint8_t { Rank, Actions, Unknown };
 constexpr const char* kRankFields[] = {"rank", "actions"};
 
@@ -210,7 +212,7 @@ class PlanEvents {
   Plan finish(const std::string& source) &&;
 
  private:
-  enum class At : std::uint8_t { Root, Top, Ranks, Entry, Actions, End };
+  enum class At : std::uint8_t { Root, Top, Ranks, Entry, Actions, Partition, End };
 
   // What one rank entry held; reset per entry.
   struct Entry {
@@ -281,6 +283,9 @@ class PlanEvents {
         if (top_field_ == TopField::Ranks) {
           reset_ranks();
           ranks_ = std::move(v);
+        } else if (top_field_ == TopField::Partition) {
+          partition_ = std::move(v);
+          partition_items_.clear();
         } else if (top_field_ != TopField::Unknown) {
           top_[static_cast<std::size_t>(top_field_)] = std::move(v);
         }
@@ -301,6 +306,7 @@ class PlanEvents {
           entry_.bad_action.emplace(entry_.count, "expected a string, got " + describe(v));
         ++entry_.count;
         break;
+      case At::Partition: partition_items_.push_back(std::move(v)); break;
       case At::End: break;
     }
     return true;
@@ -326,6 +332,13 @@ class PlanEvents {
           ranks_ = with_kind(kind);
           if (!object) {
             at_ = At::Ranks;
+            return true;
+          }
+        } else if (top_field_ == TopField::Partition) {
+          partition_ = with_kind(kind);
+          partition_items_.clear();
+          if (!object) {
+            at_ = At::Partition;
             return true;
           }
         } else if (top_field_ != TopField::Unknown) {
@@ -357,6 +370,7 @@ class PlanEvents {
           entry_.bad_action.emplace(entry_.count, "expected a string, got " + describe(with_kind(kind)));
         ++entry_.count;
         break;
+      case At::Partition: partition_items_.push_back(with_kind(kind)); break;
       case At::End: break;
     }
     skip_ = 1;
@@ -376,6 +390,7 @@ class PlanEvents {
         at_ = At::Ranks;
         break;
       case At::Actions: at_ = At::Entry; break;
+      case At::Partition: at_ = At::Top; break;
       case At::Root:
       case At::End: break;
     }
@@ -440,6 +455,8 @@ class PlanEvents {
   bool too_many_ = false;
   Value top_[static_cast<std::size_t>(TopField::Ranks)];
   Value ranks_;
+  Value partition_;                     // Absent, an Array (items below) or the wrong type
+  std::vector<Value> partition_items_;
   std::size_t entries_ = 0;      // of "ranks", including any after bad_
   std::optional<BadEntry> bad_;  // once set, later entries are only counted
   Entry entry_;
@@ -515,6 +532,21 @@ Plan PlanEvents::finish(const std::string& source) && {
     if (forward_only.kind != Value::Kind::Boolean)
       fail("forward_only", "expected true or false, got " + describe(forward_only));
     meta.forward_only = forward_only.boolean;
+  }
+
+  if (partition_.present()) {
+    if (partition_.kind != Value::Kind::Array)
+      fail("partition", "expected an array of layer counts, got " + describe(partition_));
+    const int stages = meta.num_stages();  // bounded by shape_problem above
+    if (partition_items_.size() != static_cast<std::size_t>(stages))
+      fail("partition", "holds " + std::to_string(partition_items_.size()) +
+                            " layer counts for " + std::to_string(stages) +
+                            " stages (pp_degree * stages_per_rank)");
+    for (std::size_t s = 0; s < partition_items_.size(); ++s) {
+      if (std::string why = integer_problem(partition_items_[s], 1, limits::kMaxLayers); !why.empty())
+        fail("partition[" + std::to_string(s) + "]", why);
+      meta.partition.push_back(as_int(partition_items_[s]));
+    }
   }
 
   const Value& ranks = field(TopField::Ranks);

@@ -20,6 +20,12 @@ double ComparisonRow::peak_rank_activations() const {
   return peak;
 }
 
+double ComparisonRow::peak_memory() const {
+  double peak = 0;
+  for (const RankStats& r : ranks) peak = std::max(peak, r.peak_memory);
+  return peak;
+}
+
 void sort_comparison(std::vector<ComparisonRow>& rows) {
   std::stable_sort(rows.begin(), rows.end(), [](const ComparisonRow& a, const ComparisonRow& b) {
     if (group(a) != group(b)) return group(a) < group(b);

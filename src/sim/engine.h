@@ -69,6 +69,7 @@ class Engine {
     double busy = 0.0, first_start = 0.0, last_end = 0.0;
     std::size_t computes = 0;
     int live = 0, peak = 0;
+    double memory = 0.0, peak_memory = 0.0;  // live activations weighted by stage size
     int buffers = 0, peak_buffers = 0;  // RECVs posted whose consumer has not run
     bool queued = false;
   };

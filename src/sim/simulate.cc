@@ -385,7 +385,8 @@ void Engine::complete_compute(int r, const Action& a, double end) {
       k.f_end = end;
       // Inference keeps no activation for a backward: one is live while it runs.
       st.peak = std::max(st.peak, st.live + 1);
-      if (!plan_.meta.forward_only) ++st.live;
+      st.peak_memory = std::max(st.peak_memory, st.memory + costs_.memory(v.stage));
+      if (!plan_.meta.forward_only) ++st.live, st.memory += costs_.memory(v.stage);
     } else {
       k.bi_end = end;
     }
@@ -393,9 +394,12 @@ void Engine::complete_compute(int r, const Action& a, double end) {
     if (compute_only_ && consumer >= 0 && consumer < num_stages_ && rank_of(consumer) != r)
       wake(rank_of(consumer));
   });
-  // A full backward (or W after I) frees the activations its forward kept.
-  if (a.type == ActionType::B || a.type == ActionType::W || a.type == ActionType::OverlapFB)
+  // A full backward (or W after I) frees the activations its forward kept
+  // (OVERLAP_F_B: those of its backward part's stage).
+  if (a.type == ActionType::B || a.type == ActionType::W || a.type == ActionType::OverlapFB) {
     --st.live;
+    st.memory -= costs_.memory(a.type == ActionType::OverlapFB ? a.sub_stage : a.stage);
+  }
 }
 
 }  // namespace detail
@@ -444,6 +448,12 @@ void check_costs(const CostModel& c, int num_stages, const std::string& prefix) 
     bounded(what + " I", c.i * scale.i);
     bounded(what + " W", c.w * scale.w);
   }
+  if (!c.stage_memory.empty() && c.stage_memory.size() != static_cast<std::size_t>(num_stages))
+    throw InputError(prefix + "activation sizes are given for " + std::to_string(c.stage_memory.size()) +
+                     " stages, but the plan has " + std::to_string(num_stages));
+  for (double v : c.stage_memory)
+    if (!std::isfinite(v) || v < 0)
+      throw InputError(prefix + "activation sizes must be finite and non-negative");
 }
 
 }  // namespace detail

@@ -358,6 +358,7 @@ void Engine::finish() {
     s.last_end = st.last_end;
     s.peak_activations = st.peak;
     s.peak_rank_activations = static_cast<double>(st.peak) / meta_.stages_per_rank;
+    s.peak_memory = st.peak_memory;
     s.peak_recv_buffers = st.peak_buffers;
     busy += st.busy;
     result_.ranks.push_back(s);

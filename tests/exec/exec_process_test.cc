@@ -139,6 +139,26 @@ TEST_CASE("exec: train runs a plan file and lowers a compute-only one", "[exec][
   for (int k = 0; k < 2; ++k) CHECK(std::abs(got[k] - want[k]) <= 1e-5 * std::abs(want[k]));
 }
 
+TEST_CASE("exec: a searched plan trains like the unpipelined reference", "[exec][cli]") {
+  const std::string dir = make_temp_dir("pipeplan-exec-search");
+  const std::string file = dir + "/searched.json";
+  const std::string layers = std::string(PIPEPLAN_SOURCE_DIR) + "/examples/layers/tiny4.csv";
+  Ran searched = run({kCli, "search", "-p", "2", "-m", "4", "--layers", layers, "--comm", "0.5",
+                      "--memory-limit", "6", "-o", file});
+  INFO(searched.err);
+  REQUIRE(searched.exit_code == 0);
+  Ran ref = run({kCli, "train", "--reference", "--plan", file, "--steps", "3"});
+  Ran piped = run({kCli, "train", "--plan", file, "--steps", "3", "--timeout", "30"});
+  INFO(piped.err);
+  REQUIRE(ref.exit_code == 0);
+  REQUIRE(piped.exit_code == 0);
+  std::vector<double> want = losses_of(ref.out), got = losses_of(piped.out);
+  REQUIRE(got.size() == 3);
+  REQUIRE(want.size() == 3);
+  for (int k = 0; k < 3; ++k) CHECK(std::abs(got[k] - want[k]) <= 1e-5 * std::abs(want[k]));
+  CHECK(want[2] != want[0]);
+}
+
 TEST_CASE("exec: a plan that deadlocks under rendezvous is refused before communicating",
           "[exec][cli]") {
   const std::string dir = make_temp_dir("pipeplan-exec-deadlock");

@@ -1,0 +1,122 @@
+// search(): pick the plan to run for a model. Given a layer profile, p, m and
+// a per-rank memory budget, it chooses the stage mapping, v, the layer
+// partition and every rank's compute order (F, B or I+W), and returns the
+// plan with the least simulated makespan that fits the budget, lowered and
+// verified under all three transport models. See docs/search.md.
+//
+// @code
+//   LayerProfile model = parse_layer_profile(csv_text, "model.csv");
+//   SearchOptions o;
+//   o.pp_degree = 8;
+//   o.num_microbatches = 32;
+//   o.memory_limit = 12.0;  // per rank, in the profile's activation unit
+//   SearchResult r = search(model, o);
+//   write_json(r.plan, out);  // r.plan.meta.partition records the split
+// @endcode
+#pragma once
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "pipeplan/error.h"
+#include "pipeplan/ir.h"
+#include "pipeplan/profile.h"
+#include "pipeplan/simulate.h"
+#include "pipeplan/verify.h"
+
+namespace pipeplan {
+
+struct SearchOptions {
+  int pp_degree = 4;
+  int num_microbatches = 8;
+  /// Per-rank peak activation memory allowed; unset: 1F1B's peak on the
+  /// same profile (balanced partition).
+  std::optional<double> memory_limit;
+  /// Transfer cost (comm_latency, comm_bandwidth, transfer_bytes); the
+  /// compute costs come from the profile.
+  CostModel comm;
+  /// The transport the makespan is measured under (the plan is verified
+  /// under all three).
+  Transport transport = Transport::Rendezvous;
+  /// Wall-clock bound in seconds. The search visits its candidates in a
+  /// fixed order, so it is deterministic whenever it finishes within it.
+  double time_limit = 3.0;
+  /// Largest v tried for both mappings.
+  int max_stages_per_rank = 4;
+  /// Run the exhaustive search too when the shape is tiny (see ExactResult).
+  bool exact = true;
+};
+
+/// A library schedule run on the same profile (balanced partition).
+struct LibraryRun {
+  std::string schedule;
+  int stages_per_rank = 0;
+  Partition partition;
+  double makespan = 0.0, peak_memory = 0.0;
+  bool fits = false;  ///< peak_memory <= the budget
+};
+
+/// The exhaustive answer for tiny shapes: over every per-rank order of F,
+/// B or I+W (microbatches in order per stage) for each mapping, partition
+/// and v up to max_stages_per_rank, the least makespan that fits (or the
+/// search's own plan, if that is better), in the compute-only model
+/// (values move when produced, plus the transfer time), beside the search's
+/// best in the same model.
+struct ExactResult {
+  bool complete = false;      ///< false: the node budget ran out (no claim)
+  double optimum = 0.0;       ///< least compute-only makespan that fits
+  double search_value = 0.0;  ///< the search's best compute-only makespan
+  long long nodes = 0;
+  int max_stages_per_rank = 0;  ///< the space covered every v up to this one
+  double gap() const { return optimum > 0 ? search_value / optimum - 1.0 : 0.0; }
+};
+
+struct SearchResult {
+  Plan plan;  ///< lowered; meta.partition set; schedule "search" or a library name
+  std::string origin;  ///< how the plan was built, e.g. "list scheduler (split, V)"
+  double makespan = 0.0;
+  double peak_memory = 0.0;  ///< max over ranks
+  std::vector<double> rank_peak_memory;
+  double memory_limit = 0.0;
+  /// No plan of this form finishes earlier (see docs/search.md for the proof).
+  double lower_bound = 0.0;
+  std::string lower_bound_reason;
+  std::vector<LibraryRun> library;   ///< every library schedule tried, fitting or not
+  std::optional<LibraryRun> best_library;  ///< the fastest that fits the budget
+  std::optional<ExactResult> exact;
+  int candidates = 0;        ///< plans simulated
+  bool time_limited = false;  ///< the time limit cut the search short
+  double gap() const { return lower_bound > 0 ? makespan / lower_bound - 1.0 : 0.0; }
+};
+
+/// No plan fits the memory budget. `smallest_budget` is the least peak
+/// memory among the plans the search built (it works).
+class BudgetError : public InputError {
+ public:
+  BudgetError(const std::string& what, double smallest) : InputError(what), smallest_budget(smallest) {}
+  double smallest_budget;
+};
+
+/// Searches as described above. Throws InputError/ShapeError on bad options
+/// (fewer layers than ranks, p or m < 1) and BudgetError when nothing fits.
+SearchResult search(const LayerProfile& profile, const SearchOptions& options);
+
+/// A lower bound on the makespan of any plan for (profile, p, m, comm):
+/// the larger of (m x total work + (p-1) x (first layer's F + transfer)) / p
+/// (the ranks without layer 0 idle at least that long at the start) and one
+/// microbatch's F + I chain through every layer, the first layer's W and the
+/// 2(p-1) transfers it must cross.
+double makespan_lower_bound(const LayerProfile& profile, int pp_degree, int num_microbatches,
+                            double transfer_time, std::string* reason = nullptr);
+
+/// Human-readable report. Implemented in src/emit.
+void write_search_text(const SearchResult& result, const SearchOptions& options,
+                       std::ostream& out);
+/// {"format":"pipeplan.search","version":1,"makespan":..,"peak_memory":..,
+/// "lower_bound":..,"mapping":..,"stages_per_rank":..,"partition":[..],..}.
+void write_search_json(const SearchResult& result, const SearchOptions& options,
+                       std::ostream& out);
+
+}  // namespace pipeplan

@@ -1,0 +1,238 @@
+// Model-aware planning: layer cost profiles (read_layers(), the layers=
+// argument of simulate() and compare()) and search(), as `pipeplan search`
+// and --layers run them.
+#include <pybind11/stl.h>
+
+#include <sstream>
+
+#include "common.h"
+#include "pipeplan/error.h"
+#include "pipeplan/profile.h"
+#include "pipeplan/search.h"
+
+namespace pipeplan::python {
+namespace {
+
+using Release = py::gil_scoped_release;
+
+// One row (name, F, B, W, activation) or {"name":.., "F":.., ...} as a CSV
+// line, so the library's reader checks it like a file's row.
+std::string csv_row(const py::handle& row, std::size_t index) {
+  static const char* const kKeys[] = {"name", "F", "B", "W", "activation"};
+  std::vector<py::object> cells;
+  if (py::isinstance<py::dict>(row)) {
+    const auto d = row.cast<py::dict>();
+    for (const char* k : kKeys) {
+      if (!d.contains(k))
+        throw InputError("layers[" + std::to_string(index) + "]: missing key '" + k +
+                         "' (expected name, F, B, W, activation)");
+      cells.push_back(d[k]);
+    }
+  } else if (py::isinstance<py::sequence>(row) && !py::isinstance<py::str>(row)) {
+    for (const auto& x : row.cast<py::sequence>()) cells.push_back(py::reinterpret_borrow<py::object>(x));
+    if (cells.size() != 5)
+      throw InputError("layers[" + std::to_string(index) + "]: expected 5 values (name, F, B, W, " +
+                       "activation), got " + std::to_string(cells.size()));
+  } else {
+    throw InputError("layers[" + std::to_string(index) + "]: expected a (name, F, B, W, activation) " +
+                     "tuple or a dict, got " + py::repr(row).cast<std::string>());
+  }
+  std::string line;
+  for (std::size_t c = 0; c < cells.size(); ++c) {
+    std::string text = py::str(cells[c]).cast<std::string>();
+    if (text.find_first_of(",#\n") != std::string::npos)
+      throw InputError("layers[" + std::to_string(index) + "]: " + kKeys[c] + " '" + text +
+                       "' may not contain ',', '#' or a newline");
+    line += (c ? "," : "") + text;
+  }
+  return line;
+}
+
+}  // namespace
+
+LayerProfile layers_from(const py::object& layers) {
+  if (py::isinstance<LayerProfile>(layers)) return layers.cast<LayerProfile>();
+  if (py::isinstance<py::str>(layers) || py::hasattr(layers, "__fspath__")) {
+    const std::string path = path_from(layers);
+    return parse_layer_profile(read_text_file(path), path);
+  }
+  if (!py::isinstance<py::sequence>(layers))
+    throw InputError("layers must be a CSV path, a LayerProfile or a list of (name, F, B, W, "
+                     "activation) rows, got " + py::repr(layers).cast<std::string>());
+  std::string text = "name,F,B,W,activation\n";
+  std::size_t index = 0;
+  for (const auto& row : layers.cast<py::sequence>()) text += csv_row(row, index++) + "\n";
+  // Line k + 2 of this text is layers[k]: the reader's "layers:LINE: ..."
+  // becomes "layers[k]: ...".
+  try {
+    return parse_layer_profile(text, "layers");
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    const std::size_t colon = what.find(": ");
+    if (what.rfind("layers:", 0) == 0 && colon != std::string::npos) {
+      try {
+        const int line = std::stoi(what.substr(7, colon - 7));
+        throw InputError("layers[" + std::to_string(line - 2) + "]" + what.substr(colon));
+      } catch (const std::logic_error&) {  // no line number: keep the message
+      }
+    }
+    throw;
+  }
+}
+
+void bind_search(py::module_& m) {
+  py::class_<Layer>(m, "Layer", "One layer of a profile, for one microbatch.")
+      .def_readonly("name", &Layer::name)
+      .def_readonly("F", &Layer::f, "Forward cost.")
+      .def_readonly("B", &Layer::b, "Whole backward cost.")
+      .def_readonly("W", &Layer::w, "Weight-gradient part of B (I = B - W).")
+      .def_property_readonly("I", &Layer::i, "Input-gradient part of B: B - W.")
+      .def_readonly("activation", &Layer::activation,
+                    "Memory one microbatch keeps from its F until its backward finishes.")
+      .def("__repr__", [](const Layer& l) {
+        std::ostringstream s;
+        s << "Layer(" << l.name << ", F=" << l.f << ", B=" << l.b << ", W=" << l.w
+          << ", activation=" << l.activation << ")";
+        return s.str();
+      });
+
+  py::class_<LayerProfile>(m, "LayerProfile", "A model as its layers in pipeline order.")
+      .def_readonly("layers", &LayerProfile::layers)
+      .def("__len__", &LayerProfile::size)
+      .def("__getitem__",
+           [](const LayerProfile& p, long i) {
+             const long n = static_cast<long>(p.size());
+             if (i < 0) i += n;
+             if (i < 0 || i >= n) throw py::index_error("layer index out of range");
+             return p.layers[static_cast<std::size_t>(i)];
+           })
+      .def(
+          "balanced_partition",
+          [](const LayerProfile& p, int num_stages) { return balanced_partition(p, num_stages); },
+          py::arg("num_stages"),
+          "Layers per stage of the contiguous split that minimises the most expensive stage.")
+      .def("__repr__", [](const LayerProfile& p) {
+        return "<pipeplan.LayerProfile " + std::to_string(p.size()) + " layers>";
+      });
+
+  m.def("read_layers", &layers_from, py::arg("layers"), R"doc(A layer cost profile, as
+``--layers FILE`` reads it: a CSV path ("name,F,B,W,activation", header
+required, '#' comments) or a list of (name, F, B, W, activation) rows or
+dicts with those keys. Raises InputError naming the bad row and column.)doc");
+
+  py::class_<LibraryRun>(m, "LibraryRun", "A library schedule run on the same profile.")
+      .def_readonly("schedule", &LibraryRun::schedule)
+      .def_readonly("stages_per_rank", &LibraryRun::stages_per_rank)
+      .def_readonly("partition", &LibraryRun::partition)
+      .def_readonly("makespan", &LibraryRun::makespan)
+      .def_readonly("peak_memory", &LibraryRun::peak_memory)
+      .def_readonly("fits", &LibraryRun::fits, "Peak memory within the budget.")
+      .def("__repr__", [](const LibraryRun& r) {
+        std::ostringstream s;
+        s << "<pipeplan.LibraryRun " << r.schedule << " v=" << r.stages_per_rank
+          << " makespan=" << r.makespan << " peak_memory=" << r.peak_memory << ">";
+        return s.str();
+      });
+
+  struct Searched {
+    SearchResult result;
+    SearchOptions options;
+  };
+  py::class_<Searched>(m, "SearchResult", R"doc(
+search()'s answer: ``plan`` (lowered, verified under all three transports, its
+partition recorded), ``makespan``, ``peak_memory``, ``lower_bound``, ``gap``,
+``mapping``, ``stages_per_rank``, ``partition``, ``best_library`` (the fastest
+library schedule within the budget, or None), ``to_text()``/``to_json()`` as
+`pipeplan search` writes them.)doc")
+      .def_property_readonly("plan", [](const Searched& s) { return s.result.plan; })
+      .def_property_readonly("makespan", [](const Searched& s) { return s.result.makespan; })
+      .def_property_readonly("peak_memory", [](const Searched& s) { return s.result.peak_memory; },
+                             "Largest peak activation memory over ranks.")
+      .def_property_readonly("rank_peak_memory",
+                             [](const Searched& s) { return s.result.rank_peak_memory; })
+      .def_property_readonly("memory_limit", [](const Searched& s) { return s.result.memory_limit; })
+      .def_property_readonly("lower_bound", [](const Searched& s) { return s.result.lower_bound; })
+      .def_property_readonly("lower_bound_reason",
+                             [](const Searched& s) { return s.result.lower_bound_reason; })
+      .def_property_readonly("gap", [](const Searched& s) { return s.result.gap(); },
+                             "makespan / lower_bound - 1.")
+      .def_property_readonly(
+          "mapping", [](const Searched& s) { return std::string(to_string(s.result.plan.meta.mapping)); })
+      .def_property_readonly("stages_per_rank",
+                             [](const Searched& s) { return s.result.plan.meta.stages_per_rank; })
+      .def_property_readonly("partition",
+                             [](const Searched& s) { return s.result.plan.meta.partition; })
+      .def_property_readonly("origin", [](const Searched& s) { return s.result.origin; })
+      .def_property_readonly("best_library",
+                             [](const Searched& s) -> py::object {
+                               if (!s.result.best_library) return py::none();
+                               return py::cast(*s.result.best_library);
+                             })
+      .def_property_readonly("library", [](const Searched& s) { return s.result.library; })
+      .def_property_readonly("candidates", [](const Searched& s) { return s.result.candidates; })
+      .def_property_readonly("time_limited", [](const Searched& s) { return s.result.time_limited; })
+      .def("to_text",
+           [](const Searched& s) {
+             std::ostringstream o;
+             write_search_text(s.result, s.options, o);
+             return o.str();
+           })
+      .def("to_json",
+           [](const Searched& s) {
+             std::ostringstream o;
+             write_search_json(s.result, s.options, o);
+             return o.str();
+           })
+      .def("__repr__", [](const Searched& s) {
+        std::ostringstream o;
+        o << "<pipeplan.SearchResult makespan=" << s.result.makespan
+          << " peak_memory=" << s.result.peak_memory << " lower_bound=" << s.result.lower_bound
+          << ">";
+        return o.str();
+      });
+
+  m.def(
+      "search",
+      [](const py::object& layers, int pp_degree, int num_microbatches,
+         std::optional<double> memory_limit, const py::object& comm, const py::object& bytes,
+         const std::string& model, double time_limit, int max_stages_per_rank) {
+        Searched s;
+        const LayerProfile profile = layers_from(layers);
+        const SimOptions sim = sim_options(py::none(), py::none(), comm, bytes, model);
+        s.options.pp_degree = pp_degree;
+        s.options.num_microbatches = num_microbatches;
+        s.options.memory_limit = memory_limit;
+        s.options.comm = sim.costs;
+        s.options.transport = sim.transport;
+        s.options.time_limit = time_limit;
+        s.options.max_stages_per_rank = max_stages_per_rank;
+        {
+          Release release;
+          s.result = search(profile, s.options);
+        }
+        return s;
+      },
+      py::arg("layers"), py::arg("pp_degree"), py::arg("num_microbatches"), py::kw_only(),
+      py::arg("memory_limit") = py::none(), py::arg("comm") = py::none(), py::arg("bytes") = 0.0,
+      py::arg("model") = "rendezvous", py::arg("time_limit") = 3.0,
+      py::arg("max_stages_per_rank") = 4,
+      R"doc(Finds the plan to run for a model, as ``pipeplan search``: the layer
+partition, stage mapping, v and every rank's compute order with the least
+simulated makespan whose peak activation memory per rank is within
+``memory_limit`` (default: 1F1B's peak on the same profile).
+
+layers              a CSV path, a LayerProfile, or (name, F, B, W, activation) rows
+memory_limit        --memory-limit, in the profile's activation unit
+comm, bytes, model  --comm, --bytes, --model (as simulate())
+time_limit          --time-limit in seconds
+max_stages_per_rank --max-v
+
+Raises InputError when nothing fits (the message names the smallest budget
+that works) or an option is bad.
+
+    >>> r = pipeplan.search("examples/layers/gpt50.csv", 8, 32, comm=0.5)
+    >>> r.makespan <= r.best_library.makespan
+    True)doc");
+}
+
+}  // namespace pipeplan::python

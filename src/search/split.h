@@ -1,0 +1,24 @@
+// Internal to src/search: the partitions the search starts from.
+#pragma once
+
+#include "pipeplan/ir.h"
+#include "pipeplan/profile.h"
+
+namespace pipeplan::detail {
+
+enum class SplitBy { Work, Memory };
+
+/// The contiguous split into `num_stages` stages minimising the largest
+/// stage's F + B (Work) or activation (Memory); among those the most even.
+Partition split_min_max(const LayerProfile& profile, int num_stages, SplitBy by);
+
+/// Starting from the balanced split, moves single boundaries while that
+/// lowers the busiest rank's total work under `meta`'s mapping (v > 1
+/// gives a rank several stages, so even stages need not mean even ranks).
+Partition split_rank_balanced(const LayerProfile& profile, const PlanMeta& meta);
+
+/// The most activation memory a rank of `meta` (with meta.partition) holds
+/// for one microbatch: no plan of this split peaks lower.
+double rank_footprint(const LayerProfile& profile, const PlanMeta& meta);
+
+}  // namespace pipeplan::detail

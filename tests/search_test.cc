@@ -1,0 +1,368 @@
+// Layer profiles, partitions and the plan search.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "pipeplan/emit.h"
+#include "pipeplan/error.h"
+#include "pipeplan/io.h"
+#include "pipeplan/lower.h"
+#include "pipeplan/planner.h"
+#include "pipeplan/profile.h"
+#include "pipeplan/search.h"
+#include "search/exact.h"
+#include "search/greedy.h"
+#include "search/refine.h"
+#include "test_util.h"
+
+#include <sstream>
+
+using namespace pipeplan;
+using pipeplan::test::run_cli;
+
+namespace {
+
+LayerProfile uniform(int n, double f = 1, double b = 2, double w = 1, double act = 1) {
+  LayerProfile p;
+  for (int i = 0; i < n; ++i) p.layers.push_back({"l" + std::to_string(i), f, b, w, act});
+  return p;
+}
+
+LayerProfile example(const std::string& name) {
+  const std::string path = "examples/layers/" + name + ".csv";
+  return parse_layer_profile(test::read_source_file(path), path);
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_layer_profile(text, "m.csv");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("profile: reads name,F,B,W,activation with comments", "[search]") {
+  const LayerProfile p = parse_layer_profile(
+      "# a model\nname,F,B,W,activation\nembed, 0.5, 1, 0.5, 2 # cheap\n\nhead,3,6,2,1\n", "m.csv");
+  REQUIRE(p.size() == 2);
+  CHECK(p.layers[0] == Layer{"embed", 0.5, 1, 0.5, 2});
+  CHECK(p.layers[1].i() == 4);
+}
+
+TEST_CASE("profile: bad rows are located errors", "[search]") {
+  CHECK(error_of("embed,1,2,1,1\n") ==
+        "m.csv:1: expected the header 'name,F,B,W,activation', got 'embed,1,2,1,1'");
+  CHECK(error_of("name,F,B,W,activation\na,1,2,1\n") ==
+        "m.csv:2: expected 5 columns (name,F,B,W,activation), got 4");
+  CHECK(error_of("name,F,B,W,activation\na,1,x,1,1\n") ==
+        "m.csv:2: column 'B' of layer 'a': 'x' is not a finite non-negative number");
+  CHECK(error_of("name,F,B,W,activation\na,1,2,1,1\nb,1,2,3,1\n") ==
+        "m.csv:3: layer 'b': W (3) exceeds B (2); W is the weight-gradient part of the backward");
+  CHECK(error_of("name,F,B,W,activation\na,1,2,1,-1\n").find("column 'activation'") != std::string::npos);
+  CHECK(error_of("# nothing\n") == "m.csv: empty layer profile (expected the header 'name,F,B,W,activation')");
+  CHECK(error_of("name,F,B,W,activation\n") == "m.csv: the layer profile lists no layers");
+  // The shared limits: costs beyond kMaxCost, long text quoted in part.
+  CHECK(error_of("name,F,B,W,activation\na,1e13,2,1,1\n") ==
+        "m.csv:2: column 'F' of layer 'a': 1e13 is more than the supported 1e+12");
+  const std::string long_name(100, 'n');
+  CHECK(error_of("name,F,B,W,activation\n" + long_name + ",1,x,1,1\n") ==
+        "m.csv:2: column 'B' of layer '" + std::string(64, 'n') + "... (100 bytes)': 'x' is not a finite non-negative number");
+}
+
+TEST_CASE("search: shapes beyond the shared limits are refused up front", "[search]") {
+  SearchOptions o;
+  o.pp_degree = 2;
+  o.num_microbatches = 1 << 21;
+  CHECK_THROWS_AS(search(uniform(4), o), ShapeError);
+  o.num_microbatches = 4;
+  o.max_stages_per_rank = 0;
+  CHECK_THROWS_WITH(search(uniform(4), o), "the largest v tried must be 1..4096, got 0");
+}
+
+TEST_CASE("profile: balanced partition minimises the most expensive stage", "[search]") {
+  LayerProfile p = uniform(6);
+  p.layers[5].f = 6, p.layers[5].b = 12;  // a head as heavy as six layers
+  CHECK(balanced_partition(p, 2) == Partition{5, 1});
+  CHECK(balanced_partition(uniform(8), 4) == Partition{2, 2, 2, 2});
+  CHECK_THROWS_AS(balanced_partition(uniform(3), 4), ShapeError);
+  CHECK_THROWS_WITH(check_partition(uniform(4), {1, 2}, 2),
+                    "the partition covers 3 layers, but the layer profile has 4");
+}
+
+TEST_CASE("profile: stage costs sum their layers and peak memory is weighted", "[search]") {
+  LayerProfile p = uniform(4);
+  p.layers[3] = {"head", 2, 5, 1, 3};
+  const CostModel c = stage_costs(p, {3, 1});
+  CHECK(c.duration(make(ActionType::F, 0, 0)) == 3);
+  CHECK(c.duration(make(ActionType::B, 1, 0)) == 5);
+  CHECK(c.duration(make(ActionType::I, 1, 0)) == 4);
+  CHECK(c.duration(make(ActionType::W, 1, 0)) == 1);
+  CHECK(c.stage_memory == std::vector<double>{3, 3});
+  SimOptions o;
+  o.costs = c;
+  const SimResult r = simulate(plan(Problem{"gpipe", 2, 3, 1}), o);
+  REQUIRE(r.ok());
+  // gpipe holds every microbatch: 3 x 3 on both ranks.
+  CHECK(r.ranks[0].peak_memory == 9);
+  CHECK(r.ranks[1].peak_memory == 9);
+  CHECK(r.ranks[0].peak_activations == 3);
+}
+
+TEST_CASE("profile: a plan's partition survives the JSON round trip", "[search]") {
+  Plan p = plan(Problem{"1f1b", 2, 2, 1});
+  p.meta.partition = {3, 1};
+  std::ostringstream out;
+  write_json(p, out);
+  CHECK(out.str().find("\"partition\": [3, 1],") != std::string::npos);
+  CHECK(parse_json_plan(out.str()) == p);
+  std::string bad = out.str();
+  bad.replace(bad.find("[3, 1]"), 6, "[3, 0]");
+  CHECK_THROWS_WITH(parse_json_plan(bad, "x.json"), "x.json: partition[1]: 0 is below the minimum 1");
+  bad = out.str();
+  bad.replace(bad.find("[3, 1]"), 6, "[4]");
+  CHECK_THROWS_WITH(parse_json_plan(bad, "x.json"),
+                    "x.json: partition: holds 1 layer counts for 2 stages (pp_degree * stages_per_rank)");
+}
+
+TEST_CASE("search: the list scheduler's makespan is the simulator's", "[search]") {
+  const LayerProfile prof = example("gpt50");
+  for (StageMapping mapping : {StageMapping::Loop, StageMapping::V}) {
+    PlanMeta meta;
+    meta.pp_degree = 4, meta.num_microbatches = 8, meta.stages_per_rank = 2, meta.mapping = mapping;
+    meta.partition = balanced_partition(prof, 8);
+    CostModel comm;
+    comm.comm_latency = 0.3;
+    const CostModel costs = stage_costs(prof, meta.partition, comm);
+    for (bool split : {false, true}) {
+      auto g = detail::list_schedule(meta, detail::stage_table(costs, 8), 1e9,
+                                     detail::GreedyKnobs{split, false, false, 1.0});
+      REQUIRE(g);
+      SimOptions o;
+      o.costs = costs;
+      const SimResult r = simulate(g->plan, o);
+      REQUIRE(r.ok());
+      CHECK(r.makespan == Approx(g->makespan));
+      double peak = 0;
+      for (const auto& s : r.ranks) peak = std::max(peak, s.peak_memory);
+      CHECK(peak == Approx(g->peak));
+    }
+  }
+}
+
+namespace {
+void check_result(const SearchResult& r, const SearchOptions& o) {
+  CHECK(r.peak_memory <= r.memory_limit + 1e-9);
+  CHECK(r.lower_bound <= r.makespan + 1e-9);
+  REQUIRE(r.best_library);
+  CHECK(r.makespan <= r.best_library->makespan + 1e-9);
+  CHECK(r.plan.meta.partition.size() == static_cast<std::size_t>(r.plan.meta.num_stages()));
+  for (Transport t : {Transport::Rendezvous, Transport::Eager, Transport::Serial})
+    CHECK(verify(r.plan, {t}).ok());
+  // The plan file alone reproduces the reported numbers.
+  std::ostringstream out;
+  write_json(r.plan, out);
+  const Plan back = parse_json_plan(out.str());
+  CHECK(back == r.plan);
+  (void)o;
+}
+}  // namespace
+
+TEST_CASE("search: never worse than the library, fits the budget, verifies everywhere", "[search]") {
+  SearchOptions o;
+  o.pp_degree = 4;
+  o.num_microbatches = 8;
+  for (const char* name : {"uniform32", "gpt50", "wheavy32"}) {
+    CAPTURE(name);
+    const SearchResult r = search(example(name), o);
+    check_result(r, o);
+  }
+}
+
+TEST_CASE("search: beats the library on an uneven profile with communication", "[search]") {
+  SearchOptions o;
+  o.pp_degree = 4;
+  o.num_microbatches = 8;
+  o.comm.comm_latency = 0.5;
+  const SearchResult r = search(example("gpt50"), o);
+  check_result(r, o);
+  CHECK(r.makespan < r.best_library->makespan * 0.97);
+}
+
+TEST_CASE("search: budgets between the library's memory levels", "[search]") {
+  const LayerProfile prof = example("uniform32");
+  SearchOptions o;
+  o.pp_degree = 4;
+  o.num_microbatches = 8;
+  const double one_f_one_b = search(prof, o).memory_limit;
+  for (double factor : {0.6, 1.5}) {
+    CAPTURE(factor);
+    o.memory_limit = one_f_one_b * factor;
+    const SearchResult r = search(prof, o);
+    CHECK(r.peak_memory <= *o.memory_limit + 1e-9);
+    if (r.best_library) CHECK(r.makespan <= r.best_library->makespan + 1e-9);
+    CHECK(r.lower_bound <= r.makespan);
+  }
+}
+
+TEST_CASE("search: no plan fits names the smallest budget that works", "[search]") {
+  SearchOptions o;
+  o.pp_degree = 4;
+  o.num_microbatches = 8;
+  o.memory_limit = 0.5;
+  const LayerProfile prof = example("uniform32");
+  double smallest = 0;
+  try {
+    search(prof, o);
+    FAIL("expected BudgetError");
+  } catch (const BudgetError& e) {
+    smallest = e.smallest_budget;
+    CHECK(std::string(e.what()).find("the smallest budget that works is") != std::string::npos);
+  }
+  o.memory_limit = smallest;
+  const SearchResult r = search(prof, o);
+  CHECK(r.peak_memory <= smallest + 1e-9);
+}
+
+TEST_CASE("search: deterministic", "[search]") {
+  SearchOptions o;
+  o.pp_degree = 4;
+  o.num_microbatches = 8;
+  o.comm.comm_latency = 0.2;
+  const LayerProfile prof = example("moe40");
+  CHECK(search(prof, o).plan == search(prof, o).plan);
+}
+
+TEST_CASE("search: tiny shapes are measured against the exact optimum", "[search]") {
+  SearchOptions o;
+  o.pp_degree = 2;
+  o.num_microbatches = 3;
+  const SearchResult r = search(example("tiny4"), o);
+  REQUIRE(r.exact);
+  CHECK(r.exact->complete);
+  CHECK(r.exact->optimum <= r.exact->search_value + 1e-9);
+  CHECK(r.exact->optimum >= r.lower_bound - 1e-9);
+}
+
+TEST_CASE("search: the CLI writes a plan every command accepts", "[search][cli]") {
+  const std::string layers = std::string(PIPEPLAN_SOURCE_DIR) + "/examples/layers/gpt50.csv";
+  const std::string plan_path = test::temp_file("searched.json", "");
+  auto s = run_cli({"search", "-p", "4", "-m", "8", "--layers", layers, "--comm", "0.5", "-o",
+                    plan_path, "-f", "json"});
+  REQUIRE(s.exit_code == 0);
+  const auto doc = nlohmann::json::parse(s.out);
+  for (const char* key : {"makespan", "peak_memory", "lower_bound", "mapping", "stages_per_rank",
+                          "partition", "best_library"})
+    CHECK(doc.contains(key));
+  auto v = run_cli({"verify", plan_path, "--model", "all"});
+  CHECK(v.exit_code == 0);
+  auto sim = run_cli({"simulate", plan_path, "--layers", layers, "--comm", "0.5", "-f", "json"});
+  REQUIRE(sim.exit_code == 0);
+  const auto sdoc = nlohmann::json::parse(sim.out);
+  CHECK(sdoc["makespan"].get<double>() == Approx(doc["makespan"].get<double>()));
+  CHECK(sdoc["ranks"][0].contains("peak_memory"));
+  CHECK(sdoc["peak_memory"].get<double>() == Approx(doc["peak_memory"].get<double>()));
+  CHECK(run_cli({"render", plan_path, "--layers", layers, "--svg", "-"}).exit_code == 0);
+  CHECK(run_cli({"convert", plan_path, "-f", "csv"}).exit_code == 0);
+  auto none = run_cli({"search", "-p", "4", "-m", "8", "--layers", layers, "--memory-limit", "0.1"});
+  CHECK(none.exit_code == 2);
+  CHECK(none.err.find("smallest budget that works") != std::string::npos);
+}
+
+TEST_CASE("search: compare --layers reports peak memory per schedule", "[search][cli]") {
+  const std::string layers = std::string(PIPEPLAN_SOURCE_DIR) + "/examples/layers/gpt50.csv";
+  auto c = run_cli({"compare", "-p", "4", "-m", "8", "--layers", layers, "-f", "json",
+                    "--schedules", "1f1b,zbv,interleaved-1f1b"});
+  REQUIRE(c.exit_code == 0);
+  const auto doc = nlohmann::json::parse(c.out);
+  for (const auto& row : doc["results"]) {
+    CHECK(row.contains("peak_memory"));
+    CHECK(row["partition"].size() == 4 * row["stages_per_rank"].get<std::size_t>());
+  }
+  auto bad = run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--layers", layers, "--cost", "F=1"});
+  CHECK(bad.exit_code == 2);
+}
+
+TEST_CASE("search: the exhaustive search finds the optimum without an incumbent", "[search]") {
+  SearchOptions o;
+  o.pp_degree = 2;
+  o.num_microbatches = 4;
+  o.comm.comm_latency = 0.5;
+  o.max_stages_per_rank = 2;
+  const LayerProfile prof = uniform(4);
+  const SearchResult r = search(prof, o);
+  REQUIRE(r.exact);
+  REQUIRE(r.exact->complete);
+  // A weaker incumbent: the exhaustive search must find the optimum itself.
+  const ExactResult free_run = detail::exact_search(prof, o, r.memory_limit, r.exact->search_value + 2);
+  REQUIRE(free_run.complete);
+  CHECK(free_run.max_stages_per_rank == 2);
+  CHECK(free_run.nodes > 100);
+  CHECK(free_run.optimum == Approx(r.exact->optimum));
+  CHECK(free_run.optimum <= r.exact->search_value + 1e-9);
+  // A budget of one microbatch per rank forces a sequential plan: slower.
+  // Fewer microbatches with a budget of one microbatch per rank: a
+  // sequential plan, slower than the unconstrained optimum.
+  o.num_microbatches = 2;
+  const SearchResult loose = search(prof, o);
+  o.memory_limit = 2.0;
+  const SearchResult tight = search(prof, o);
+  REQUIRE(loose.exact);
+  REQUIRE(tight.exact);
+  REQUIRE(loose.exact->complete);
+  REQUIRE(tight.exact->complete);
+  CHECK(tight.exact->optimum > loose.exact->optimum);
+  CHECK(tight.peak_memory <= 2.0);
+}
+
+TEST_CASE("search: refining a library plan's partition keeps its actions and the budget", "[search]") {
+  // ZBV's V mapping puts the first and last layers on rank 0: the balanced
+  // split (by stage) is not the best one for it.
+  const LayerProfile prof = example("llama35");
+  Plan lib = plan(Problem{"zbv", 4, 8, 2});
+  lib.meta.partition = balanced_partition(prof, 8);
+  SimOptions o;
+  o.costs.comm_latency = 0.5;
+  SimOptions balanced = o;
+  balanced.costs = stage_costs(prof, lib.meta.partition, o.costs);
+  const SimResult before = simulate(lib, balanced);
+  double budget = 0;
+  for (const auto& s : before.ranks) budget = std::max(budget, s.peak_memory);
+  int evaluations = 0;
+  const auto refined =
+      detail::refine_partition(lib, prof, o, budget, [] { return false; }, &evaluations);
+  REQUIRE(refined);
+  CHECK(evaluations > 1);
+  CHECK(refined->makespan < before.makespan - 1e-9);
+  CHECK(refined->peak <= budget + 1e-9);
+  CHECK(refined->plan.ranks == lib.ranks);  // only the split moved
+  CHECK(refined->plan.meta.partition != lib.meta.partition);
+  SimOptions again = o;
+  again.costs = stage_costs(prof, refined->plan.meta.partition, o.costs);
+  CHECK(simulate(refined->plan, again).makespan == Approx(refined->makespan));
+}
+
+TEST_CASE("search: --layers lowers for the profile's stage costs", "[search][cli]") {
+  // A latency-hiding lowering plans for the costs it is simulated with: the
+  // plan simulate -s runs with --layers is the one lowered for the layer
+  // profile's stage sums (balanced split), not for uniform stages.
+  const LayerProfile prof = example("gpt50");
+  const Problem problem{"interleaved-1f1b", 4, 8, 2};
+  const PlanMeta meta = resolve(problem);
+  LowerOptions lo = schedule_lowering(meta);
+  REQUIRE(lo.mode == LowerMode::LatencyHiding);
+  CostModel comm;
+  comm.comm_latency = 0.5;
+  lo.costs = stage_costs(prof, balanced_partition(prof, 8), comm);
+  Plan expected = plan(problem, lo);
+  expected.meta.partition = balanced_partition(prof, 8);
+  const std::string layers = std::string(PIPEPLAN_SOURCE_DIR) + "/examples/layers/gpt50.csv";
+  auto c = run_cli({"simulate", "-s", "interleaved-1f1b", "-p", "4", "-m", "8", "-v", "2",
+                    "--layers", layers, "--comm", "0.5", "-f", "json"});
+  REQUIRE(c.exit_code == 0);
+  SimOptions o;
+  o.costs = stage_costs(prof, expected.meta.partition, comm);
+  CHECK(nlohmann::json::parse(c.out)["makespan"].get<double>() ==
+        Approx(simulate(expected, o).makespan));
+}
