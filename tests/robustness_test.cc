@@ -324,13 +324,26 @@ TEST_CASE("robustness: messages name the problem", "[robustness]") {
   // An unknown flag is named, before any missing required option.
   auto flag = run_cli({"plan", "--bogus-flag"});
   CHECK(flag.exit_code == 2);
-  CHECK(contains(flag.err, "pipeplan: unknown option '--bogus-flag' for 'plan'"));
+  CHECK(contains(flag.err, "pipeplan: error: unknown option '--bogus-flag' for 'plan'"));
   CHECK(!contains(flag.err, "required"));
   auto typo = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "--compute-onyl"});
   CHECK(typo.exit_code == 2);
   CHECK(contains(typo.err, "unknown option '--compute-onyl' for 'plan' (did you mean '--compute-only'?)"));
+  // A bad option value reads like every other error and points at the help.
+  auto value = run_cli({"plan", "-s", "1f1b", "-p", "x", "-m", "2"});
+  CHECK(value.exit_code == 2);
+  CHECK(value.err == "pipeplan: error: --pp: 'x' is not an integer; see 'pipeplan plan --help'\n");
+  auto over = run_cli({"plan", "-s", "gpipe", "-p", "65537", "-m", "1"});
+  CHECK(over.exit_code == 2);
+  CHECK(contains(over.err, "pipeplan: error: --pp: 65537 is more than the supported 65536 ranks"));
+  auto command = run_cli({"plam"});
+  CHECK(command.exit_code == 2);
+  CHECK(contains(command.err, "pipeplan: error: unknown command 'plam' (did you mean 'plan'?)"));
   // What an error quotes is capped: a 3 MB cell is not repeated.
   const std::string cell(3 << 20, 'X');
+  auto long_value = run_cli({"plan", "-s", "1f1b", "-p", std::string(100000, 'X'), "-m", "2"});
+  CHECK(long_value.exit_code == 2);
+  CHECK(long_value.err.size() < 600);
   auto huge = run_cli({"verify", temp_file("huge_cell.csv", "0F0," + cell + "\n")});
   CHECK(huge.exit_code == 2);
   CHECK(huge.err.size() < 600);

@@ -366,3 +366,13 @@ TEST_CASE("search: --layers lowers for the profile's stage costs", "[search][cli
   CHECK(nlohmann::json::parse(c.out)["makespan"].get<double>() ==
         Approx(simulate(expected, o).makespan));
 }
+
+TEST_CASE("search: bad limits are named input errors", "[search][cli]") {
+  const std::string layers = std::string(PIPEPLAN_SOURCE_DIR) + "/examples/layers/tiny4.csv";
+  auto zero = run_cli({"search", "-p", "2", "-m", "2", "--layers", layers, "--time-limit", "0"});
+  CHECK(zero.exit_code == 2);
+  CHECK(zero.err.find("the time limit must be a positive number of seconds, got 0") != std::string::npos);
+  auto negative = run_cli({"search", "-p", "2", "-m", "2", "--layers", layers, "--memory-limit", "-1"});
+  CHECK(negative.exit_code == 2);
+  CHECK(negative.err.find("the memory limit must be a positive number, got -1") != std::string::npos);
+}

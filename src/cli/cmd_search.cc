@@ -35,8 +35,7 @@ std::function<int()> setup_search(CLI::App& app) {
       ->required();
   app.add_option("--memory-limit", args->memory_limit,
                  "Peak activation memory allowed per rank, in the profile's unit (default: "
-                 "1F1B's peak on the same profile)")
-      ->check(CLI::PositiveNumber);
+                 "1F1B's peak on the same profile)");
   app.add_option("--comm", args->costs.comm,
                  "Transfer cost LATENCY[,BANDWIDTH]: latency + bytes/bandwidth per transfer");
   app.add_option("--bytes", args->costs.bytes, "Size of every transfer, for --comm's BANDWIDTH")
@@ -44,8 +43,7 @@ std::function<int()> setup_search(CLI::App& app) {
   app.add_option("--model", args->costs.model,
                  "Transport the makespan is measured under (the plan is verified under all three)")
       ->check(CLI::IsMember({"rendezvous", "eager", "serial"}));
-  app.add_option("--time-limit", args->options.time_limit, "Search time bound in seconds")
-      ->check(CLI::PositiveNumber);
+  app.add_option("--time-limit", args->options.time_limit, "Search time bound in seconds (default 3)");
   app.add_option("--max-v", args->options.max_stages_per_rank,
                  "Largest number of stages per rank tried")
       ->check(CLI::Range(1, 16));

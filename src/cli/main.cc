@@ -25,7 +25,7 @@ int unknown_command(const std::string& name) {
     std::size_t d = pipeplan::detail::edit_distance(name, c.name);
     if (d < best_d) best_d = d, best = c.name;
   }
-  std::cerr << "pipeplan: unknown command '" << name << "'";
+  std::cerr << "pipeplan: error: unknown command '" << pipeplan::limits::excerpt(name) << "'";
   if (!best.empty()) std::cerr << " (did you mean '" << best << "'?)";
   std::cerr << "; commands: " << names << "\n";
   return kExitUsage;
@@ -43,7 +43,7 @@ int unexpected_arguments(const CLI::App& app, int argc, char** argv) {
       if (s->get_name() == argv[i]) sub = s;
   const std::string where = sub ? " for '" + sub->get_name() + "'" : std::string();
   if (arg.empty() || arg[0] != '-') {
-    std::cerr << "pipeplan: unexpected argument '" << pipeplan::limits::excerpt(arg) << "'" << where
+    std::cerr << "pipeplan: error: unexpected argument '" << pipeplan::limits::excerpt(arg) << "'" << where
               << "\n";
     return kExitUsage;
   }
@@ -59,7 +59,7 @@ int unexpected_arguments(const CLI::App& app, int argc, char** argv) {
         if (std::size_t d = pipeplan::detail::edit_distance(name, "-" + sn); d < best_d && name.size() <= 3) best_d = d, best = "-" + sn;
     }
   }
-  std::cerr << "pipeplan: unknown option '" << pipeplan::limits::excerpt(name) << "'" << where;
+  std::cerr << "pipeplan: error: unknown option '" << pipeplan::limits::excerpt(name) << "'" << where;
   if (!best.empty()) std::cerr << " (did you mean '" << best << "'?)";
   std::cerr << "; see 'pipeplan " << (sub ? sub->get_name() + " " : std::string()) << "--help'\n";
   return kExitUsage;
@@ -97,8 +97,18 @@ int run(int argc, char** argv) {
     // is a typo, not a missing --schedule).
     if (e.get_exit_code() != 0)
       if (int rc = unexpected_arguments(app, argc, argv); rc != kExitOk) return rc;
-    int rc = app.exit(e);
-    return rc == 0 ? kExitOk : kExitUsage;
+    if (e.get_exit_code() == 0) return app.exit(e) == 0 ? kExitOk : kExitUsage;  // --help, --version
+    // A bad value ("--pp: 'x' is not an integer") in the form of every other
+    // error, pointing at the command's help.
+    const CLI::App* sub = nullptr;
+    for (const CLI::App* s : app.get_subcommands()) sub = s;
+    std::string what = e.what();
+    if (what.size() > 240) what = what.substr(0, 240) + "... (" + std::to_string(what.size()) + " bytes)";
+    for (char& c : what)
+      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+    std::cerr << "pipeplan: error: " << what << "; see 'pipeplan "
+              << (sub ? sub->get_name() + " " : std::string()) << "--help'\n";
+    return kExitUsage;
   }
   if (int rc = unexpected_arguments(app, argc, argv); rc != kExitOk) return rc;
 

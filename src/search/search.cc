@@ -163,8 +163,11 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
                      " layers, fewer than the " + std::to_string(o.pp_degree) +
                      " ranks (every rank needs a stage of at least one layer)");
   if (o.memory_limit && (!std::isfinite(*o.memory_limit) || *o.memory_limit <= 0))
-    throw InputError("--memory-limit must be a positive number");
-  if (!(o.time_limit > 0)) throw InputError("--time-limit must be positive");
+    throw InputError("the memory limit must be a positive number, got " +
+                     detail::format_number(*o.memory_limit));
+  if (!(o.time_limit > 0))
+    throw InputError("the time limit must be a positive number of seconds, got " +
+                     detail::format_number(o.time_limit));
   const Clock clock(o.time_limit);
   SearchResult res;
   CostModel comm;
