@@ -30,14 +30,19 @@ bool is_plain_compute(ActionType t) {
 
 // The times of `ranks` (compute-only, F/B/I/W only); values hold when each
 // value was produced afterwards.
-OrderTimes time_ranks(const std::vector<std::vector<Action>>& ranks,
-                      const StageTable& t, ValueTimes& values) {
-  OrderTimes out;
+// `out` and `values` are overwritten (their storage is reused).
+void time_ranks(const std::vector<std::vector<Action>>& ranks, const StageTable& t,
+                ValueTimes& values, OrderTimes& out) {
+  values.reset();
+  out.ok = false;
+  out.makespan = out.earliness = out.peak = 0.0;
   const std::size_t p = ranks.size();
   out.start.resize(p);
+  out.finish.assign(p, 0.0);
   std::vector<std::size_t> pos(p, 0);
-  std::vector<double> free_at(p, 0.0), live(p, 0.0);
-  for (std::size_t r = 0; r < p; ++r) out.start[r].assign(ranks[r].size(), 0.0);
+  std::vector<double> live(p, 0.0);
+  std::vector<double>& free_at = out.finish;
+  for (std::size_t r = 0; r < p; ++r) out.start[r].resize(ranks[r].size());
   bool progress = true;
   while (progress) {
     progress = false;
@@ -66,15 +71,13 @@ OrderTimes time_ranks(const std::vector<std::vector<Action>>& ranks,
     }
   }
   for (std::size_t r = 0; r < p; ++r)
-    if (pos[r] < ranks[r].size()) return out;  // deadlock: ok stays false
+    if (pos[r] < ranks[r].size()) return;  // deadlock: ok stays false
   for (std::size_t r = 0; r < p; ++r) {
     out.makespan = std::max(out.makespan, free_at[r]);
     out.earliness += free_at[r];
   }
-  out.finish = free_at;
   std::sort(out.finish.begin(), out.finish.end(), std::greater<double>());
   out.ok = true;
-  return out;
 }
 
 // Lexicographic: the ranks' finish times, latest first, then earliness.
@@ -93,7 +96,9 @@ std::optional<OrderTimes> time_orders(const Plan& compute, const StageTable& tab
     for (const Action& a : list)
       if (!is_plain_compute(a.type)) return std::nullopt;
   ValueTimes values(compute.meta, table.transfer);
-  return time_ranks(compute.ranks, table, values);
+  OrderTimes out;
+  time_ranks(compute.ranks, table, values, out);
+  return out;
 }
 
 std::optional<Improved> improve_orders(const Plan& compute, const StageTable& table, double budget,
@@ -104,10 +109,10 @@ std::optional<Improved> improve_orders(const Plan& compute, const StageTable& ta
       if (!is_plain_compute(a.type)) return std::nullopt;
   const PlanMeta& meta = compute.meta;
   std::vector<std::vector<Action>> ranks = compute.ranks;
-  ValueTimes values(meta, table.transfer);
-  OrderTimes cur = time_ranks(ranks, table, values);
+  ValueTimes cur_values(meta, table.transfer), trial_values(meta, table.transfer);
+  OrderTimes cur, trial;
+  time_ranks(ranks, table, cur_values, cur);
   if (!cur.ok || cur.peak > budget + kEps) return std::nullopt;
-  ValueTimes cur_values = values;
   long long used = 0;
   int moves = 0;
   bool improved = true;
@@ -133,13 +138,12 @@ std::optional<Improved> improve_orders(const Plan& compute, const StageTable& ta
           std::rotate(list.begin() + static_cast<std::ptrdiff_t>(i),
                       list.begin() + static_cast<std::ptrdiff_t>(j),
                       list.begin() + static_cast<std::ptrdiff_t>(j + 1));
-          ValueTimes trial_values(meta, table.transfer);
-          OrderTimes trial = time_ranks(ranks, table, trial_values);
+          time_ranks(ranks, table, trial_values, trial);
           ++used;
           if (evaluations) ++*evaluations;
           if (trial.ok && trial.peak <= budget + kEps && better(trial, cur)) {
-            cur = std::move(trial);
-            cur_values = std::move(trial_values);
+            std::swap(cur, trial);
+            std::swap(cur_values, trial_values);
             ++moves;
             improved = true;
             break;

@@ -32,7 +32,7 @@ constexpr std::size_t kFinalists = 6;
 // Orders the local improvement starts from, and the work it may spend on
 // each (plans timed x actions per plan; a fixed count keeps it deterministic).
 constexpr std::size_t kImproveSeeds = 6;
-constexpr long long kImproveWork = 4000000;
+constexpr long long kImproveWork = 8000000;
 
 class Clock {
  public:

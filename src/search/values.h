@@ -5,6 +5,7 @@
 // `transfer` after it was produced.
 #pragma once
 
+#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -41,6 +42,11 @@ class ValueTimes {
   /// Records that `a` ended at `end` (its outputs exist from then on).
   void produced(const Action& a, double end) {
     deps::for_each_output(a, [&](const deps::Value& v) { at(v) = end; });
+  }
+  /// Forgets every value (as freshly constructed), keeping the storage.
+  void reset() {
+    std::fill(forward_.begin(), forward_.end(), kNotYet);
+    std::fill(grad_.begin(), grad_.end(), kNotYet);
   }
   /// Undoes produced(a, ..) (for backtracking).
   void unproduce(const Action& a) { produced(a, kNotYet); }
