@@ -3,6 +3,7 @@
 // latency"), on a grid small enough for CI.
 #include <catch2/catch.hpp>
 
+#include "bench/reach.h"
 #include "bench/torch_lowering.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
@@ -84,8 +85,8 @@ TEST_CASE("latency: every schedule lowers deadlock-free, at the eager bound, nev
   // Transfers up to a quarter of a forward, and a bandwidth term: the bound
   // is reached for every shape of every schedule but dualpipev (whose pairs
   // carry two streams of overlapped work, see docs/simulator.md); at
-  // latency 1 (a whole forward) pair streams saturate and "no slower than
-  // torch" still holds.
+  // latency 1 (a whole forward) pair streams saturate. Everywhere the bound
+  // is missed it is out of reach, and the plan is never behind torch's.
   const std::vector<Comm> comms = {{0.1, 0, 0}, {0.25, 0, 0}, {0.1, 100, 40}, {1.0, 0, 0}};
   for (const auto& info : schedules()) {
     int shapes = 0;
@@ -111,6 +112,12 @@ TEST_CASE("latency: every schedule lowers deadlock-free, at the eager bound, nev
         CHECK(ours >= bound - 1e-9);
         if (c.latency <= 0.25 && info.name != "dualpipev") CHECK(ours == Approx(bound).epsilon(1e-12));
         CHECK(ours <= makespan(torch, o) + 1e-9);
+        // At the bound wherever it is reachable: every miss comes with a
+        // proof that no execution with one stream per rank pair reaches it
+        // (and a shape at the bound never gets one: the proof is sound).
+        const auto proof = bench::bound_out_of_reach(compute, o.costs);
+        INFO((proof ? *proof : std::string("no proof")));
+        CHECK((ours > bound * (1 + 1e-9)) == proof.has_value());
       }
     });
     INFO(info.name);
@@ -151,4 +158,39 @@ TEST_CASE("latency: prefetched receives show in the simulator's buffer count", "
   CHECK(seed.ranks[1].peak_recv_buffers == 1);
   CHECK(hidden.ranks[1].peak_recv_buffers > 1);
   CHECK(hidden.makespan < seed.makespan);
+}
+
+TEST_CASE("latency: the documented examples of a bound out of reach", "[latency]") {
+  // docs/simulator.md, "Where the bound cannot be reached": F=1, B=2, I=W=1.
+  struct Case {
+    const char* schedule;
+    int p, m, v;
+    double latency, bound, ours;
+    const char* proof;  // a part of the reason given
+  };
+  for (const Case& c : {
+           Case{"dualpipev", 2, 4, 2, 0.5, 28.0, 29.0, "fit in neither order"},
+           Case{"zb-h1", 2, 6, 1, 1.0, 24.0, 25.0, "0F3 -> 1F3 and 1I2 -> 0I2, fit in neither order"},
+           Case{"zbv", 4, 4, 2, 1.0, 42.0, 43.0, "fit in neither order"},
+           Case{"interleaved-zb", 2, 2, 2, 1.0, 17.0, 18.0, "fit in neither order"},
+           Case{"interleaved-1f1b", 2, 4, 2, 1.0, 33.0, 34.0, "fit in neither order"},
+           Case{"zb-h1", 2, 7, 1, 1.0, 28.0, 29.0, "cannot start before"},
+       }) {
+    INFO(c.schedule << " p=" << c.p << " m=" << c.m << " v=" << c.v << " latency " << c.latency);
+    const Plan compute = plan_compute(Problem{c.schedule, c.p, c.m, c.v});
+    const SimOptions o = sim_costs({c.latency, 0, 0});
+    LowerOptions lo = default_lowering(c.schedule);
+    lo.mode = LowerMode::LatencyHiding;
+    lo.costs = o.costs;
+    CHECK(makespan(compute, o) == c.bound);
+    CHECK(makespan(lower(compute, lo), o) == c.ours);
+    CHECK(makespan(bench::torch_lowering(compute), o) >= c.ours);
+    const auto proof = bench::bound_out_of_reach(compute, o.costs);
+    REQUIRE(proof);
+    CHECK_THAT(*proof, Catch::Contains(c.proof));
+  }
+  // The same orders with cheaper transfers reach the bound, and no proof
+  // says otherwise.
+  const Plan compute = plan_compute(Problem{"zb-h1", 2, 6, 1});
+  CHECK_FALSE(bench::bound_out_of_reach(compute, sim_costs({0.25, 0, 0}).costs));
 }

@@ -11,10 +11,14 @@
 #include "pipeplan/search.h"
 #include "search/exact.h"
 #include "search/greedy.h"
+#include "search/improve.h"
 #include "search/refine.h"
 #include "test_util.h"
 
+#include <algorithm>
+#include <map>
 #include <sstream>
+#include <tuple>
 
 using namespace pipeplan;
 using pipeplan::test::run_cli;
@@ -341,6 +345,80 @@ TEST_CASE("search: refining a library plan's partition keeps its actions and the
   SimOptions again = o;
   again.costs = stage_costs(prof, refined->plan.meta.partition, o.costs);
   CHECK(simulate(refined->plan, again).makespan == Approx(refined->makespan));
+}
+
+TEST_CASE("search: improving a library order keeps its work, the budget and the simulator's times", "[search]") {
+  // W-heavy blocks (W = 2/3 B): ZBV's order at its own peak memory.
+  const LayerProfile prof = uniform(8, 1, 3, 2, 1);
+  Plan lib = plan(Problem{"zbv", 4, 8, 2});
+  lib.meta.partition = balanced_partition(prof, 8);
+  for (auto& list : lib.ranks)
+    list.erase(std::remove_if(list.begin(), list.end(), [](const Action& a) { return is_comm(a.type); }),
+               list.end());
+  SimOptions o;
+  o.costs = stage_costs(prof, lib.meta.partition, CostModel{});
+  o.costs.comm_latency = 0.5;
+  const detail::StageTable table = detail::stage_table(o.costs, 8);
+  const SimResult before = simulate(lib, o);
+  REQUIRE(before.ok());
+  double budget = 0;
+  for (const auto& s : before.ranks) budget = std::max(budget, s.peak_memory);
+  const auto timed = detail::time_orders(lib, table);
+  REQUIRE(timed);
+  CHECK(timed->makespan == Approx(before.makespan));
+  CHECK(timed->peak == Approx(budget));
+  int evaluations = 0;
+  const auto improved = detail::improve_orders(lib, table, budget, 100000, [] { return false; }, &evaluations);
+  REQUIRE(improved);
+  CHECK(improved->moves > 0);
+  CHECK(evaluations >= improved->moves);
+  CHECK(improved->makespan < before.makespan - 1e-9);
+  CHECK(improved->peak <= budget + 1e-9);
+  const SimResult after = simulate(improved->plan, o);
+  REQUIRE(after.ok());
+  CHECK(after.makespan == Approx(improved->makespan));
+  double peak = 0;
+  for (const auto& s : after.ranks) peak = std::max(peak, s.peak_memory);
+  CHECK(peak == Approx(improved->peak));
+  // Same work on every rank, microbatches still in order per stage and kind.
+  for (std::size_t r = 0; r < lib.ranks.size(); ++r) {
+    auto a = lib.ranks[r], b = improved->plan.ranks[r];
+    const auto key = [](const Action& x) { return std::make_tuple(x.stage, static_cast<int>(x.type), x.microbatch); };
+    const auto by_key = [&key](const Action& x, const Action& y) { return key(x) < key(y); };
+    std::sort(a.begin(), a.end(), by_key);
+    std::sort(b.begin(), b.end(), by_key);
+    CHECK(a == b);
+    std::map<std::pair<int, int>, int> next;
+    for (const Action& x : improved->plan.ranks[r])
+      CHECK(next[{x.stage, static_cast<int>(x.type)}]++ == x.microbatch);
+  }
+  // A budget the order already uses fully: nothing may exceed it.
+  const auto capped = detail::improve_orders(lib, table, budget - 1, 1000, [] { return false; }, &evaluations);
+  CHECK_FALSE(capped);
+}
+
+TEST_CASE("search: beats the best library schedule at 1F1B's budget when W is heavy", "[search]") {
+  // W = 2/3 B at 1F1B's own peak memory: the library's best zero-bubble
+  // order, with its idle time filled by the local improvement, is strictly
+  // faster than the library plan itself.
+  const LayerProfile prof = uniform(8, 1, 3, 2, 1);
+  SearchOptions o;
+  o.pp_degree = 4;
+  o.num_microbatches = 8;
+  for (double comm : {0.5, 1.0}) {
+    CAPTURE(comm);
+    o.comm.comm_latency = comm;
+    const SearchResult r = search(prof, o);
+    check_result(r, o);
+    double one_f_one_b = 0;
+    for (const LibraryRun& run : r.library)
+      if (run.schedule == "1f1b") one_f_one_b = run.peak_memory;
+    CHECK(r.memory_limit == Approx(one_f_one_b));
+    CHECK(r.makespan < r.best_library->makespan - 1e-9);
+    CHECK(r.origin.find("orders improved locally") != std::string::npos);
+    CHECK(r.peak_memory <= r.memory_limit + 1e-9);
+    CHECK_FALSE(r.time_limited);
+  }
 }
 
 TEST_CASE("search: --layers lowers for the profile's stage costs", "[search][cli]") {

@@ -334,16 +334,56 @@ class Lowering {
       for (auto [d0, d1] : pairs) order_pair(d0, d1);
       return;
     }
+    std::vector<std::vector<std::uint32_t>> orders;
+    if (release_orders(pairs, orders)) {
+      for (std::size_t k = 0; k < pairs.size(); ++k) {
+        order_ = std::move(orders[k]);
+        walk_ends(pairs[k].first, pairs[k].second);
+      }
+      return;
+    }
     // Each pair in the order its stream takes transfers when it carries one
     // at a time, earliest deadline first among those ready.
     std::vector<int> pair_of(xfers_.size(), -1);
     for (std::size_t d = 0; d < dirs_.size(); ++d)
       for (std::uint32_t id : dirs_[d].ids) pair_of[id] = pair_of_dir[d];
-    auto orders = serialized_pair_orders(plan_, costs_, xfers_, pair_of, static_cast<int>(pairs.size()));
+    orders = serialized_pair_orders(plan_, costs_, xfers_, pair_of, static_cast<int>(pairs.size()));
     for (std::size_t k = 0; k < pairs.size(); ++k) {
       order_ = std::move(orders[k]);
       walk_ends(pairs[k].first, pairs[k].second);
     }
+  }
+
+  // When no transfer of a pair is released less than one transfer time
+  // after the previous one (in the bound's run), a pair stream carrying one
+  // at a time never makes a transfer wait: the pair-stream run is the
+  // bound's run and takes each pair's transfers in release (key) order. Then
+  // this fills `orders` so (as serialized_pair_orders would, without its
+  // event queue) and returns true; otherwise false.
+  bool release_orders(const std::vector<std::pair<int, int>>& pairs,
+                      std::vector<std::vector<std::uint32_t>>& orders) {
+    if (!(hop_ > 0.0)) return false;  // simultaneous releases: deadlines decide
+    orders.assign(pairs.size(), {});
+    for (std::size_t k = 0; k < pairs.size(); ++k) {
+      const auto& up = dirs_[static_cast<std::size_t>(pairs[k].first)].ids;
+      static const std::vector<std::uint32_t> kNone;
+      const auto& down = pairs[k].second < 0 ? kNone : dirs_[static_cast<std::size_t>(pairs[k].second)].ids;
+      auto& order = orders[k];
+      order.reserve(up.size() + down.size());
+      std::size_t i = 0, j = 0;
+      bool any = false;
+      double last = 0.0;
+      while (i < up.size() || j < down.size()) {
+        const bool take_up = j >= down.size() || (i < up.size() && key_less(xfers_[up[i]], xfers_[down[j]]));
+        const std::uint32_t id = take_up ? up[i++] : down[j++];
+        const Xfer& x = xfers_[id];
+        if (any && x.t < last + hop_) return false;
+        any = true;
+        last = x.t;
+        order.push_back(id << 1 | (x.src < x.dst ? 1u : 0u));
+      }
+    }
+    return true;
   }
 
   // Fixes the positions of rank r's side of every op of one history (ops_:

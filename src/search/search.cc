@@ -16,6 +16,7 @@
 #include "pipeplan/planner.h"
 #include "search/exact.h"
 #include "search/greedy.h"
+#include "search/improve.h"
 #include "search/refine.h"
 #include "search/split.h"
 #include "ir/numbers.h"
@@ -28,6 +29,10 @@ using detail::GreedyOutcome;
 
 constexpr double kEps = 1e-9;
 constexpr std::size_t kFinalists = 6;
+// Orders the local improvement starts from, and the work it may spend on
+// each (plans timed x actions per plan; a fixed count keeps it deterministic).
+constexpr std::size_t kImproveSeeds = 6;
+constexpr long long kImproveWork = 4000000;
 
 class Clock {
  public:
@@ -336,6 +341,40 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
                           " per rank; the smallest budget that works is " + smallest +
                           " (--memory-limit " + smallest + ")",
                       smallest_peak);
+  }
+
+  // 3b. Local improvement of the best orders: pull ready work (a forward, a
+  // backward, a deferred W) into idle time or ahead of a W while the budget
+  // holds. The fastest library order that fits is always among the starts.
+  {
+    std::stable_sort(pool.begin(), pool.end(), [](const Candidate& a, const Candidate& b) { return a.makespan < b.makespan - kEps; });
+    std::vector<const Candidate*> starts;
+    const std::string best_origin = res.best_library ? "library " + res.best_library->schedule + " (v=" +
+                                                           std::to_string(res.best_library->stages_per_rank) + ")"
+                                                     : std::string();
+    for (const Candidate& c : pool)
+      if (c.origin == best_origin) starts.push_back(&c);
+    for (const Candidate& c : pool) {
+      if (starts.size() >= kImproveSeeds) break;
+      bool dup = false;
+      for (const Candidate* s : starts) dup = dup || s->compute == c.compute;
+      if (!dup) starts.push_back(&c);
+    }
+    const auto expired = [&clock] { return clock.expired(); };
+    std::vector<Candidate> improved;
+    for (const Candidate* c : starts) {
+      if (clock.expired()) break;
+      const Partition& part = c->compute.meta.partition;
+      const detail::StageTable table = detail::stage_table(stage_costs(profile, part, comm), c->compute.meta.num_stages());
+      std::size_t actions = 1;
+      for (const auto& list : c->compute.ranks) actions += list.size();
+      const long long evals = std::max<long long>(100, kImproveWork / static_cast<long long>(actions));
+      auto imp = detail::improve_orders(c->compute, table, budget, evals, expired, &res.candidates);
+      if (imp)
+        improved.push_back({std::move(imp->plan), imp->makespan, imp->peak, c->origin + ", orders improved locally"});
+    }
+    for (Candidate& c : improved) pool.push_back(std::move(c));
+    res.time_limited = res.time_limited || clock.expired();
   }
 
   // 4. Lower the finalists, simulate them under the user's transport, keep
