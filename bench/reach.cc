@@ -115,14 +115,19 @@ std::optional<std::string> bound_out_of_reach(const Plan& compute, const CostMod
           Xfer& x = xs[static_cast<std::size_t>(ids[a])];
           Xfer& y = xs[static_cast<std::size_t>(ids[b])];
           const bool x_first = x.est + hop <= y.lst + eps, y_first = y.est + hop <= x.lst + eps;
-          if (!x_first && !y_first)
-            return "two transfers between ranks " + std::to_string(nodes[static_cast<std::size_t>(x.producer)].rank) +
-                   " and " + std::to_string(nodes[static_cast<std::size_t>(x.consumer)].rank) + ", " +
-                   name(compute, nodes[static_cast<std::size_t>(x.producer)]) + " -> " +
-                   name(compute, nodes[static_cast<std::size_t>(x.consumer)]) + " and " +
-                   name(compute, nodes[static_cast<std::size_t>(y.producer)]) + " -> " +
-                   name(compute, nodes[static_cast<std::size_t>(y.consumer)]) +
-                   ", fit in neither order";
+          if (!x_first && !y_first) {
+            const Node& xp = nodes[static_cast<std::size_t>(x.producer)];
+            const Node& xc = nodes[static_cast<std::size_t>(x.consumer)];
+            const Node& yp = nodes[static_cast<std::size_t>(y.producer)];
+            const Node& yc = nodes[static_cast<std::size_t>(y.consumer)];
+            const std::string what =
+                x.producer == y.producer && x.consumer == y.consumer
+                    ? "the two values " + name(compute, xp) + " sends to " + name(compute, xc)
+                    : name(compute, xp) + " -> " + name(compute, xc) + " and " + name(compute, yp) +
+                          " -> " + name(compute, yc);
+            return "two transfers between ranks " + std::to_string(xp.rank) + " and " +
+                   std::to_string(xc.rank) + ", " + what + ", fit in neither order";
+          }
           if (x_first && !y_first) {  // x goes first
             if (x.est + hop > y.est + eps) y.est = x.est + hop, moved = true;
             if (y.lst - hop < x.lst - eps) x.lst = y.lst - hop, moved = true;

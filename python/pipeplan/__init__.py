@@ -14,14 +14,14 @@ Functions: plan, lower, verify, check, simulate, compare, search, loads, read,
 read_layers, from_torch, to_torch_csv, schedules. Types: Plan, PlanMeta,
 Action, Diagnostic, SimResult, RankStats, Comparison, ComparisonRow,
 ScheduleInfo, Layer, LayerProfile, SearchResult, LibraryRun.
-Errors (pipeplan.errors): Error > InputError > ShapeError; Error > PlanError;
+Errors (pipeplan.errors): Error > InputError > ShapeError, BudgetError; Error > PlanError;
 Error > InternalError.
 """
 
 from __future__ import annotations
 
 from . import errors
-from .errors import Error, InputError, InternalError, PlanError, ShapeError
+from .errors import BudgetError, Error, InputError, InternalError, PlanError, ShapeError
 from ._pipeplan import (
     Action,
     Comparison,
@@ -57,6 +57,7 @@ __all__ = [
     "Comparison",
     "ComparisonRow",
     "Diagnostic",
+    "BudgetError",
     "Error",
     "InputError",
     "InternalError",

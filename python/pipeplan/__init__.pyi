@@ -5,6 +5,7 @@ import os
 from typing import Any, Iterable, Iterator, Literal, Mapping, Optional, Sequence, Union, overload
 
 from . import errors as errors
+from .errors import BudgetError as BudgetError
 from .errors import Error as Error
 from .errors import InputError as InputError
 from .errors import InternalError as InternalError

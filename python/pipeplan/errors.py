@@ -4,7 +4,8 @@ Every error pipeplan raises on purpose is a ``pipeplan.Error``; the class
 tells bad input from a plan that cannot run, as the CLI's exit codes do:
 
 - ``InputError`` (exit code 2): malformed file or order, unknown schedule or
-  option, a shape the schedule cannot run (``ShapeError``). Also a ValueError.
+  option, a shape the schedule cannot run (``ShapeError``), a memory budget
+  no searched plan fits (``BudgetError``). Also a ValueError.
 - ``PlanError`` (exit code 1): the plan is invalid or cannot run to
   completion; ``.diagnostics`` lists the problems.
 - ``InternalError`` (exit code 3): a pipeplan bug; please report it.
@@ -31,6 +32,18 @@ class ShapeError(InputError):
     """A shape the schedule cannot run, e.g. 1f1b with fewer microbatches than ranks."""
 
 
+class BudgetError(InputError):
+    """No plan ``search()`` built fits the memory budget.
+
+    ``smallest_budget`` is the least per-rank peak memory among the plans it
+    built: passing it as ``memory_limit`` works.
+    """
+
+    def __init__(self, message: str, smallest_budget: float = float("nan")):
+        super().__init__(message)
+        self.smallest_budget = smallest_budget
+
+
 class PlanError(Error):
     """A plan that is invalid or cannot run to completion (CLI exit 1).
 
@@ -50,4 +63,4 @@ class InternalError(Error, RuntimeError):
     exit_code = 3
 
 
-__all__ = ["Error", "InputError", "ShapeError", "PlanError", "InternalError"]
+__all__ = ["Error", "InputError", "ShapeError", "BudgetError", "PlanError", "InternalError"]

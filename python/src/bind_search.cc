@@ -227,8 +227,9 @@ comm, bytes, model  --comm, --bytes, --model (as simulate())
 time_limit          --time-limit in seconds
 max_stages_per_rank --max-v
 
-Raises InputError when nothing fits (the message names the smallest budget
-that works) or an option is bad.
+Raises BudgetError (an InputError) when nothing fits: the message names the
+smallest budget that works and ``smallest_budget`` holds it; InputError when
+an option is bad.
 
     >>> r = pipeplan.search("examples/layers/gpt50.csv", 8, 32, comm=0.5)
     >>> r.makespan <= r.best_library.makespan

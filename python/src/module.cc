@@ -11,6 +11,7 @@
 #include "common.h"
 #include "pipeplan/error.h"
 #include "pipeplan/limits.h"
+#include "pipeplan/search.h"
 #include "pipeplan/version.h"
 
 namespace pipeplan::python {
@@ -32,6 +33,8 @@ void bind_errors(py::module_&) {
       set_error("PlanError", py::make_tuple(f.message, f.diagnostics));
     } catch (const ShapeError& e) {
       set_error("ShapeError", py::make_tuple(e.what()));
+    } catch (const BudgetError& e) {
+      set_error("BudgetError", py::make_tuple(e.what(), e.smallest_budget));
     } catch (const InputError& e) {
       set_error("InputError", py::make_tuple(e.what()));
     } catch (const InternalError& e) {

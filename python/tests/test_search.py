@@ -92,6 +92,14 @@ def test_search_matches_the_cli_and_its_plan_is_verified(cli, layers_dir, tmp_pa
 def test_search_without_a_fitting_plan_names_the_smallest_budget():
     with pytest.raises(pipeplan.InputError, match=r"smallest budget that works is [0-9.]+"):
         pipeplan.search(ROWS, 2, 4, memory_limit=0.5)
+    with pytest.raises(pipeplan.BudgetError) as caught:
+        pipeplan.search(ROWS, 2, 4, memory_limit=0.5)
+    assert isinstance(caught.value, pipeplan.InputError)
+    assert caught.value.exit_code == 2
+    smallest = caught.value.smallest_budget
+    assert smallest > 0.5
+    r = pipeplan.search(ROWS, 2, 4, memory_limit=smallest)
+    assert r.peak_memory <= smallest + 1e-9
     with pytest.raises(pipeplan.InputError, match="fewer than the 8 ranks"):
         pipeplan.search(ROWS, 8, 4)
     with pytest.raises(pipeplan.ShapeError, match="more than the supported"):

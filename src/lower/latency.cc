@@ -30,10 +30,12 @@
 // transfer is posted on both ends and its pair reaches it, so no rank waits
 // forever (verify() proves each plan; tests/latency_test.cc, sweep_test.cc).
 //
-// Cost: linear in the actions, times log(ranks) for the event queue of the
-// pair-stream run (a few events in flight per rank and pair). Transfers are
-// listed per direction in producer order; a history is a merge of at most
-// four such lists; each rank's program a merge by position.
+// Cost: linear in the actions, times log(ranks) for the heap of compute ends
+// of the pair-stream run (at most one per rank; transfer ends wait in a
+// FIFO). When no two transfers of a pair meet in the bound's run, the
+// pair-stream run is skipped: it would repeat the bound (release_orders).
+// Transfers are listed per direction in producer order; a history is a
+// merge of at most four such lists; each rank's program a merge by position.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -126,6 +126,10 @@ std::optional<Improved> improve_orders(const Plan& compute, const StageTable& ta
           if (blocked) break;
           // Only worth it if `a` could start before the action at i ends.
           if (!(cur_values.ready(a) < i_end - kEps)) continue;
+          if (expired()) {  // a huge plan: every timing is costly
+            used = max_evaluations;
+            break;
+          }
           std::rotate(list.begin() + static_cast<std::ptrdiff_t>(i),
                       list.begin() + static_cast<std::ptrdiff_t>(j),
                       list.begin() + static_cast<std::ptrdiff_t>(j + 1));
