@@ -13,10 +13,19 @@ using pipeplan::test::run_cli;
 
 namespace {
 
-const std::vector<std::string> kPasses = {
-    "plan+lower+verify+csv", "plan",     "lower",     "lower --lowering seed", "plan --rank", "verify rendezvous",
-    "verify eager",          "verify serial", "simulate", "write csv",   "write json",
-    "parse csv",             "parse json"};
+const std::vector<std::string> kPasses = {"plan+lower+verify+csv",
+                                          "plan",
+                                          "lower",
+                                          "lower --lowering seed",
+                                          "plan --rank",
+                                          "verify rendezvous",
+                                          "verify eager",
+                                          "verify serial",
+                                          "simulate",
+                                          "write csv",
+                                          "write json",
+                                          "parse csv",
+                                          "parse json"};
 
 std::vector<std::string> lines(const std::string& text) {
   std::vector<std::string> out;
@@ -73,5 +82,6 @@ TEST_CASE("bench: --latency tables each lowering against the bound and torch", "
   // 1f1b: p 2..8 with m >= p, v = 1: 196 shapes; the latency-hiding lowering
   // reaches the bound in every one (docs/performance.md).
   CHECK(rows[1].rfind("1f1b,lat 0.1,196,", 0) == 0);
-  for (std::size_t i = 1; i < rows.size(); ++i) CHECK(rows[i].find(",196,1.0000,") != std::string::npos);
+  for (std::size_t i = 1; i < rows.size(); ++i)
+    CHECK(rows[i].find(",196,1.0000,") != std::string::npos);
 }

@@ -33,7 +33,8 @@ TEST_CASE("cli: plan --rank emits one rank", "[cli]") {
   CHECK(r.out == "rank 1: 1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B1\n");
   auto bad = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-r", "2"});
   CHECK(bad.exit_code == 2);
-  CHECK(bad.err.find("--rank 2 is out of range for pp_degree 2 (valid: 0..1)") != std::string::npos);
+  CHECK(bad.err.find("--rank 2 is out of range for pp_degree 2 (valid: 0..1)") !=
+        std::string::npos);
 }
 
 TEST_CASE("cli: plan output round-trips through verify (json and csv, file and stdin)", "[cli]") {
@@ -59,8 +60,9 @@ TEST_CASE("cli: verify exits 1 with named diagnostics on a hanging plan", "[cli]
   std::string path = temp_file("hang.csv", csv);
   auto r = run_cli({"verify", path});
   CHECK(r.exit_code == 1);
-  CHECK(r.out.find("pair 0-1 position 1: rank 0 posts 0SEND_F1 while rank 1 posts 1SEND_B0 (both send; "
-                   "NCCL pair stream hangs)") != std::string::npos);
+  CHECK(r.out.find(
+            "pair 0-1 position 1: rank 0 posts 0SEND_F1 while rank 1 posts 1SEND_B0 (both send; "
+            "NCCL pair stream hangs)") != std::string::npos);
   auto e = run_cli({"verify", path, "--model", "eager"});
   CHECK(e.exit_code == 0);
   auto j = run_cli({"verify", path, "-f", "json"});
@@ -74,13 +76,15 @@ TEST_CASE("cli: bad input exits 2 with a clear message", "[cli]") {
   CHECK(unknown.err.find("unknown schedule '1f1c' (did you mean '1f1b'?)") != std::string::npos);
   auto shape = run_cli({"plan", "-s", "1f1b", "-p", "4", "-m", "2"});
   CHECK(shape.exit_code == 2);
-  CHECK(shape.err.find("1f1b: needs at least pp_degree=4 microbatches, got 2") != std::string::npos);
+  CHECK(shape.err.find("1f1b: needs at least pp_degree=4 microbatches, got 2") !=
+        std::string::npos);
   auto cmd = run_cli({"plam"});
   CHECK(cmd.exit_code == 2);
   CHECK(cmd.err.find("unknown command 'plam' (did you mean 'plan'?)") != std::string::npos);
   auto missing = run_cli({"verify", "/nonexistent/plan.json"});
   CHECK(missing.exit_code == 2);
-  CHECK(missing.err.find("cannot read '/nonexistent/plan.json': no such file") != std::string::npos);
+  CHECK(missing.err.find("cannot read '/nonexistent/plan.json': no such file") !=
+        std::string::npos);
   auto bad_action = run_cli({"verify", temp_file("bad.csv", "0F0,0BW0\n")});
   CHECK(bad_action.exit_code == 2);
   CHECK(bad_action.err.find("0BW0") != std::string::npos);

@@ -40,7 +40,8 @@ TEST_CASE("cost options: text becomes SimOptions", "[cost_options]") {
   CHECK(make_sim_options(given).costs.stage_scales.at(1).b == 2);
 }
 
-TEST_CASE("cost options: a calibrated file brings absolute costs and its transfer", "[cost_options]") {
+TEST_CASE("cost options: a calibrated file brings absolute costs and its transfer",
+          "[cost_options]") {
   CostOptions given;
   given.stage_costs =
       R"({"absolute": true, "time_unit": "ms", "calibrated_from": {"stages_per_rank": 2},
@@ -59,7 +60,8 @@ TEST_CASE("cost options: a calibrated file brings absolute costs and its transfe
   CHECK(o.costs.stage_scales.empty());
 }
 
-TEST_CASE("cost options: bad options are named in the library's words, the CLI adds --", "[cost_options]") {
+TEST_CASE("cost options: bad options are named in the library's words, the CLI adds --",
+          "[cost_options]") {
   CostOptions given;
   given.comm = "x";
   CHECK(options_error(given) == "comm latency 'x' is not a non-negative number");
@@ -83,8 +85,10 @@ TEST_CASE("cost options: bad options are named in the library's words, the CLI a
   CHECK(options_error(given).rfind("costs.csv:", 0) == 0);
 }
 
-TEST_CASE("compare: every schedule on one shape, fastest first, rejections last", "[cost_options]") {
-  const std::vector<ComparisonRow> rows = compare_schedules(CompareRequest{4, 8, 0, {}}, SimOptions{});
+TEST_CASE("compare: every schedule on one shape, fastest first, rejections last",
+          "[cost_options]") {
+  const std::vector<ComparisonRow> rows =
+      compare_schedules(CompareRequest{4, 8, 0, {}}, SimOptions{});
   REQUIRE(rows.size() == schedules().size());
   bool skipped_seen = false;
   double last = 0;

@@ -15,8 +15,8 @@
 #include "test_util.h"
 
 using namespace pipeplan;
-using pipeplan::test::actions;
 using nlohmann::json;
+using pipeplan::test::actions;
 
 namespace {
 
@@ -52,7 +52,9 @@ class SchemaValidator {
     return false;
   }
 
-  void fail(const std::string& path, const std::string& what) { errors_.push_back(path + ": " + what); }
+  void fail(const std::string& path, const std::string& what) {
+    errors_.push_back(path + ": " + what);
+  }
 
   void check(const json& schema, const json& v, const std::string& path) {
     for (auto it = schema.begin(); it != schema.end(); ++it) {
@@ -67,8 +69,7 @@ class SchemaValidator {
         bool ok = false;
         if (s.is_array())
           for (const auto& t : s) ok = ok || has_type(v, t.get<std::string>());
-        else
-          ok = has_type(v, s.get<std::string>());
+        else ok = has_type(v, s.get<std::string>());
         if (!ok) fail(path, "not of type " + s.dump());
       } else if (k == "const") {
         if (v != s) fail(path, "not " + s.dump());
@@ -82,10 +83,12 @@ class SchemaValidator {
         if (v.is_string() && v.get<std::string>().size() < s.get<std::size_t>())
           fail(path, "shorter than " + s.dump());
       } else if (k == "minItems") {
-        if (v.is_array() && v.size() < s.get<std::size_t>()) fail(path, "fewer items than " + s.dump());
+        if (v.is_array() && v.size() < s.get<std::size_t>())
+          fail(path, "fewer items than " + s.dump());
       } else if (k == "pattern") {
         // ECMA-262 regexes; std::regex's default grammar is ECMAScript.
-        if (v.is_string() && !std::regex_search(v.get<std::string>(), std::regex(s.get<std::string>())))
+        if (v.is_string() &&
+            !std::regex_search(v.get<std::string>(), std::regex(s.get<std::string>())))
           fail(path, "does not match " + s.dump());
       } else if (k == "required") {
         if (v.is_object())
@@ -99,7 +102,8 @@ class SchemaValidator {
         FAIL("validator does not know keyword " << k);
       }
     }
-    if (v.is_object() && (schema.contains("properties") || schema.contains("additionalProperties"))) {
+    if (v.is_object() &&
+        (schema.contains("properties") || schema.contains("additionalProperties"))) {
       const json props = schema.value("properties", json::object());
       for (auto it = v.begin(); it != v.end(); ++it) {
         const std::string sub = path + "." + it.key();
@@ -235,7 +239,8 @@ TEST_CASE("emit: the schema rejects mutated plans", "[emit]") {
     CHECK(e[0].rfind("$.ranks[1].actions[2]: does not match ", 0) == 0);
   }
   CHECK(errors([](json& d) { d["ranks"][0]["rank"] = -1; }) == V{"$.ranks[0].rank: below 0"});
-  CHECK(errors([](json& d) { d["ranks"][0].erase("actions"); }) == V{"$.ranks[0]: missing \"actions\""});
+  CHECK(errors([](json& d) { d["ranks"][0].erase("actions"); }) ==
+        V{"$.ranks[0]: missing \"actions\""});
   CHECK(errors([](json& d) { d["ranks"][0]["x"] = 0; }) ==
         V{"$.ranks[0].x: additional property not allowed"});
   CHECK(errors([](json& d) { d["ranks"][0]["actions"] = "0F0"; }) ==

@@ -41,10 +41,14 @@ struct TorchCase {
 
 // The multi-stage schedules torch dumped in both formats.
 const std::vector<TorchCase> kTorchCases = {
-    {"interleaved-1f1b", 2, 4, 2, StageMapping::Loop}, {"interleaved-1f1b", 4, 8, 2, StageMapping::Loop},
-    {"looped-bfs", 2, 4, 2, StageMapping::Loop},       {"interleaved-zb", 2, 4, 2, StageMapping::Loop},
-    {"interleaved-zb", 4, 8, 2, StageMapping::Loop},   {"zbv", 2, 4, 2, StageMapping::V},
-    {"zbv", 4, 8, 2, StageMapping::V},                 {"dualpipev", 2, 4, 2, StageMapping::V},
+    {"interleaved-1f1b", 2, 4, 2, StageMapping::Loop},
+    {"interleaved-1f1b", 4, 8, 2, StageMapping::Loop},
+    {"looped-bfs", 2, 4, 2, StageMapping::Loop},
+    {"interleaved-zb", 2, 4, 2, StageMapping::Loop},
+    {"interleaved-zb", 4, 8, 2, StageMapping::Loop},
+    {"zbv", 2, 4, 2, StageMapping::V},
+    {"zbv", 4, 8, 2, StageMapping::V},
+    {"dualpipev", 2, 4, 2, StageMapping::V},
     {"dualpipev", 4, 8, 2, StageMapping::V},
 };
 
@@ -71,7 +75,8 @@ std::vector<std::vector<std::string>> raw_cells(const std::string& text) {
 
 Plan without_passthrough(Plan p) {
   for (auto& list : p.ranks)
-    list.erase(std::remove_if(list.begin(), list.end(), [](const Action& a) { return is_passthrough(a.type); }),
+    list.erase(std::remove_if(list.begin(), list.end(),
+                              [](const Action& a) { return is_passthrough(a.type); }),
                list.end());
   return p;
 }
@@ -98,7 +103,8 @@ TEST_CASE("interop: torch's compute-only dumps read with inferred shape and mapp
     REQUIRE(cells.size() == p.ranks.size());
     for (std::size_t r = 0; r < cells.size(); ++r) {
       REQUIRE(cells[r].size() == p.ranks[r].size());
-      for (std::size_t i = 0; i < cells[r].size(); ++i) CHECK(to_string(p.ranks[r][i]) == cells[r][i]);
+      for (std::size_t i = 0; i < cells[r].size(); ++i)
+        CHECK(to_string(p.ranks[r][i]) == cells[r][i]);
     }
   }
   // One blank-celled example pinned exactly.
@@ -164,7 +170,8 @@ TEST_CASE("interop: torch's 1F1B dump has an out-of-range microbatch", "[interop
   CHECK(p.meta == PlanMeta{"custom", 4, 8, 1, StageMapping::Loop});
   CHECK(to_string(p.ranks[3].front()) == "3F1");
   const std::string json = temp_file("torch_1f1b.json", "");
-  auto conv = run_cli({"convert", kInterop + "torch_1f1b_p4_m8_v1.compute_only.csv", "-m", "8", "-o", json});
+  auto conv = run_cli(
+      {"convert", kInterop + "torch_1f1b_p4_m8_v1.compute_only.csv", "-m", "8", "-o", json});
   REQUIRE(conv.exit_code == 0);
   auto r = run_cli({"verify", json});
   CHECK(r.exit_code == 1);
@@ -204,7 +211,8 @@ TEST_CASE("interop: hand-written torch-style CSVs lower to deadlock-free plans",
   Plan il = read_interop("handwritten_interleaved_p2_m2_v2.csv");
   CHECK(il.meta == PlanMeta{"custom", 2, 2, 2, StageMapping::Loop});
   CHECK(il.ranks[0] == actions("0F0 0F1 2F0 2F1 2B0 2B1 0B0 0B1"));
-  auto ri = run_cli({"verify", kInterop + "handwritten_interleaved_p2_m2_v2.csv", "--model", "all"});
+  auto ri =
+      run_cli({"verify", kInterop + "handwritten_interleaved_p2_m2_v2.csv", "--model", "all"});
   CHECK(ri.exit_code == 0);
 }
 
@@ -225,8 +233,10 @@ TEST_CASE("interop: lower reproduces pipeplan plan for known schedules", "[inter
   }
 }
 
-TEST_CASE("interop: lower --reduce-grad adds torch's REDUCE_GRAD after each last backward", "[interop]") {
-  auto r = run_cli({"lower", kInterop + "handwritten_zb-h1_p2_m2.csv", "--reduce-grad", "-f", "text"});
+TEST_CASE("interop: lower --reduce-grad adds torch's REDUCE_GRAD after each last backward",
+          "[interop]") {
+  auto r =
+      run_cli({"lower", kInterop + "handwritten_zb-h1_p2_m2.csv", "--reduce-grad", "-f", "text"});
   REQUIRE(r.exit_code == 0);
   CHECK(r.out ==
         "rank 0: 0F0 0SEND_F0 0F1 0SEND_F1 0RECV_B0 0RECV_B1 0I0 0W0 0I1 0W1 0REDUCE_GRAD\n"
@@ -261,7 +271,8 @@ TEST_CASE("interop: lower keeps torch's pass-through cells in place", "[interop]
     CHECK(r.out.find("1B7 1SEND_B7 1REDUCE_GRAD\nrank 2:") != std::string::npos);
     CHECK(r.out.find("REDUCE_GRAD 1REDUCE_GRAD") == std::string::npos);
     std::size_t count = 0;
-    for (std::size_t at = 0; (at = r.out.find("REDUCE_GRAD", at)) != std::string::npos; ++at) ++count;
+    for (std::size_t at = 0; (at = r.out.find("REDUCE_GRAD", at)) != std::string::npos; ++at)
+      ++count;
     CHECK(count == 4);
   }
 }
@@ -270,23 +281,27 @@ TEST_CASE("interop: lower refuses plans it cannot lower", "[interop]") {
   auto missing = run_cli({"lower", kInterop + "missing_mb_gpipe_p2_m3.csv"});
   CHECK(missing.exit_code == 1);
   CHECK(missing.out.empty());
-  CHECK(missing.err ==
-        "cannot lower " + kInterop + "missing_mb_gpipe_p2_m3.csv: its compute order has 2 problem(s)\n"
-        "error[missing-forward] rank 1 (1F1): stage 1 microbatch 1 has no forward (expected 1F1 on rank 1)\n"
-        "error[missing-backward] rank 1 (1B1): stage 1 microbatch 1 has no backward (expected 1B1, or "
-        "1I1 and 1W1, on rank 1)\n");
+  CHECK(missing.err == "cannot lower " + kInterop +
+                           "missing_mb_gpipe_p2_m3.csv: its compute order has 2 problem(s)\n"
+                           "error[missing-forward] rank 1 (1F1): stage 1 microbatch 1 has no "
+                           "forward (expected 1F1 on rank 1)\n"
+                           "error[missing-backward] rank 1 (1B1): stage 1 microbatch 1 has no "
+                           "backward (expected 1B1, or "
+                           "1I1 and 1W1, on rank 1)\n");
 
   auto comms = run_cli({"lower", kInterop + "moved_recv_1f1b_p2_m2.csv"});
   CHECK(comms.exit_code == 2);
-  CHECK(comms.err == "pipeplan: error: " + kInterop +
-                         "moved_recv_1f1b_p2_m2.csv already has communication (rank 0 action 1 is "
-                         "0SEND_F0); lower takes a compute-only plan, 'pipeplan verify' checks this "
-                         "one as written\n");
+  CHECK(comms.err ==
+        "pipeplan: error: " + kInterop +
+            "moved_recv_1f1b_p2_m2.csv already has communication (rank 0 action 1 is "
+            "0SEND_F0); lower takes a compute-only plan, 'pipeplan verify' checks this "
+            "one as written\n");
 
   auto one = run_cli({"plan", "-s", "1f1b", "-p", "4", "-m", "8", "-r", "1", "--compute-only"});
   auto partial = run_cli({"lower", "-"}, one.out);
   CHECK(partial.exit_code == 2);
-  CHECK(partial.err == "pipeplan: error: lower needs every rank of the plan; <stdin> holds 1 of 4 ranks\n");
+  CHECK(partial.err ==
+        "pipeplan: error: lower needs every rank of the plan; <stdin> holds 1 of 4 ranks\n");
 }
 
 TEST_CASE("interop: a missing microbatch fails verify with exit 1", "[interop]") {
@@ -307,10 +322,11 @@ TEST_CASE("interop: receives moved next to their consumers hang under rendezvous
   const std::string small = kInterop + "moved_recv_1f1b_p2_m2.csv";
   auto r = run_cli({"verify", small});
   CHECK(r.exit_code == 1);
-  CHECK(r.out.rfind("FAILED under rendezvous transport: 4 problem(s)\n"
-                    "error[fifo-both-send] rank 0 index 3 (0SEND_F1): pair 0-1 position 1: rank 0 "
-                    "posts 0SEND_F1 while rank 1 posts 1SEND_B0 (both send; NCCL pair stream hangs)\n",
-                    0) == 0);
+  CHECK(r.out.rfind(
+            "FAILED under rendezvous transport: 4 problem(s)\n"
+            "error[fifo-both-send] rank 0 index 3 (0SEND_F1): pair 0-1 position 1: rank 0 "
+            "posts 0SEND_F1 while rank 1 posts 1SEND_B0 (both send; NCCL pair stream hangs)\n",
+            0) == 0);
   CHECK(run_cli({"verify", small, "--model", "eager"}).exit_code == 0);
 
   // torch's own interleaved compute_comms dump with 3RECV_F1 moved from
@@ -363,13 +379,16 @@ TEST_CASE("interop: convert and the CSV options refuse contradictions", "[intero
   auto j = run_cli({"plan", "-s", "zbv", "-p", "2", "-m", "4"});
   auto clash = run_cli({"convert", "-", "-f", "csv", "--mapping", "loop"}, j.out);
   CHECK(clash.exit_code == 2);
-  CHECK(clash.err == "pipeplan: error: --mapping loop contradicts <stdin>, which says stage_to_rank v\n");
+  CHECK(clash.err ==
+        "pipeplan: error: --mapping loop contradicts <stdin>, which says stage_to_rank v\n");
   auto m = run_cli({"convert", "-", "-f", "csv", "-m", "5"}, j.out);
-  CHECK(m.err == "pipeplan: error: --microbatches 5 contradicts <stdin>, which says num_microbatches 4\n");
+  CHECK(m.err ==
+        "pipeplan: error: --microbatches 5 contradicts <stdin>, which says num_microbatches 4\n");
 
   auto no_format = run_cli({"convert", "-"}, j.out);
   CHECK(no_format.exit_code == 2);
-  CHECK(no_format.err == "pipeplan: error: convert: say which format to write with -f json|csv|text\n");
+  CHECK(no_format.err ==
+        "pipeplan: error: convert: say which format to write with -f json|csv|text\n");
 
   // A single rank cannot become a CSV; no output file is left behind.
   auto one = run_cli({"plan", "-s", "1f1b", "-p", "4", "-m", "8", "-r", "2"});
@@ -383,7 +402,8 @@ TEST_CASE("interop: convert and the CSV options refuse contradictions", "[intero
   CHECK_FALSE(std::filesystem::exists(out));
 
   // --mapping decides for CSV input, and a wrong one names both ranks.
-  auto v = run_cli({"convert", kInterop + "torch_zbv_p2_m4_v2.compute_only.csv", "-f", "json", "--mapping", "loop"});
+  auto v = run_cli({"convert", kInterop + "torch_zbv_p2_m4_v2.compute_only.csv", "-f", "json",
+                    "--mapping", "loop"});
   CHECK(v.exit_code == 2);
   CHECK(v.err == "pipeplan: error: " + kInterop +
                      "torch_zbv_p2_m4_v2.compute_only.csv:2:6: rank 1 runs stage 2 (2F0), but "
@@ -398,8 +418,10 @@ TEST_CASE("interop: malformed inputs exit 2 with a located message", "[interop]"
     const std::string path = entry.path().string();
     const std::string ext = entry.path().extension().string();
     if (ext != ".csv" && ext != ".json") continue;
-    std::string expected = slurp(std::filesystem::path(entry.path()).replace_extension(".err").string());
-    for (std::size_t at; (at = expected.find("FILE")) != std::string::npos;) expected.replace(at, 4, path);
+    std::string expected =
+        slurp(std::filesystem::path(entry.path()).replace_extension(".err").string());
+    for (std::size_t at; (at = expected.find("FILE")) != std::string::npos;)
+      expected.replace(at, 4, path);
     INFO(path);
     for (const std::string cmd : {"verify", "convert", "lower", "show"}) {
       std::vector<std::string> args = {cmd, path};

@@ -86,8 +86,9 @@ TEST_CASE("io: JSON errors name the source and the field", "[io]") {
   CHECK(json_error(json_with("\"1SEND_B0\", \"1RECV_F1\"", "\"1SEND_B0\", \"0BW0\"")) ==
         "plan.json: ranks[1].actions[4]: unknown action '0BW0': 'BW' is not an action type "
         "(types: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD)");
-  CHECK(json_error(json_with("\"0F1\"", "\"0F1x\"")) ==
-        "plan.json: ranks[0].actions[2]: unknown action '0F1x': unexpected 'x' after the microbatch");
+  CHECK(
+      json_error(json_with("\"0F1\"", "\"0F1x\"")) ==
+      "plan.json: ranks[0].actions[2]: unknown action '0F1x': unexpected 'x' after the microbatch");
   CHECK(json_error(json_with("\"0F1\"", "7")) ==
         "plan.json: ranks[0].actions[2]: expected a string, got number");
   CHECK(json_error(json_with("\"version\": 1", "\"version\": 2")) ==
@@ -141,8 +142,9 @@ TEST_CASE("io: JSON rank lists are ascending and non-empty", "[io]") {
   std::string first = doc.substr(r0, r1 - r0 - 2);  // without ",\n"
   std::string second = doc.substr(r1, end - r1);
   std::string swapped = doc.substr(0, r0) + second + ",\n" + first + doc.substr(end);
-  CHECK(json_error(swapped) ==
-        "plan.json: ranks[1].rank: rank 0 listed after rank 1 (ranks are listed in ascending order)");
+  CHECK(
+      json_error(swapped) ==
+      "plan.json: ranks[1].rank: rank 0 listed after rank 1 (ranks are listed in ascending order)");
 
   Plan compute = small_plan();
   compute.ranks = {actions("0F0 0F1 0B0 0B1"), actions("1F0 1B0 1F1 1B1")};
@@ -150,7 +152,8 @@ TEST_CASE("io: JSON rank lists are ascending and non-empty", "[io]") {
   write_json(compute, cs);
   std::string flipped = cs.str();
   flipped.replace(flipped.find("\"compute_only\": true"), 20, "\"compute_only\": false");
-  CHECK(json_error(flipped) == "plan.json: compute_only: false, but the plan holds no SEND/RECV action");
+  CHECK(json_error(flipped) ==
+        "plan.json: compute_only: false, but the plan holds no SEND/RECV action");
 }
 
 // The reader streams the document, but a complaint never depends on where
@@ -164,7 +167,8 @@ TEST_CASE("io: JSON errors do not depend on key order (streamed reading)", "[io]
   auto doc = [&](const std::string& ranks, const std::string& extra = "") {
     return "{\"ranks\": " + ranks + ", " + meta + extra + "}";
   };
-  const std::string good = R"([{"actions": ["0F0", "0B0"], "rank": 0}, {"rank": 1, "actions": ["1F0", "1B0"]}])";
+  const std::string good =
+      R"([{"actions": ["0F0", "0B0"], "rank": 0}, {"rank": 1, "actions": ["1F0", "1B0"]}])";
   Plan p = parse_json_plan(doc(good));
   CHECK(p.rank_ids == std::vector<int>{0, 1});
   CHECK(p.ranks[1] == actions("1F0 1B0"));
@@ -174,7 +178,8 @@ TEST_CASE("io: JSON errors do not depend on key order (streamed reading)", "[io]
   v2.replace(v2.find("\"version\": 1"), 12, "\"version\": 2");
   CHECK(json_error(v2) == "plan.json: version: 2 is not supported (this pipeplan reads version 1)");
   CHECK(json_error(doc(bad_action) + " x") ==
-        "plan.json: not valid JSON: parse error at line 1, column 218: syntax error while parsing value - "
+        "plan.json: not valid JSON: parse error at line 1, column 218: syntax error while parsing "
+        "value - "
         "invalid literal; last read: '\"compute_only\": true} x'; expected end of input");
   CHECK(json_error(doc(R"([{"actions": ["0BW0"], "rank": 5}])")) ==
         "plan.json: ranks[0].rank: rank 5 is out of range 0..1");
@@ -182,19 +187,22 @@ TEST_CASE("io: JSON errors do not depend on key order (streamed reading)", "[io]
         "plan.json: ranks[0]: unknown field 'a'");
   CHECK(json_error(doc(R"([{"rank": 0, "actions": [3]}, 7])")) ==
         "plan.json: ranks[0].actions[0]: expected a string, got number");
-  CHECK(json_error(doc(R"([{"rank": 1, "actions": ["1F0"]}, {"actions": [3], "rank": 0}])")) ==
-        "plan.json: ranks[1].rank: rank 0 listed after rank 1 (ranks are listed in ascending order)");
+  CHECK(
+      json_error(doc(R"([{"rank": 1, "actions": ["1F0"]}, {"actions": [3], "rank": 0}])")) ==
+      "plan.json: ranks[1].rank: rank 0 listed after rank 1 (ranks are listed in ascending order)");
 
   // Repeated keys are refused (a strict reader does not pick "the last one").
-  CHECK(json_error("{\"ranks\": " + bad_action + ", \"version\": 2, " + meta + ", \"ranks\": " + good + "}") ==
-        "plan.json: duplicate key 'version'");
-  CHECK(json_error(doc(R"([{"rank": 0, "actions": ["0BW0"], "actions": ["0F0", "0B0"], "rank": 1}])")) ==
+  CHECK(json_error("{\"ranks\": " + bad_action + ", \"version\": 2, " + meta +
+                   ", \"ranks\": " + good + "}") == "plan.json: duplicate key 'version'");
+  CHECK(json_error(
+            doc(R"([{"rank": 0, "actions": ["0BW0"], "actions": ["0F0", "0B0"], "rank": 1}])")) ==
         "plan.json: ranks[0]: duplicate key 'actions'");
 
   // nlohmann reports a number out of double range apart from syntax errors;
   // it is malformed input all the same (the DOM reader let it escape as an
   // internal error).
-  CHECK(json_error(R"({"version": 1e400})") == "plan.json: not valid JSON: number overflow parsing '1e400'");
+  CHECK(json_error(R"({"version": 1e400})") ==
+        "plan.json: not valid JSON: number overflow parsing '1e400'");
 }
 
 TEST_CASE("io: detect_format looks at the first non-blank character", "[io]") {
@@ -224,7 +232,10 @@ TEST_CASE("io: CSV reading infers pp, v, m and the mapping", "[io]") {
   CHECK(v.meta.stages_per_rank == 2);
 
   // A byte order mark is not part of the first cell.
-  CHECK(parse_csv_plan("\xEF\xBB\xBF" "0F0,0B0\r\n", "plan.csv").ranks[0] == actions("0F0 0B0"));
+  CHECK(parse_csv_plan("\xEF\xBB\xBF"
+                       "0F0,0B0\r\n",
+                       "plan.csv")
+            .ranks[0] == actions("0F0 0B0"));
 
   // Quoted cells (csv.writer would quote only odd content; accept it anyway).
   Plan q = parse_csv_plan("\"0F0\",\" 0B0 \"\n", "plan.csv");
@@ -264,7 +275,8 @@ TEST_CASE("io: CSV errors carry file:line:column", "[io]") {
         "plan.csv:1:2: unknown action '(0F1;1B0;2B0)OVERLAP_F_B': an OVERLAP_F_B group holds "
         "exactly two actions: (<s>F<m>;<s>B<m>)");
   CHECK(csv_error("0F99999999999\n") ==
-        "plan.csv:1:3: unknown action '0F99999999999': microbatch number 99999999999 is larger than the "
+        "plan.csv:1:3: unknown action '0F99999999999': microbatch number 99999999999 is larger "
+        "than the "
         "supported 1048575");
   CHECK(csv_error("0F0,\"0B0\n") == "plan.csv:1:5: unterminated quoted cell");
   CHECK(csv_error("\"0F0\"x\n") == "plan.csv:1:6: unexpected text after a quoted cell");
@@ -273,8 +285,9 @@ TEST_CASE("io: CSV errors carry file:line:column", "[io]") {
 }
 
 TEST_CASE("io: CSV placement errors name both ranks", "[io]") {
-  CHECK(csv_error("0F0,1F0\n1B0,0B0\n") ==
-        "plan.csv:2:1: stage 1 is on rank 1 here but on rank 0 at 1:5; a stage belongs to one rank");
+  CHECK(
+      csv_error("0F0,1F0\n1B0,0B0\n") ==
+      "plan.csv:2:1: stage 1 is on rank 1 here but on rank 0 at 1:5; a stage belongs to one rank");
   CHECK(csv_error("0F0,2F0\n1F0\n") ==
         "plan.csv:1:5: 2 rows (ranks) but stages 0..2: the number of stages (3) must be a multiple "
         "of the number of ranks");
@@ -314,8 +327,8 @@ TEST_CASE("io: an in-memory action table reads like its CSV, errors by rank and 
   using Row = std::vector<std::optional<std::string>>;
   const std::string csv = "0F0,,2F0,2B0,0B0\n1F0,3F0,3B0,,1B0\n";
   const Plan from_csv = parse_csv_plan(csv, "plan.csv");
-  const Plan from_table = parse_action_table(
-      {Row{"0F0", std::nullopt, "2F0", "2B0", "0B0"}, Row{"1F0", "3F0", "3B0", std::nullopt, "1B0"}});
+  const Plan from_table = parse_action_table({Row{"0F0", std::nullopt, "2F0", "2B0", "0B0"},
+                                              Row{"1F0", "3F0", "3B0", std::nullopt, "1B0"}});
   CHECK(from_table == from_csv);
   CHECK(from_table.meta.stages_per_rank == 2);
   CsvReadOptions options;

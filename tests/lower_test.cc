@@ -24,18 +24,34 @@ struct SeedEmitter {
   std::vector<Action> out;
   bool first() const { return r == 0; }
   bool last() const { return r == p - 1; }
-  void recv_f(int mb) { if (!first()) out.push_back(make(ActionType::RecvF, r, mb)); }
-  void send_f(int mb) { if (!last()) out.push_back(make(ActionType::SendF, r, mb)); }
-  void recv_b(int mb) { if (!last()) out.push_back(make(ActionType::RecvB, r, mb)); }
-  void send_b(int mb) { if (!first()) out.push_back(make(ActionType::SendB, r, mb)); }
+  void recv_f(int mb) {
+    if (!first()) out.push_back(make(ActionType::RecvF, r, mb));
+  }
+  void send_f(int mb) {
+    if (!last()) out.push_back(make(ActionType::SendF, r, mb));
+  }
+  void recv_b(int mb) {
+    if (!last()) out.push_back(make(ActionType::RecvB, r, mb));
+  }
+  void send_b(int mb) {
+    if (!first()) out.push_back(make(ActionType::SendB, r, mb));
+  }
   void f(int mb) { out.push_back(make(ActionType::F, r, mb)); }
   void b(int mb) { out.push_back(make(ActionType::B, r, mb)); }
 };
 
 std::vector<Action> seed_gpipe(int p, int m, int r) {
   SeedEmitter e{p, m, r, {}};
-  for (int mb = 0; mb < m; ++mb) { e.recv_f(mb); e.f(mb); e.send_f(mb); }
-  for (int mb = m - 1; mb >= 0; --mb) { e.recv_b(mb); e.b(mb); e.send_b(mb); }
+  for (int mb = 0; mb < m; ++mb) {
+    e.recv_f(mb);
+    e.f(mb);
+    e.send_f(mb);
+  }
+  for (int mb = m - 1; mb >= 0; --mb) {
+    e.recv_b(mb);
+    e.b(mb);
+    e.send_b(mb);
+  }
   return e.out;
 }
 
@@ -46,14 +62,20 @@ std::vector<Action> seed_1f1b(int p, int m, int r) {
   int fi = 0, bi = 0, pending = -1;
   for (int k = 0; k < warmup; ++k) {
     e.recv_f(fi);
-    if (!even && k > 0) { e.send_f(pending); pending = -1; }
+    if (!even && k > 0) {
+      e.send_f(pending);
+      pending = -1;
+    }
     e.f(fi++);
     if (even && k != warmup - 1) e.send_f(fi - 1);
     else pending = fi - 1;
   }
   auto backward = [&] {
     e.recv_b(bi);
-    if (pending >= 0) { e.send_f(pending); pending = -1; }
+    if (pending >= 0) {
+      e.send_f(pending);
+      pending = -1;
+    }
     e.b(bi);
     e.send_b(bi++);
   };
@@ -77,28 +99,32 @@ TEST_CASE("lower: gpipe reproduces the seed driver order for pp 1..8, m 1..16", 
       Plan plan = pipeplan::plan(problem("gpipe", p, m));
       for (int r = 0; r < p; ++r) {
         INFO("gpipe p=" << p << " m=" << m << " rank " << r);
-        REQUIRE(to_string(plan.ranks[static_cast<std::size_t>(r)]) == to_string(seed_gpipe(p, m, r)));
+        REQUIRE(to_string(plan.ranks[static_cast<std::size_t>(r)]) ==
+                to_string(seed_gpipe(p, m, r)));
       }
     }
 }
 
-TEST_CASE("lower: 1f1b reproduces the seed's parity-staggered order for pp 1..8, m 1..16", "[lower]") {
+TEST_CASE("lower: 1f1b reproduces the seed's parity-staggered order for pp 1..8, m 1..16",
+          "[lower]") {
   for (int p = 1; p <= 8; ++p)
     for (int m = p; m <= 16; ++m) {
       Plan plan = pipeplan::plan(problem("1f1b", p, m));
       for (int r = 0; r < p; ++r) {
         INFO("1f1b p=" << p << " m=" << m << " rank " << r);
-        REQUIRE(to_string(plan.ranks[static_cast<std::size_t>(r)]) == to_string(seed_1f1b(p, m, r)));
+        REQUIRE(to_string(plan.ranks[static_cast<std::size_t>(r)]) ==
+                to_string(seed_1f1b(p, m, r)));
       }
     }
 }
 
 TEST_CASE("lower: 1f1b pp=4 m=8 rank orders spelled out", "[lower]") {
   Plan plan = pipeplan::plan(problem("1f1b", 4, 8));
-  CHECK(to_string(plan.ranks[0]) ==
-        "0F0 0SEND_F0 0F1 0SEND_F1 0F2 0SEND_F2 0F3 0RECV_B0 0SEND_F3 0B0 0F4 0RECV_B1 0SEND_F4 0B1 "
-        "0F5 0RECV_B2 0SEND_F5 0B2 0F6 0RECV_B3 0SEND_F6 0B3 0F7 0RECV_B4 0SEND_F7 0B4 0RECV_B5 0B5 "
-        "0RECV_B6 0B6 0RECV_B7 0B7");
+  CHECK(
+      to_string(plan.ranks[0]) ==
+      "0F0 0SEND_F0 0F1 0SEND_F1 0F2 0SEND_F2 0F3 0RECV_B0 0SEND_F3 0B0 0F4 0RECV_B1 0SEND_F4 0B1 "
+      "0F5 0RECV_B2 0SEND_F5 0B2 0F6 0RECV_B3 0SEND_F6 0B3 0F7 0RECV_B4 0SEND_F7 0B4 0RECV_B5 0B5 "
+      "0RECV_B6 0B6 0RECV_B7 0B7");
   CHECK(to_string(plan.ranks[1]) ==
         "1RECV_F0 1F0 1RECV_F1 1SEND_F0 1F1 1RECV_F2 1SEND_F1 1F2 1RECV_B0 1SEND_F2 1B0 1SEND_B0 "
         "1RECV_F3 1F3 1RECV_B1 1SEND_F3 1B1 1SEND_B1 1RECV_F4 1F4 1RECV_B2 1SEND_F4 1B2 1SEND_B2 "
@@ -129,7 +155,8 @@ TEST_CASE("lower: keeps every pair FIFO complementary", "[lower]") {
             if (x[k].type == ActionType::SendF)
               REQUIRE(y[k] == make(ActionType::RecvF, r + 1, x[k].microbatch));
             else
-              REQUIRE((x[k].type == ActionType::RecvB && y[k] == make(ActionType::SendB, r + 1, x[k].microbatch)));
+              REQUIRE((x[k].type == ActionType::RecvB &&
+                       y[k] == make(ActionType::SendB, r + 1, x[k].microbatch)));
           }
         }
       }
@@ -187,10 +214,12 @@ TEST_CASE("lower: refuses plans that are partial, already lowered, or cannot com
   CHECK_THROWS_WITH(lower(cyclic), Catch::Contains("rank 0 waits at 0B0 (index 1)"));
 }
 
-TEST_CASE("lower: 64-rank plans keep sends and receives paired and verify under every model", "[lower]") {
+TEST_CASE("lower: 64-rank plans keep sends and receives paired and verify under every model",
+          "[lower]") {
   // Far more ranks than the sweep: many directions, the wrap-around link
   // of loop mappings, and the V mapping's two-input OVERLAP_F_B.
-  for (auto [s, v] : {std::pair<const char*, int>{"interleaved-1f1b", 2}, {"zbv", 2}, {"dualpipev", 2}}) {
+  for (auto [s, v] :
+       {std::pair<const char*, int>{"interleaved-1f1b", 2}, {"zbv", 2}, {"dualpipev", 2}}) {
     LowerOptions safe = default_lowering(s);
     safe.serial_safe = true;  // the serial model needs one order per rank
     Plan plan = pipeplan::plan(problem(s, 64, 128, v), safe);
@@ -219,7 +248,8 @@ TEST_CASE("lower: seed mode refuses non-positive unit costs", "[lower]") {
   LowerOptions zero;
   zero.mode = LowerMode::Seed;
   zero.costs.f = 0.0;
-  CHECK_THROWS_WITH(lower(compute, zero), Catch::StartsWith("lower: every unit cost must be positive and finite (F=0"));
+  CHECK_THROWS_WITH(lower(compute, zero),
+                    Catch::StartsWith("lower: every unit cost must be positive and finite (F=0"));
   LowerOptions custom;
   custom.mode = LowerMode::Seed;
   custom.costs.f = 3.0;

@@ -29,15 +29,18 @@ TEST_CASE("planner: schedule names are unique across names and aliases", "[plann
 
 TEST_CASE("planner: an unknown schedule suggests the closest name", "[planner]") {
   CHECK_THROWS_AS(find_schedule("nope-nope-nope"), InputError);
-  CHECK_THROWS_WITH(find_schedule("1f1c"), Catch::StartsWith("unknown schedule '1f1c' (did you mean '1f1b'?)"));
+  CHECK_THROWS_WITH(find_schedule("1f1c"),
+                    Catch::StartsWith("unknown schedule '1f1c' (did you mean '1f1b'?)"));
   CHECK_THROWS_WITH(find_schedule("gpip"), Catch::Contains("did you mean 'gpipe'?"));
 }
 
 TEST_CASE("planner: 1f1b with fewer microbatches than stages is refused with a fix", "[planner]") {
   CHECK_THROWS_AS(plan(Problem{"1f1b", 4, 3, 0}), ShapeError);
-  CHECK_THROWS_WITH(plan(Problem{"1f1b", 4, 3, 0}),
-                    "1f1b: needs at least pp_degree=4 microbatches, got 3 (the warmup cannot fill the "
-                    "pipeline); use num_microbatches 4 or more, fewer stages (pp_degree 3), or the gpipe schedule");
+  CHECK_THROWS_WITH(
+      plan(Problem{"1f1b", 4, 3, 0}),
+      "1f1b: needs at least pp_degree=4 microbatches, got 3 (the warmup cannot fill the "
+      "pipeline); use num_microbatches 4 or more, fewer stages (pp_degree 3), or the gpipe "
+      "schedule");
   CHECK_NOTHROW(plan(Problem{"gpipe", 4, 3, 0}));
   // The library names parameters; a front end spells them its own way.
   try {
@@ -51,17 +54,22 @@ TEST_CASE("planner: 1f1b with fewer microbatches than stages is refused with a f
 }
 
 TEST_CASE("planner: impossible shapes name the problem", "[planner]") {
-  CHECK_THROWS_WITH(plan(Problem{"gpipe", 0, 3, 0}), Catch::Contains("pp_degree must be at least 1, got 0"));
-  CHECK_THROWS_WITH(plan(Problem{"gpipe", 2, 0, 0}), Catch::Contains("needs at least 1 microbatch, got 0"));
+  CHECK_THROWS_WITH(plan(Problem{"gpipe", 0, 3, 0}),
+                    Catch::Contains("pp_degree must be at least 1, got 0"));
+  CHECK_THROWS_WITH(plan(Problem{"gpipe", 2, 0, 0}),
+                    Catch::Contains("needs at least 1 microbatch, got 0"));
   CHECK_THROWS_WITH(plan(Problem{"gpipe", 2, 2, 2}),
                     "gpipe: supports stages_per_rank 1, got 2; pass stages_per_rank 1");
-  CHECK_THROWS_WITH(plan(Problem{"gpipe", 2, 2, -1}), Catch::Contains("stages_per_rank must be positive"));
+  CHECK_THROWS_WITH(plan(Problem{"gpipe", 2, 2, -1}),
+                    Catch::Contains("stages_per_rank must be positive"));
   // The limits readers and the verifier apply too (limits.h), checked up front.
-  CHECK_THROWS_WITH(plan(Problem{"gpipe", 100000, 100000, 0}),
-                    Catch::Contains("gpipe: pp_degree 100000 is more than the supported 65536 ranks"));
-  CHECK_THROWS_WITH(plan(Problem{"gpipe", 4096, 2048, 0}),
-                    Catch::Contains("stages x microbatches = 4096 x 2048 = 8388608 is more than the "
-                                    "supported 4194304"));
+  CHECK_THROWS_WITH(
+      plan(Problem{"gpipe", 100000, 100000, 0}),
+      Catch::Contains("gpipe: pp_degree 100000 is more than the supported 65536 ranks"));
+  CHECK_THROWS_WITH(
+      plan(Problem{"gpipe", 4096, 2048, 0}),
+      Catch::Contains("stages x microbatches = 4096 x 2048 = 8388608 is more than the "
+                      "supported 4194304"));
 }
 
 TEST_CASE("planner: compute orders of gpipe and 1f1b", "[planner]") {

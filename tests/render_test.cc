@@ -80,7 +80,7 @@ TEST_CASE("render: SVG draws every compute to scale with labels and a legend", "
                  "33.33%</text>") != std::string::npos);
   CHECK(svg.find(">B backward</text>") != std::string::npos);
   CHECK(svg.find(">W weight grad</text>") == std::string::npos);  // absent types stay out
-  CHECK(count(svg, "<line x1=") == 11);  // axis + ticks 0..9, no arrows
+  CHECK(count(svg, "<line x1=") == 11);                           // axis + ticks 0..9, no arrows
   o.arrows = true;
   std::ostringstream with_arrows;
   write_svg(p, r, o, with_arrows);
@@ -170,8 +170,10 @@ TEST_CASE("render: text timeline marks the second local stage in lowercase", "[r
   const SimResult r = simulate(p, unit_costs());
   std::ostringstream out;
   write_text_timeline(p, r, {}, out);
-  CHECK(out.str().find("rank 0 |F0 F1 ...f0 i0 w0 f1 i1 w1 I0 W0 ...I1 W1 |\n") != std::string::npos);
-  CHECK(out.str().find("rank 1 |...F0 f0 F1 f1 i0 w0 I0 W0 i1 w1 I1 W1 ...|\n") != std::string::npos);
+  CHECK(out.str().find("rank 0 |F0 F1 ...f0 i0 w0 f1 i1 w1 I0 W0 ...I1 W1 |\n") !=
+        std::string::npos);
+  CHECK(out.str().find("rank 1 |...F0 f0 F1 f1 i0 w0 I0 W0 i1 w1 I1 W1 ...|\n") !=
+        std::string::npos);
   CHECK(out.str().find("; lowercase: odd local stage\n") != std::string::npos);
 }
 

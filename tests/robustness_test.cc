@@ -79,23 +79,27 @@ constexpr bool kSanitized = false;
 
 std::string json_plan(int pp, int v, long long m, const std::string& ranks,
                       const std::string& mapping = "loop", bool compute_only = true) {
-  return "{\"format\": \"pipeplan.plan\", \"version\": 1, \"schedule\": \"custom\", \"pp_degree\": " +
+  return "{\"format\": \"pipeplan.plan\", \"version\": 1, \"schedule\": \"custom\", "
+         "\"pp_degree\": " +
          std::to_string(pp) + ", \"num_microbatches\": " + std::to_string(m) +
          ", \"stages_per_rank\": " + std::to_string(v) + ", \"stage_to_rank\": \"" + mapping +
-         "\", \"compute_only\": " + (compute_only ? "true" : "false") + ", \"ranks\": [" + ranks + "]}";
+         "\", \"compute_only\": " + (compute_only ? "true" : "false") + ", \"ranks\": [" + ranks +
+         "]}";
 }
 
 }  // namespace
 
-TEST_CASE("robustness: CSV numbers beyond the limits are located errors, not overflows", "[robustness]") {
+TEST_CASE("robustness: CSV numbers beyond the limits are located errors, not overflows",
+          "[robustness]") {
   // Defect 1: max + 1 overflowed int (exit 3 "out of memory", or m = INT_MIN).
   const std::string mb = temp_file("big_mb.csv", "0B2147483647\n");
   for (const char* cmd : {"verify", "show"}) {
     auto r = run_cli({cmd, mb});
     INFO(cmd << ": " << r.err);
     CHECK(r.exit_code == 2);
-    CHECK(contains(r.err, mb + ":1:3: unknown action '0B2147483647': microbatch number 2147483647 is "
-                               "larger than the supported 1048575"));
+    CHECK(
+        contains(r.err, mb + ":1:3: unknown action '0B2147483647': microbatch number 2147483647 is "
+                             "larger than the supported 1048575"));
   }
   auto conv = run_cli({"convert", mb, "-f", "json"});
   CHECK(conv.exit_code == 2);
@@ -118,7 +122,8 @@ TEST_CASE("robustness: CSV numbers beyond the limits are located errors, not ove
   const std::string shape = temp_file("big_shape.csv", "0F0,4095F2000\n");
   auto s = run_cli({"verify", shape});
   CHECK(s.exit_code == 2);
-  CHECK(contains(s.err, shape + ":1:5: stages x microbatches = 4096 x 2001 = 8196096 is more than the supported 4194304"));
+  CHECK(contains(s.err, shape + ":1:5: stages x microbatches = 4096 x 2001 = 8196096 is more than "
+                                "the supported 4194304"));
   // -m beyond the limit, given to a CSV reader directly (library callers).
   pipeplan::CsvReadOptions options;
   options.num_microbatches = 0;
@@ -126,11 +131,13 @@ TEST_CASE("robustness: CSV numbers beyond the limits are located errors, not ove
                     Catch::Contains("the microbatch count 0 is outside the supported 1..1048576"));
 }
 
-TEST_CASE("robustness: a tiny plan declaring a huge shape costs memory by its actions", "[robustness]") {
+TEST_CASE("robustness: a tiny plan declaring a huge shape costs memory by its actions",
+          "[robustness]") {
   // Defect 2: 282 bytes, pp 2, v 4096, m 2^20: refused by the shape limit.
-  const std::string huge = temp_file(
-      "huge_shape.json", json_plan(2, 4096, 1 << 20, "{\"rank\": 0, \"actions\": [\"0F0\"]}, "
-                                                     "{\"rank\": 1, \"actions\": [\"1F0\"]}"));
+  const std::string huge =
+      temp_file("huge_shape.json", json_plan(2, 4096, 1 << 20,
+                                             "{\"rank\": 0, \"actions\": [\"0F0\"]}, "
+                                             "{\"rank\": 1, \"actions\": [\"1F0\"]}"));
   for (const char* cmd : {"verify", "simulate", "lower", "render", "show", "convert"}) {
     std::vector<std::string> args{cmd, huge};
     if (std::string(cmd) == "render") args.push_back("--text");
@@ -138,14 +145,16 @@ TEST_CASE("robustness: a tiny plan declaring a huge shape costs memory by its ac
     auto r = run_cli(args);
     INFO(cmd << ": " << r.err);
     CHECK(r.exit_code == 2);
-    CHECK(contains(r.err, "stages x microbatches = 8192 x 1048576 = 8589934592 is more than the "
-                          "supported 4194304"));
+    CHECK(contains(r.err,
+                   "stages x microbatches = 8192 x 1048576 = 8589934592 is more than the "
+                   "supported 4194304"));
   }
   // At the limit (4096 stages x 1024 microbatches) with two actions: the
   // verifier's index follows the actions, so 200 MiB of address space do.
-  const std::string at_limit = temp_file(
-      "at_limit.json", json_plan(2, 2048, 1024, "{\"rank\": 0, \"actions\": [\"0F0\"]}, "
-                                                "{\"rank\": 1, \"actions\": [\"1F0\"]}"));
+  const std::string at_limit =
+      temp_file("at_limit.json", json_plan(2, 2048, 1024,
+                                           "{\"rank\": 0, \"actions\": [\"0F0\"]}, "
+                                           "{\"rank\": 1, \"actions\": [\"1F0\"]}"));
   for (const char* cmd : {"verify", "simulate", "lower"}) {
     auto r = kSanitized ? run_cli({cmd, at_limit}) : run_cli_capped({cmd, at_limit}, 200);
     INFO(cmd << ": " << r.out << r.err);
@@ -154,36 +163,44 @@ TEST_CASE("robustness: a tiny plan declaring a huge shape costs memory by its ac
   }
 }
 
-TEST_CASE("robustness: a cross-rank cycle is exit 1 in every command that judges a plan", "[robustness]") {
+TEST_CASE("robustness: a cross-rank cycle is exit 1 in every command that judges a plan",
+          "[robustness]") {
   // Defect 3: verify said 2 (an input error), lower said 1.
   const std::string cycle = temp_file("cycle.csv", "0F0,0B0,0F1,0B1\n1F1,1B1,1F0,1B0\n");
   auto v = run_cli({"verify", cycle});
   CHECK(v.exit_code == 1);
   CHECK(contains(v.out, "FAILED under rendezvous transport: 1 problem(s)"));
-  CHECK(contains(v.out, "error[compute-cycle]: the compute order cannot complete (cyclic wait across ranks): "
-                        "rank 0 waits at 0B0 (index 1) for the backward of stage 1 microbatch 0; rank 1 "
-                        "waits at 1F1 (index 0) for 0F1"));
+  CHECK(contains(
+      v.out,
+      "error[compute-cycle]: the compute order cannot complete (cyclic wait across ranks): "
+      "rank 0 waits at 0B0 (index 1) for the backward of stage 1 microbatch 0; rank 1 "
+      "waits at 1F1 (index 0) for 0F1"));
   auto j = run_cli({"verify", cycle, "-f", "json", "--model", "all"});
   CHECK(j.exit_code == 1);
   CHECK(contains(j.out, "\"code\": \"compute-cycle\""));
   auto l = run_cli({"lower", cycle});
   CHECK(l.exit_code == 1);
   CHECK(contains(l.err, "cyclic wait across ranks"));
-  for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"simulate", cycle}, {"simulate", cycle, "--lower"}, {"render", cycle, "--text"}}) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"simulate", cycle},
+                                               {"simulate", cycle, "--lower"},
+                                               {"render", cycle, "--text"}}) {
     auto r = run_cli(args);
     INFO(args[0] << " " << r.err);
     CHECK(r.exit_code == 1);
   }
 }
 
-TEST_CASE("robustness: every command reading a file says 'cannot read' for a directory", "[robustness]") {
+TEST_CASE("robustness: every command reading a file says 'cannot read' for a directory",
+          "[robustness]") {
   // Defect 4: "basic_filebuf::underflow" with exit 3.
   const std::string plan = temp_file("ok.csv", "0F0,0B0\n");
   const std::vector<std::vector<std::string>> commands = {
-      {"verify", "/tmp"},   {"lower", "/tmp"},
-      {"convert", "/tmp", "-f", "json"},       {"show", "/tmp"},
-      {"simulate", "/tmp"}, {"render", "/tmp", "--text"},
+      {"verify", "/tmp"},
+      {"lower", "/tmp"},
+      {"convert", "/tmp", "-f", "json"},
+      {"show", "/tmp"},
+      {"simulate", "/tmp"},
+      {"render", "/tmp", "--text"},
       {"simulate", plan, "--stage-costs", "/tmp"},
       {"plan", "-s", "zbv", "-p", "2", "-m", "4", "--stage-costs", "/tmp"},
       {"lower", plan, "--stage-costs", "/tmp"},
@@ -204,35 +221,46 @@ TEST_CASE("robustness: every command reading a file says 'cannot read' for a dir
 TEST_CASE("robustness: render scales are bounded", "[robustness]") {
   // Defect 5: --columns-per-unit 1e9 ran out of memory, --px-per-unit 1e300
   // wrote a 3.3e+301 px wide SVG.
-  auto text = run_cli({"render", "-s", "1f1b", "-p", "2", "-m", "2", "--text", "--columns-per-unit", "1e9"});
+  auto text = run_cli(
+      {"render", "-s", "1f1b", "-p", "2", "-m", "2", "--text", "--columns-per-unit", "1e9"});
   CHECK(text.exit_code == 2);
-  CHECK(contains(text.err, "pipeplan: error: a text timeline at 1e+09 columns per time unit would be "
-                           "9e+09 columns wide, more than the supported 100000"));
-  auto cols = run_cli({"render", "-s", "1f1b", "-p", "2", "-m", "2", "--text", "--columns", "2000000000"});
+  CHECK(contains(text.err,
+                 "pipeplan: error: a text timeline at 1e+09 columns per time unit would be "
+                 "9e+09 columns wide, more than the supported 100000"));
+  auto cols =
+      run_cli({"render", "-s", "1f1b", "-p", "2", "-m", "2", "--text", "--columns", "2000000000"});
   CHECK(cols.exit_code == 2);
   CHECK(contains(cols.err, "more than the supported 100000"));
   const std::string svg = temp_file("wide.svg", "");
-  auto px = run_cli({"render", "-s", "1f1b", "-p", "2", "-m", "2", "--svg", svg, "--px-per-unit", "1e300"});
+  auto px = run_cli(
+      {"render", "-s", "1f1b", "-p", "2", "-m", "2", "--svg", svg, "--px-per-unit", "1e300"});
   CHECK(px.exit_code == 2);
-  CHECK(contains(px.err, "pipeplan: error: an SVG timeline at 1e+300 px per time unit would be 9e+300 px "
-                         "wide, more than the supported 1e+07"));
-  auto ok = run_cli({"render", "-s", "1f1b", "-p", "2", "-m", "2", "--text", "--columns-per-unit", "4"});
+  CHECK(contains(px.err,
+                 "pipeplan: error: an SVG timeline at 1e+300 px per time unit would be 9e+300 px "
+                 "wide, more than the supported 1e+07"));
+  auto ok =
+      run_cli({"render", "-s", "1f1b", "-p", "2", "-m", "2", "--text", "--columns-per-unit", "4"});
   CHECK(ok.exit_code == 0);
 }
 
-TEST_CASE("robustness: simulate refuses costs that overflow, never ok with inf/nan", "[robustness]") {
+TEST_CASE("robustness: simulate refuses costs that overflow, never ok with inf/nan",
+          "[robustness]") {
   // Defect 6: makespan inf, bubble -nan, "ok": true with "makespan": null.
-  auto cost = run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--cost", "F=1e308,B=1e308", "-f", "json"});
+  auto cost = run_cli(
+      {"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--cost", "F=1e308,B=1e308", "-f", "json"});
   CHECK(cost.exit_code == 2);
   CHECK(cost.out.empty());
   CHECK(contains(cost.err, "cost F 1e+308 is more than the supported 1e+12 time units"));
   const std::string scales = temp_file("scales.csv", "0,1e308\n");
   auto scale = run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--stage-costs", scales});
   CHECK(scale.exit_code == 2);
-  CHECK(contains(scale.err, "stage 0 scaled cost F 1e+308 is more than the supported 1e+12 time units"));
-  auto comm = run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--comm", "0,1e-320", "--bytes", "1e308"});
+  CHECK(contains(scale.err,
+                 "stage 0 scaled cost F 1e+308 is more than the supported 1e+12 time units"));
+  auto comm = run_cli(
+      {"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--comm", "0,1e-320", "--bytes", "1e308"});
   CHECK(comm.exit_code == 2);
-  CHECK(contains(comm.err, "transfer time (latency + bytes / bandwidth) inf is more than the supported"));
+  CHECK(contains(comm.err,
+                 "transfer time (latency + bytes / bandwidth) inf is more than the supported"));
   // Lowering plans with the same costs, under the same bounds (both modes).
   const std::string compute = temp_file("compute.csv", "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
   for (const char* mode : {"latency-hiding", "seed"}) {
@@ -245,7 +273,8 @@ TEST_CASE("robustness: simulate refuses costs that overflow, never ok with inf/n
   auto planned = run_cli({"plan", "-s", "zbv", "-p", "2", "-m", "4", "--cost", "F=1e308,B=1e308"});
   CHECK(planned.exit_code == 2);
   CHECK(contains(planned.err, "cost F 1e+308 is more than the supported 1e+12 time units"));
-  auto fine = run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--cost", "F=1e12,B=1e12", "-f", "json"});
+  auto fine = run_cli(
+      {"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--cost", "F=1e12,B=1e12", "-f", "json"});
   CHECK(fine.exit_code == 0);
   CHECK(contains(fine.out, "\"ok\": true"));
   CHECK(!contains(fine.out, "\"makespan\": null"));
@@ -262,9 +291,12 @@ TEST_CASE("robustness: planner, readers and verifier share one set of limits", "
   CHECK(contains(huge.err, "--pp: 20000000 is more than the supported 65536 ranks"));
   auto cmp = run_cli({"compare", "-p", "512", "-m", "20000"});
   CHECK(cmp.exit_code == 2);
-  CHECK(contains(cmp.err, "stages x microbatches = 512 x 20000 = 10240000 is more than the supported 4194304"));
+  CHECK(contains(
+      cmp.err,
+      "stages x microbatches = 512 x 20000 = 10240000 is more than the supported 4194304"));
   // The largest planned shape reads back: what plan writes, verify accepts.
-  auto edge = run_cli({"plan", "-s", "gpipe", "-p", "65536", "-m", "1", "--compute-only", "-f", "json"});
+  auto edge =
+      run_cli({"plan", "-s", "gpipe", "-p", "65536", "-m", "1", "--compute-only", "-f", "json"});
   REQUIRE(edge.exit_code == 0);
   CHECK(run_cli({"verify", "-"}, edge.out).exit_code == 0);
   auto json = run_cli({"verify", "-"}, json_plan(65537, 1, 1, "{\"rank\": 0, \"actions\": []}"));
@@ -277,15 +309,18 @@ TEST_CASE("robustness: planner, readers and verifier share one set of limits", "
   p.meta.stages_per_rank = 8;
   p.rank_ids = {0};
   p.ranks = {{}};
-  CHECK_THROWS_WITH(pipeplan::verify(p), Catch::Contains("verify: stages x microbatches = 8 x 1048576"));
+  CHECK_THROWS_WITH(pipeplan::verify(p),
+                    Catch::Contains("verify: stages x microbatches = 8 x 1048576"));
 }
 
-TEST_CASE("robustness: JSON -> CSV -> JSON is exact when the last rank has no actions", "[robustness]") {
+TEST_CASE("robustness: JSON -> CSV -> JSON is exact when the last rank has no actions",
+          "[robustness]") {
   // Defect 8: pp 2 became 1, v 2 became 4, mapping v became loop.
-  const std::string in = json_plan(2, 2, 1,
-                                   "{\"rank\": 0, \"actions\": [\"0F0\", \"3F0\", \"3B0\", \"0B0\"]}, "
-                                   "{\"rank\": 1, \"actions\": []}",
-                                   "v");
+  const std::string in =
+      json_plan(2, 2, 1,
+                "{\"rank\": 0, \"actions\": [\"0F0\", \"3F0\", \"3B0\", \"0B0\"]}, "
+                "{\"rank\": 1, \"actions\": []}",
+                "v");
   auto first = run_cli({"convert", "-", "-f", "json"}, in);
   REQUIRE(first.exit_code == 0);
   auto csv = run_cli({"convert", "-", "-f", "csv"}, first.out);
@@ -304,8 +339,9 @@ TEST_CASE("robustness: the JSON reader refuses duplicate keys", "[robustness]") 
   auto top = run_cli({"verify", "-"}, doc.substr(0, doc.size() - 1) + ", \"pp_degree\": 1}");
   CHECK(top.exit_code == 2);
   CHECK(contains(top.err, "<stdin>: duplicate key 'pp_degree'"));
-  auto entry = run_cli({"verify", "-"},
-                       json_plan(1, 1, 1, "{\"rank\": 0, \"actions\": [\"0F0\"], \"actions\": [\"0B0\"]}"));
+  auto entry =
+      run_cli({"verify", "-"},
+              json_plan(1, 1, 1, "{\"rank\": 0, \"actions\": [\"0F0\"], \"actions\": [\"0B0\"]}"));
   CHECK(entry.exit_code == 2);
   CHECK(contains(entry.err, "<stdin>: ranks[0]: duplicate key 'actions'"));
   CHECK(run_cli({"verify", "-"}, doc).exit_code == 0);
@@ -319,7 +355,8 @@ TEST_CASE("robustness: messages name the problem", "[robustness]") {
                      "\"stages_per_rank\": 1, \"stage_to_rank\": \"loop\", \"compute_only\": true, "
                      "\"ranks\": [{\"rank\": 0, \"actions\": []}]}");
   CHECK(big.exit_code == 2);
-  CHECK(contains(big.err, "pp_degree: 100000000000000000000000000000 is larger than the supported 65536"));
+  CHECK(contains(big.err,
+                 "pp_degree: 100000000000000000000000000000 is larger than the supported 65536"));
   CHECK(!contains(big.err, "fractional"));
   // An unknown flag is named, before any missing required option.
   auto flag = run_cli({"plan", "--bogus-flag"});
@@ -328,7 +365,8 @@ TEST_CASE("robustness: messages name the problem", "[robustness]") {
   CHECK(!contains(flag.err, "required"));
   auto typo = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "--compute-onyl"});
   CHECK(typo.exit_code == 2);
-  CHECK(contains(typo.err, "unknown option '--compute-onyl' for 'plan' (did you mean '--compute-only'?)"));
+  CHECK(contains(typo.err,
+                 "unknown option '--compute-onyl' for 'plan' (did you mean '--compute-only'?)"));
   // A bad option value reads like every other error and points at the help.
   auto value = run_cli({"plan", "-s", "1f1b", "-p", "x", "-m", "2"});
   CHECK(value.exit_code == 2);
@@ -348,7 +386,8 @@ TEST_CASE("robustness: messages name the problem", "[robustness]") {
   CHECK(huge.exit_code == 2);
   CHECK(huge.err.size() < 600);
   CHECK(contains(huge.err, "(3145728 bytes)"));
-  auto huge_json = run_cli({"verify", "-"}, json_plan(1, 1, 1, "{\"rank\": 0, \"actions\": [\"" + cell + "\"]}"));
+  auto huge_json = run_cli({"verify", "-"},
+                           json_plan(1, 1, 1, "{\"rank\": 0, \"actions\": [\"" + cell + "\"]}"));
   CHECK(huge_json.exit_code == 2);
   CHECK(huge_json.err.size() < 600);
   // One rule for -v: a given value is a count, at least 1 (omit it for the default).
@@ -356,8 +395,9 @@ TEST_CASE("robustness: messages name the problem", "[robustness]") {
     auto r = run_cli({"plan", "-s", "interleaved-1f1b", "-p", "2", "-m", "4", "-v", v});
     INFO(v);
     CHECK(r.exit_code == 2);
-    CHECK(contains(r.err, "pipeplan: error: interleaved-1f1b: stages_per_rank must be positive, got " +
-                              std::string(v) + "; pass -v 1 or more"));
+    CHECK(contains(r.err,
+                   "pipeplan: error: interleaved-1f1b: stages_per_rank must be positive, got " +
+                       std::string(v) + "; pass -v 1 or more"));
   }
   auto v_big = run_cli({"plan", "-s", "interleaved-1f1b", "-p", "2", "-m", "4", "-v", "5000"});
   CHECK(v_big.exit_code == 2);
@@ -370,11 +410,13 @@ TEST_CASE("robustness: messages name the problem", "[robustness]") {
   auto quiet = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-f", "text", "-q"});
   CHECK(quiet.exit_code == 0);
   CHECK(contains(quiet.out, "rank 0: 0F0"));
-  auto verbose = run_cli({"verify", "--verbose", "-"}, json_plan(1, 1, 1, "{\"rank\": 0, \"actions\": [\"0F0\", \"0B0\"]}"));
+  auto verbose = run_cli({"verify", "--verbose", "-"},
+                         json_plan(1, 1, 1, "{\"rank\": 0, \"actions\": [\"0F0\", \"0B0\"]}"));
   CHECK(verbose.exit_code == 0);
 }
 
-TEST_CASE("robustness: a hostile trace is an input error, in memory that follows its records", "[robustness]") {
+TEST_CASE("robustness: a hostile trace is an input error, in memory that follows its records",
+          "[robustness]") {
   // A measured trace (calibrate, render --trace) read by the same rules as a
   // plan: duplicate keys refused, numbers bounded, quoted text capped, and a
   // step number far beyond the records costs nothing.
@@ -382,10 +424,11 @@ TEST_CASE("robustness: a hostile trace is an input error, in memory that follows
   std::ostringstream plan_json;
   pipeplan::write_json(p, plan_json);
   auto trace = [&](const std::string& records, const std::string& extra = "") {
-    return "{\"format\": \"pipeplan.trace\", \"version\": 1, " + extra + "\"plan\": " + plan_json.str() +
-           ", \"records\": [" + records + "]}";
+    return "{\"format\": \"pipeplan.trace\", \"version\": 1, " + extra +
+           "\"plan\": " + plan_json.str() + ", \"records\": [" + records + "]}";
   };
-  const std::string far = temp_file("far.json", trace("[1073741824, 0, 0, \"0F0\", 0, 1, 0, 0, 0]"));
+  const std::string far =
+      temp_file("far.json", trace("[1073741824, 0, 0, \"0F0\", 0, 1, 0, 0, 0]"));
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"calibrate", far}, {"render", "--trace", far, "--text"}}) {
     auto r = kSanitized ? run_cli(args) : run_cli_capped(args, 300);
@@ -393,17 +436,21 @@ TEST_CASE("robustness: a hostile trace is an input error, in memory that follows
     CHECK(r.exit_code == 2);
     CHECK(contains(r.err, "step 1 has no record of rank 0 index 0 (0F0)"));
   }
-  auto dup = run_cli({"calibrate", temp_file("dup.json", trace("", "\"source\": \"a\", \"source\": \"b\", "))});
+  auto dup = run_cli(
+      {"calibrate", temp_file("dup.json", trace("", "\"source\": \"a\", \"source\": \"b\", "))});
   CHECK(dup.exit_code == 2);
   CHECK(contains(dup.err, "duplicate key 'source'"));
-  auto huge = run_cli({"calibrate", temp_file("huge.json", trace("[1, 0, 0, \"0F0\", -1e308, 1e308, 0, 0, 0]"))});
+  auto huge = run_cli(
+      {"calibrate", temp_file("huge.json", trace("[1, 0, 0, \"0F0\", -1e308, 1e308, 0, 0, 0]"))});
   CHECK(huge.exit_code == 2);
   CHECK(contains(huge.err, "records[0]: start must be a number of ms within +-1e15"));
-  auto index = run_cli({"calibrate", temp_file("index.json", trace("[1, 0, 4294967296, \"0F0\", 0, 1, 0, 0, 0]"))});
+  auto index = run_cli(
+      {"calibrate", temp_file("index.json", trace("[1, 0, 4294967296, \"0F0\", 0, 1, 0, 0, 0]"))});
   CHECK(index.exit_code == 2);
   CHECK(contains(index.err, "records[0]: index must be an integer in 0..33554432"));
   const std::string name(1 << 20, 'Q');
-  auto action = run_cli({"calibrate", temp_file("action.json", trace("[1, 0, 0, \"" + name + "\", 0, 1, 0, 0, 0]"))});
+  auto action = run_cli(
+      {"calibrate", temp_file("action.json", trace("[1, 0, 0, \"" + name + "\", 0, 1, 0, 0, 0]"))});
   CHECK(action.exit_code == 2);
   CHECK(contains(action.err, "(1048576 bytes)"));
   CHECK(action.err.size() < 600);

@@ -163,11 +163,14 @@ TEST_CASE("schedules_seed: live activations stay within each schedule's budget",
 TEST_CASE("schedules_seed: refusals name the constraint and a fix", "[planner]") {
   CHECK(refusal("zb-h1", 4, 3, 1) ==
         "zb-h1: needs at least pp_degree=4 microbatches, got 3 (the warmup cannot fill the "
-        "pipeline); use num_microbatches 4 or more, fewer stages (pp_degree 3), or the gpipe schedule");
+        "pipeline); use num_microbatches 4 or more, fewer stages (pp_degree 3), or the gpipe "
+        "schedule");
   CHECK(refusal("zb-h2", 8, 7, 1) ==
         "zb-h2: needs at least pp_degree=8 microbatches, got 7 (the warmup cannot fill the "
-        "pipeline); use num_microbatches 8 or more, fewer stages (pp_degree 7), or the gpipe schedule");
-  CHECK(refusal("zb-h1", 4, 8, 2) == "zb-h1: supports stages_per_rank 1, got 2; pass stages_per_rank 1");
+        "pipeline); use num_microbatches 8 or more, fewer stages (pp_degree 7), or the gpipe "
+        "schedule");
+  CHECK(refusal("zb-h1", 4, 8, 2) ==
+        "zb-h1: supports stages_per_rank 1, got 2; pass stages_per_rank 1");
   CHECK(refusal("vpp", 2, 8, 2) ==
         "vpp: needs pp_degree > 2 (the seed's virtual pipeline refuses 1 or 2 ranks), got 2; "
         "use pp_degree 3 or more, or interleaved-1f1b for 2 rank(s)");
@@ -237,11 +240,10 @@ TEST_CASE("schedules_seed: sweep plans, lowers and verifies every accepted shape
           }
           VerifyOptions serial;
           serial.transport = Transport::Serial;
-          if (verify(lowered, serial).ok())
-            ++serial_ok[name];
+          if (verify(lowered, serial).ok()) ++serial_ok[name];
           else if (!serial_first_failure.count(name))
-            serial_first_failure[name] = "p=" + std::to_string(p) + " m=" + std::to_string(m) +
-                                         " v=" + std::to_string(v);
+            serial_first_failure[name] =
+                "p=" + std::to_string(p) + " m=" + std::to_string(m) + " v=" + std::to_string(v);
         }
       }
     }

@@ -168,7 +168,8 @@ TEST_CASE("schedules_torch: shape errors name the constraint and a fix", "[sched
       "use num_microbatches 12 or num_microbatches 15 (any multiple of pp_degree=4 works)");
   CHECK_THROWS_WITH(plan_compute(problem("dualpipev", 4, 5, 2)),
                     "dualpipev: needs at least as many microbatches as stages (2 * pp_degree = "
-                    "8), got 5 (torch refuses this shape); use num_microbatches 8 or more, or at most pp_degree 2");
+                    "8), got 5 (torch refuses this shape); use num_microbatches 8 or more, or at "
+                    "most pp_degree 2");
   CHECK_THROWS_WITH(plan_compute(problem("dualpipev", 3, 1, 2)),
                     "dualpipev: needs at least as many microbatches as stages (2 * pp_degree = "
                     "6), got 1 (torch refuses this shape); use num_microbatches 6 or more");
@@ -185,18 +186,25 @@ TEST_CASE("schedules_torch: shape errors name the constraint and a fix", "[sched
   meta.num_microbatches = 4;
   meta.stages_per_rank = 3;
   meta.mapping = StageMapping::V;
-  CHECK_THROWS_WITH(find_schedule("zbv").check_shape(meta),
-                    "zbv: needs exactly 2 stages per rank (V mapping), got 3; pass stages_per_rank 2");
+  CHECK_THROWS_WITH(
+      find_schedule("zbv").check_shape(meta),
+      "zbv: needs exactly 2 stages per rank (V mapping), got 3; pass stages_per_rank 2");
 }
 
 TEST_CASE("schedules_torch: names, aliases, mappings and defaults", "[schedules][torch]") {
   const std::vector<std::pair<std::string, std::string>> aliases = {
-      {"Interleaved1F1B", "interleaved-1f1b"},     {"ScheduleInterleaved1F1B", "interleaved-1f1b"},
-      {"LoopedBFS", "looped-bfs"},                 {"ScheduleLoopedBFS", "looped-bfs"},
-      {"InterleavedZeroBubble", "interleaved-zb"}, {"ScheduleInterleavedZeroBubble", "interleaved-zb"},
-      {"ZBVZeroBubble", "zbv"},                    {"ScheduleZBVZeroBubble", "zbv"},
-      {"DualPipeV", "dualpipev"},                  {"ScheduleDualPipeV", "dualpipev"},
-      {"interleaved_zb", "interleaved-zb"},        {"zb-v", "zbv"},
+      {"Interleaved1F1B", "interleaved-1f1b"},
+      {"ScheduleInterleaved1F1B", "interleaved-1f1b"},
+      {"LoopedBFS", "looped-bfs"},
+      {"ScheduleLoopedBFS", "looped-bfs"},
+      {"InterleavedZeroBubble", "interleaved-zb"},
+      {"ScheduleInterleavedZeroBubble", "interleaved-zb"},
+      {"ZBVZeroBubble", "zbv"},
+      {"ScheduleZBVZeroBubble", "zbv"},
+      {"DualPipeV", "dualpipev"},
+      {"ScheduleDualPipeV", "dualpipev"},
+      {"interleaved_zb", "interleaved-zb"},
+      {"zb-v", "zbv"},
   };
   for (const auto& [alias, name] : aliases) CHECK(find_schedule(alias).name == name);
   for (const char* name : {"interleaved-1f1b", "looped-bfs", "interleaved-zb"}) {

@@ -275,8 +275,7 @@ TEST_CASE("simulate: OVERLAP_F_B costs F+B unless given", "[simulate]") {
 }
 
 TEST_CASE("simulate: rendezvous reports two receives meeting on a pair", "[simulate]") {
-  const Plan p = make_plan(2, 1, 1,
-                           {"0F0 0RECV_B0 0SEND_F0 0B0", "1RECV_F0 1F0 1B0 1SEND_B0"});
+  const Plan p = make_plan(2, 1, 1, {"0F0 0RECV_B0 0SEND_F0 0B0", "1RECV_F0 1F0 1B0 1SEND_B0"});
   const SimResult eager = simulate(p, costs("F=1,B=2", Transport::Eager));
   CHECK(eager.ok());
   CHECK(eager.makespan == 6.0);
@@ -292,8 +291,7 @@ TEST_CASE("simulate: rendezvous reports two receives meeting on a pair", "[simul
 }
 
 TEST_CASE("simulate: a send meeting a receive of another value is reported", "[simulate]") {
-  const Plan p = make_plan(2, 2, 1,
-                           {"0F0 0F1 0SEND_F1 0SEND_F0", "1RECV_F0 1F0 1RECV_F1 1F1"});
+  const Plan p = make_plan(2, 2, 1, {"0F0 0F1 0SEND_F1 0SEND_F0", "1RECV_F0 1F0 1RECV_F1 1F1"});
   CHECK(simulate(p, costs("F=1", Transport::Eager)).ok());
   const SimResult r = simulate(p, costs("F=1", Transport::Rendezvous));
   REQUIRE_FALSE(r.ok());
@@ -305,10 +303,10 @@ TEST_CASE("simulate: a send meeting a receive of another value is reported", "[s
 TEST_CASE("simulate: serial model deadlocks on a cycle of stream heads", "[simulate]") {
   // Rank 0 posts its receive from rank 2 before its send to rank 1: fine on
   // per-pair streams, a cycle when each rank has one stream.
-  const Plan p = make_plan(3, 1, 2,
-                           {"0F0 3RECV_F0 0SEND_F0 3F0 3SEND_F0",
-                            "1RECV_F0 1F0 1SEND_F0 4RECV_F0 4F0 4SEND_F0",
-                            "2RECV_F0 2F0 2SEND_F0 5RECV_F0 5F0"});
+  const Plan p = make_plan(
+      3, 1, 2,
+      {"0F0 3RECV_F0 0SEND_F0 3F0 3SEND_F0", "1RECV_F0 1F0 1SEND_F0 4RECV_F0 4F0 4SEND_F0",
+       "2RECV_F0 2F0 2SEND_F0 5RECV_F0 5F0"});
   CHECK(simulate(p, costs("F=1", Transport::Rendezvous)).ok());
   CHECK(simulate(p, costs("F=1", Transport::Eager)).ok());
   const SimResult r = simulate(p, costs("F=1", Transport::Serial));
@@ -326,8 +324,9 @@ TEST_CASE("simulate: compute order problems are reported, never hang", "[simulat
   SECTION("a backward before its forward") {
     const SimResult r = simulate(make_plan(1, 1, 1, {"0B0 0F0"}), costs("F=1"));
     REQUIRE_FALSE(r.ok());
-    CHECK(problems(r) == "sim-deadlock rank 0 index 0 (0B0): stuck: needs 0F0, which rank 0 runs "
-                         "later (index 1)\n");
+    CHECK(problems(r) ==
+          "sim-deadlock rank 0 index 0 (0B0): stuck: needs 0F0, which rank 0 runs "
+          "later (index 1)\n");
   }
   SECTION("a receive posted after its consumer") {
     const SimResult r =
@@ -341,8 +340,8 @@ TEST_CASE("simulate: compute order problems are reported, never hang", "[simulat
           "operation(s) toward rank 0: rank 1 is stuck at index 0 (1F0)");
   }
   SECTION("a receive whose send is missing (eager)") {
-    const SimResult r = simulate(make_plan(2, 1, 1, {"0F0", "1RECV_F0 1F0"}),
-                                 costs("F=1", Transport::Eager));
+    const SimResult r =
+        simulate(make_plan(2, 1, 1, {"0F0", "1RECV_F0 1F0"}), costs("F=1", Transport::Eager));
     REQUIRE_FALSE(r.ok());
     CHECK(r.problems[0].message ==
           "stuck: 1RECV_F0 waits for 0SEND_F0 from rank 0, never posted: rank 0 finished its list");
@@ -367,7 +366,8 @@ TEST_CASE("simulate: cost specs and stage-cost files parse strictly", "[simulate
   CHECK_THROWS_WITH(parse_cost_spec("F=x"), "cost spec: F='x' is not a non-negative number");
   CHECK_THROWS_WITH(parse_cost_spec("Q=1"),
                     "cost spec: unknown action type 'Q' (use F, B, I, W or OVERLAP_F_B)");
-  CHECK_THROWS_WITH(parse_cost_spec("F", {}, "--cost"), "--cost: 'F' is not KEY=VALUE (e.g. F=1,B=2,I=1,W=1)");
+  CHECK_THROWS_WITH(parse_cost_spec("F", {}, "--cost"),
+                    "--cost: 'F' is not KEY=VALUE (e.g. F=1,B=2,I=1,W=1)");
 
   auto csv = parse_stage_costs("# heavy ends\nstage,F,B,I,W\n0,1.5,1.5,1,2\n3, 2\n");
   REQUIRE(csv.size() == 2);
@@ -416,8 +416,8 @@ TEST_CASE("simulate: text and JSON reports", "[simulate]") {
 }
 
 TEST_CASE("simulate: CLI reports makespan, bubble and peaks", "[simulate][cli]") {
-  auto r = run_cli({"simulate", "-s", "1f1b", "-p", "4", "-m", "8", "--cost", "F=1,B=2", "-f",
-                    "json"});
+  auto r =
+      run_cli({"simulate", "-s", "1f1b", "-p", "4", "-m", "8", "--cost", "F=1,B=2", "-f", "json"});
   REQUIRE(r.exit_code == 0);
   const auto doc = nlohmann::json::parse(r.out);
   CHECK(doc["makespan"] == 33.0);
@@ -426,8 +426,8 @@ TEST_CASE("simulate: CLI reports makespan, bubble and peaks", "[simulate][cli]")
   CHECK(doc["model"] == "rendezvous");
 
   // A deadlocking file: exit 1, the reason on stdout, a summary on stderr.
-  const std::string bad = temp_file(
-      "deadlock.csv", "0F0,0RECV_B0,0SEND_F0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n");
+  const std::string bad =
+      temp_file("deadlock.csv", "0F0,0RECV_B0,0SEND_F0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n");
   r = run_cli({"simulate", bad});
   CHECK(r.exit_code == 1);
   CHECK(r.out.find("error[sim-mismatch] rank 0 index 1 (0RECV_B0): pair 0-1 position 0") !=
@@ -460,8 +460,7 @@ TEST_CASE("simulate: compare sorts schedules by makespan", "[simulate][cli]") {
 
   r = run_cli({"compare", "-p", "4", "-m", "3"});
   REQUIRE(r.exit_code == 0);
-  CHECK(r.out.find("skipped 1f1b: needs at least pp_degree=4 microbatches") !=
-        std::string::npos);
+  CHECK(r.out.find("skipped 1f1b: needs at least pp_degree=4 microbatches") != std::string::npos);
   CHECK(r.out.rfind("schedule", 0) == std::string::npos);  // header line comes second
   CHECK(r.out.find("\nschedule ") != std::string::npos);
 }

@@ -135,7 +135,8 @@ TEST_CASE("trace: check_trace names missing, misplaced, overlapping and early re
 
   Trace wrong = good;
   wrong.records[0].action = make(ActionType::F, 0, 1);
-  CHECK(check_trace(wrong).at(0) == "record step 1 rank 0 index 0 is 0F1, but the plan has 0F0 there");
+  CHECK(check_trace(wrong).at(0) ==
+        "record step 1 rank 0 index 0 is 0F1, but the plan has 0F0 there");
 
   // Rank 0: 0F1 (index 2) starts inside 0F0.
   Trace overlap = good;
@@ -152,7 +153,8 @@ TEST_CASE("trace: check_trace names missing, misplaced, overlapping and early re
   auto e = check_trace(early);
   REQUIRE_FALSE(e.empty());
   bool named = false;
-  for (const auto& msg : e) named = named || msg.find("before its input 0F0 on rank 0 ended") != std::string::npos;
+  for (const auto& msg : e)
+    named = named || msg.find("before its input 0F0 on rank 0 ended") != std::string::npos;
   CHECK(named);
 }
 
@@ -244,15 +246,18 @@ TEST_CASE("cli: calibrate writes a stage-costs file that simulate reads in ms", 
   REQUIRE(c.exit_code == 0);
   CHECK(c.err.find("from 2 step(s) (step 1 dropped)") != std::string::npos);
   CHECK(c.err.find("(+0%)") != std::string::npos);
-  auto plan_file = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "4", "-o", temp_file("p.json", "")});
+  auto plan_file =
+      run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "4", "-o", temp_file("p.json", "")});
   REQUIRE(plan_file.exit_code == 0);
-  auto s = run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "4", "--stage-costs", costs, "-f", "json"});
+  auto s = run_cli(
+      {"simulate", "-s", "1f1b", "-p", "2", "-m", "4", "--stage-costs", costs, "-f", "json"});
   INFO(s.out << s.err);
   REQUIRE(s.exit_code == 0);
   SimOptions o;
   o.costs = known_costs();
   const double expected = simulate(p, o).makespan;
-  CHECK(s.out.find("\"makespan\": " + std::to_string(static_cast<int>(expected))) != std::string::npos);
+  CHECK(s.out.find("\"makespan\": " + std::to_string(static_cast<int>(expected))) !=
+        std::string::npos);
 
   auto r = run_cli({"render", "--trace", trace, "--step", "2", "--svg", temp_file("m.svg", "")});
   INFO(r.err);

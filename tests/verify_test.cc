@@ -20,9 +20,11 @@ Plan unstaggered_1f1b(int p, int m) {
     std::vector<Action> out;
     for (const Action& a : c.ranks[static_cast<std::size_t>(r)]) {
       if (a.type == ActionType::F && r > 0) out.push_back(make(ActionType::RecvF, r, a.microbatch));
-      if (a.type == ActionType::B && r < p - 1) out.push_back(make(ActionType::RecvB, r, a.microbatch));
+      if (a.type == ActionType::B && r < p - 1)
+        out.push_back(make(ActionType::RecvB, r, a.microbatch));
       out.push_back(a);
-      if (a.type == ActionType::F && r < p - 1) out.push_back(make(ActionType::SendF, r, a.microbatch));
+      if (a.type == ActionType::F && r < p - 1)
+        out.push_back(make(ActionType::SendF, r, a.microbatch));
       if (a.type == ActionType::B && r > 0) out.push_back(make(ActionType::SendB, r, a.microbatch));
     }
     c.ranks[static_cast<std::size_t>(r)] = out;
@@ -54,7 +56,8 @@ TEST_CASE("verify: planned gpipe and 1f1b are deadlock-free", "[verify]") {
   }
 }
 
-TEST_CASE("verify: an unstaggered 1f1b hangs under rendezvous, names pair and position", "[verify]") {
+TEST_CASE("verify: an unstaggered 1f1b hangs under rendezvous, names pair and position",
+          "[verify]") {
   Plan plan = unstaggered_1f1b(4, 8);
   VerifyResult r = verify(plan, {Transport::Rendezvous});
   REQUIRE_FALSE(r.ok());
@@ -64,20 +67,24 @@ TEST_CASE("verify: an unstaggered 1f1b hangs under rendezvous, names pair and po
   CHECK(d.index == 7);
   CHECK(d.action == "0SEND_F3");
   CHECK(d.message ==
-        "pair 0-1 position 3: rank 0 posts 0SEND_F3 while rank 1 posts 1SEND_B0 (both send; NCCL pair stream hangs)");
+        "pair 0-1 position 3: rank 0 posts 0SEND_F3 while rank 1 posts 1SEND_B0 (both send; NCCL "
+        "pair stream hangs)");
   const Diagnostic& last = r.diagnostics.back();
   CHECK(last.code == "deadlock");
-  CHECK(last.message ==
-        "deadlock under rendezvous transport: 4 of 4 ranks cannot finish (0, 1, 2, 3); waiting chain: "
-        "rank 0 (at 0B0) -> rank 1 (at 1B0) -> rank 2 (at 2B0): it queues behind 2SEND_F1 (pair 2-3 "
-        "position 1 on rank 2), and pair 2-3 position 1 is non-complementary: rank 2 posts 2SEND_F1 "
-        "while rank 3 posts 3SEND_B0 (both send)");
+  CHECK(
+      last.message ==
+      "deadlock under rendezvous transport: 4 of 4 ranks cannot finish (0, 1, 2, 3); waiting "
+      "chain: "
+      "rank 0 (at 0B0) -> rank 1 (at 1B0) -> rank 2 (at 2B0): it queues behind 2SEND_F1 (pair 2-3 "
+      "position 1 on rank 2), and pair 2-3 position 1 is non-complementary: rank 2 posts 2SEND_F1 "
+      "while rank 3 posts 3SEND_B0 (both send)");
   bool rank3 = false;
   for (const auto& x : r.diagnostics)
     if (x.code == "stuck" && x.rank == 3) {
       rank3 = true;
       CHECK(x.message ==
-            "rank 3 is stuck at index 5 (3F1): it needs 3RECV_F1, but it queues behind 3SEND_B0 (pair "
+            "rank 3 is stuck at index 5 (3F1): it needs 3RECV_F1, but it queues behind 3SEND_B0 "
+            "(pair "
             "2-3 position 1 on rank 3), and pair 2-3 position 1 is non-complementary: rank 3 posts "
             "3SEND_B0 while rank 2 posts 2SEND_F1 (both send)");
     }
@@ -136,7 +143,8 @@ TEST_CASE("verify: W before its I is rejected", "[verify]") {
 TEST_CASE("verify: split and full backward counts", "[verify]") {
   auto mixed = structure(custom(1, 1, {"0F0 0I0 0B0 0W0"}));
   REQUIRE(mixed.size() == 1);
-  CHECK(mixed[0].message == "stage 0 microbatch 0 has both a full backward 0B0 and a split one (I/W)");
+  CHECK(mixed[0].message ==
+        "stage 0 microbatch 0 has both a full backward 0B0 and a split one (I/W)");
   auto no_w = structure(custom(1, 1, {"0F0 0I0"}));
   REQUIRE(no_w.size() == 1);
   CHECK(no_w[0].message == "stage 0 microbatch 0 has 0I0 but no 0W0");
@@ -158,7 +166,8 @@ TEST_CASE("verify: out-of-range microbatch and stage, wrong rank", "[verify]") {
   auto wr = structure(custom(2, 1, {"0F0 1F0 1B0 0B0", ""}));
   REQUIRE(wr.size() == 2);
   CHECK(wr[0].code == "wrong-rank");
-  CHECK(wr[0].message == "rank 0 index 1: 1F0 runs on rank 0, but stage 1 belongs to rank 1 (loop mapping)");
+  CHECK(wr[0].message ==
+        "rank 0 index 1: 1F0 runs on rank 0, but stage 1 belongs to rank 1 (loop mapping)");
 }
 
 TEST_CASE("verify: a receive without a send and a send without a receive", "[verify]") {
@@ -187,7 +196,8 @@ TEST_CASE("verify: sends before their producer, receives after their consumer", 
   auto d = structure(early);
   REQUIRE(d.size() == 1);
   CHECK(d[0].code == "send-before-producer");
-  CHECK(d[0].message == "rank 0 index 0: 0SEND_F0 sends the output of 0F0 earlier on rank 0 (it is at index 1)");
+  CHECK(d[0].message ==
+        "rank 0 index 0: 0SEND_F0 sends the output of 0F0 earlier on rank 0 (it is at index 1)");
   Plan late = plan;
   late.ranks[1] = actions("1F0 1RECV_F0 1RECV_F1 1F1 1B1 1SEND_B1 1B0 1SEND_B0");
   d = structure(late);
@@ -197,14 +207,16 @@ TEST_CASE("verify: sends before their producer, receives after their consumer", 
 }
 
 TEST_CASE("verify: communication that has no peer or is not needed", "[verify]") {
-  auto d = structure(custom(2, 1, {"0F0 0SEND_F0 0RECV_B0 0B0 0SEND_B0", "1RECV_F0 1F0 1B0 1SEND_B0"}));
+  auto d =
+      structure(custom(2, 1, {"0F0 0SEND_F0 0RECV_B0 0B0 0SEND_B0", "1RECV_F0 1F0 1B0 1SEND_B0"}));
   REQUIRE(d.size() == 1);
   CHECK(d[0].code == "bad-comm");
   CHECK(d[0].message == "rank 0 index 4: 0SEND_B0 has no peer: stage 0 is the first stage");
   Plan v = custom(1, 1, {"0F0 0SEND_F0 1RECV_F0 1F0 1B0 0B0"}, 2, StageMapping::V);
   d = structure(v);
   REQUIRE(d.size() == 2);
-  CHECK(d[0].message == "rank 0 index 1: 0SEND_F0 is not needed: stages 0 and 1 are both on rank 0");
+  CHECK(d[0].message ==
+        "rank 0 index 1: 0SEND_F0 is not needed: stages 0 and 1 are both on rank 0");
 }
 
 TEST_CASE("verify: a partial plan cannot be proven", "[verify]") {
@@ -216,7 +228,8 @@ TEST_CASE("verify: a partial plan cannot be proven", "[verify]") {
         "the plan holds rank(s) 2 of 4; verification needs every rank 0..3");
 }
 
-TEST_CASE("verify: a receive waiting on a peer that never sends it in time (eager chain)", "[verify]") {
+TEST_CASE("verify: a receive waiting on a peer that never sends it in time (eager chain)",
+          "[verify]") {
   // Rank 1 waits for the gradient before it has sent the activation rank 0's
   // backward needs, and rank 0 waits for that: a cycle under every model.
   Plan plan = custom(2, 1, {"0F0 0RECV_B0 0B0 0SEND_F0", "1RECV_F0 1F0 1B0 1SEND_B0"});
@@ -229,18 +242,22 @@ TEST_CASE("verify: a receive waiting on a peer that never sends it in time (eage
 
 TEST_CASE("verify: diagnostics format names code, place and action", "[verify]") {
   std::vector<Diagnostic> d = {{"w-before-i", 0, 1, "0W0", "msg"}, {"deadlock", -1, -1, "", "x"}};
-  CHECK(format_diagnostics(d) == "error[w-before-i] rank 0 index 1 (0W0): msg\nerror[deadlock]: x\n");
+  CHECK(format_diagnostics(d) ==
+        "error[w-before-i] rank 0 index 1 (0W0): msg\nerror[deadlock]: x\n");
 }
 
-TEST_CASE("verify: receives posted long before their consumers, and corruption on a finished run", "[verify]") {
+TEST_CASE("verify: receives posted long before their consumers, and corruption on a finished run",
+          "[verify]") {
   // Rank 1 posts all six receives up front, so its forwards find their
   // receive far behind them (beyond the few recent ones verify() keeps).
   const std::string rank0 =
       "0F0 0SEND_F0 0F1 0SEND_F1 0F2 0SEND_F2 0F3 0SEND_F3 0F4 0SEND_F4 0F5 0SEND_F5 "
       "0RECV_B5 0RECV_B4 0RECV_B3 0RECV_B2 0RECV_B1 0RECV_B0 0B5 0B4 0B3 0B2 0B1 0B0";
-  const std::string rank1_head = "1RECV_F0 1RECV_F1 1RECV_F2 1RECV_F3 1RECV_F4 1RECV_F5 1F0 1F1 1F2 1F3 1F4 1F5 ";
-  Plan plan = custom(2, 6, {rank0, rank1_head + "1B5 1SEND_B5 1B4 1SEND_B4 1B3 1SEND_B3 1B2 1SEND_B2 "
-                                                "1B1 1SEND_B1 1B0 1SEND_B0"});
+  const std::string rank1_head =
+      "1RECV_F0 1RECV_F1 1RECV_F2 1RECV_F3 1RECV_F4 1RECV_F5 1F0 1F1 1F2 1F3 1F4 1F5 ";
+  Plan plan = custom(2, 6,
+                     {rank0, rank1_head + "1B5 1SEND_B5 1B4 1SEND_B4 1B3 1SEND_B3 1B2 1SEND_B2 "
+                                          "1B1 1SEND_B1 1B0 1SEND_B0"});
   for (Transport t : {Transport::Rendezvous, Transport::Eager, Transport::Serial}) {
     VerifyResult r = verify(plan, {t});
     INFO(to_string(t) << "\n" << format_diagnostics(r.diagnostics));
@@ -248,8 +265,9 @@ TEST_CASE("verify: receives posted long before their consumers, and corruption o
   }
   // Swapping two sends still lets every rank finish, but one pair position
   // carries the wrong gradient: the one diagnostic is the corruption.
-  Plan swapped = custom(2, 6, {rank0, rank1_head + "1B5 1B4 1SEND_B4 1SEND_B5 1B3 1SEND_B3 1B2 1SEND_B2 "
-                                                   "1B1 1SEND_B1 1B0 1SEND_B0"});
+  Plan swapped = custom(2, 6,
+                        {rank0, rank1_head + "1B5 1B4 1SEND_B4 1SEND_B5 1B3 1SEND_B3 1B2 1SEND_B2 "
+                                             "1B1 1SEND_B1 1B0 1SEND_B0"});
   for (Transport t : {Transport::Rendezvous, Transport::Serial}) {
     VerifyResult r = verify(swapped, {t});
     REQUIRE(r.diagnostics.size() == 1);
@@ -273,13 +291,17 @@ TEST_CASE("verify: a ring of serial stream heads is named once, as a cycle", "[v
   VerifyResult r = verify(plan, {Transport::Serial});
   REQUIRE(r.diagnostics.size() == 4);
   CHECK(r.diagnostics[0].message ==
-        "rank 0 is stuck at index 7 (3F0): it needs 3RECV_F0, but it queues behind 0SEND_F2 (pair 0-1 "
-        "position 2 on rank 0), which waits on 1SEND_F1 (pair 1-2 position 1 on rank 1), which waits on "
-        "2SEND_F0 (pair 0-2 position 0 on rank 2), which waits on 0SEND_F2 (pair 0-1 position 2 on rank "
+        "rank 0 is stuck at index 7 (3F0): it needs 3RECV_F0, but it queues behind 0SEND_F2 (pair "
+        "0-1 "
+        "position 2 on rank 0), which waits on 1SEND_F1 (pair 1-2 position 1 on rank 1), which "
+        "waits on "
+        "2SEND_F0 (pair 0-2 position 0 on rank 2), which waits on 0SEND_F2 (pair 0-1 position 2 on "
+        "rank "
         "0), again: these stream heads wait on each other in a cycle");
   CHECK(r.diagnostics[3].code == "deadlock");
   // With serial_safe each rank keeps one order across its peers.
   LowerOptions safe = default_lowering("interleaved-1f1b");
   safe.serial_safe = true;
-  CHECK(verify(pipeplan::plan(Problem{"interleaved-1f1b", 3, 6, 2}, safe), {Transport::Serial}).ok());
+  CHECK(
+      verify(pipeplan::plan(Problem{"interleaved-1f1b", 3, 6, 2}, safe), {Transport::Serial}).ok());
 }

@@ -17,12 +17,12 @@ namespace pipeplan {
 
 /// Cost options as text, each empty/unset when not given.
 struct CostOptions {
-  std::string cost;                        ///< "F=1,B=2,..." (parse_cost_spec)
-  std::optional<std::string> stage_costs;  ///< contents of a stage-costs file
+  std::string cost;                                  ///< "F=1,B=2,..." (parse_cost_spec)
+  std::optional<std::string> stage_costs;            ///< contents of a stage-costs file
   std::string stage_costs_source = "<stage-costs>";  ///< its name in messages
-  std::string comm;                        ///< "LATENCY[,BANDWIDTH]"
-  double bytes = 0;                        ///< size of every transfer
-  std::string model = "rendezvous";        ///< rendezvous | eager | serial
+  std::string comm;                                  ///< "LATENCY[,BANDWIDTH]"
+  double bytes = 0;                                  ///< size of every transfer
+  std::string model = "rendezvous";                  ///< rendezvous | eager | serial
   /// Put before an option's name in messages: "" names them as the library
   /// and the Python keywords do ("comm latency 'x' ..."); the CLI sets "--".
   std::string name_prefix;

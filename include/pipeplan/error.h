@@ -5,8 +5,8 @@
 //   PlanRejected 1, InputError 2, InternalError 3, CommError 4.
 #pragma once
 
-#include <stdexcept>
 #include <cstddef>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>

@@ -32,9 +32,7 @@ std::optional<ActionType> parse_action_type(std::string_view s);
 
 // Inline: every pass asks these once or more per action.
 /// F, B, I, W, OverlapFB
-inline bool is_compute(ActionType t) {
-  return t <= ActionType::W || t == ActionType::OverlapFB;
-}
+inline bool is_compute(ActionType t) { return t <= ActionType::W || t == ActionType::OverlapFB; }
 /// SEND_F / SEND_B
 inline bool is_send(ActionType t) { return t == ActionType::SendF || t == ActionType::SendB; }
 /// RECV_F / RECV_B
@@ -106,9 +104,8 @@ struct PlanMeta {
 
   friend bool operator==(const PlanMeta& a, const PlanMeta& b) {
     return a.schedule == b.schedule && a.pp_degree == b.pp_degree &&
-           a.num_microbatches == b.num_microbatches &&
-           a.stages_per_rank == b.stages_per_rank && a.mapping == b.mapping &&
-           a.forward_only == b.forward_only && a.partition == b.partition;
+           a.num_microbatches == b.num_microbatches && a.stages_per_rank == b.stages_per_rank &&
+           a.mapping == b.mapping && a.forward_only == b.forward_only && a.partition == b.partition;
   }
 };
 

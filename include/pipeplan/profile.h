@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "pipeplan/ir.h"
 #include "pipeplan/costs.h"
+#include "pipeplan/ir.h"
 
 namespace pipeplan {
 
@@ -35,8 +35,7 @@ struct LayerProfile {
 /// Parses CSV "name,F,B,W,activation" (the header is required; '#' starts a
 /// comment; blank lines are skipped). Throws InputError "<source>:<line>: ..."
 /// naming the bad column. Implemented in src/io (layer_profile.cc).
-LayerProfile parse_layer_profile(std::string_view text,
-                                 const std::string& source = "<layers>");
+LayerProfile parse_layer_profile(std::string_view text, const std::string& source = "<layers>");
 
 /// A contiguous split: counts[s] layers go to stage s (every count >= 1).
 using Partition = std::vector<int>;

@@ -36,7 +36,7 @@ void write_chrome_trace(const Plan& plan, const Timeline& timeline, std::ostream
 
 /// What a multi-step trace says about itself.
 struct ChromeTraceInfo {
-  std::string label = "pipeplan";                  ///< process name prefix
+  std::string label = "pipeplan";                ///< process name prefix
   std::string time_unit = "1 cost unit = 1 ms";  ///< otherData.time_unit
   /// Raw JSON value written as the top-level member "pipeplan" (viewers
   /// ignore it; a measured trace keeps its records there). Empty: none.

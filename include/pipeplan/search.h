@@ -74,7 +74,7 @@ struct ExactResult {
 };
 
 struct SearchResult {
-  Plan plan;  ///< lowered; meta.partition set; schedule "search" or a library name
+  Plan plan;           ///< lowered; meta.partition set; schedule "search" or a library name
   std::string origin;  ///< how the plan was built, e.g. "list scheduler (split, V)"
   double makespan = 0.0;
   double peak_memory = 0.0;  ///< max over ranks
@@ -83,10 +83,10 @@ struct SearchResult {
   /// No plan of this form finishes earlier (see docs/search.md for the proof).
   double lower_bound = 0.0;
   std::string lower_bound_reason;
-  std::vector<LibraryRun> library;   ///< every library schedule tried, fitting or not
+  std::vector<LibraryRun> library;         ///< every library schedule tried, fitting or not
   std::optional<LibraryRun> best_library;  ///< the fastest that fits the budget
   std::optional<ExactResult> exact;
-  int candidates = 0;        ///< plans simulated
+  int candidates = 0;         ///< plans simulated
   bool time_limited = false;  ///< the time limit cut the search short
   double gap() const { return lower_bound > 0 ? makespan / lower_bound - 1.0 : 0.0; }
 };
@@ -95,7 +95,8 @@ struct SearchResult {
 /// memory among the plans the search built (it works).
 class BudgetError : public InputError {
  public:
-  BudgetError(const std::string& what, double smallest) : InputError(what), smallest_budget(smallest) {}
+  BudgetError(const std::string& what, double smallest)
+      : InputError(what), smallest_budget(smallest) {}
   double smallest_budget;
 };
 
@@ -112,11 +113,9 @@ double makespan_lower_bound(const LayerProfile& profile, int pp_degree, int num_
                             double transfer_time, std::string* reason = nullptr);
 
 /// Human-readable report. Implemented in src/emit.
-void write_search_text(const SearchResult& result, const SearchOptions& options,
-                       std::ostream& out);
+void write_search_text(const SearchResult& result, const SearchOptions& options, std::ostream& out);
 /// {"format":"pipeplan.search","version":1,"makespan":..,"peak_memory":..,
 /// "lower_bound":..,"mapping":..,"stages_per_rank":..,"partition":[..],..}.
-void write_search_json(const SearchResult& result, const SearchOptions& options,
-                       std::ostream& out);
+void write_search_json(const SearchResult& result, const SearchOptions& options, std::ostream& out);
 
 }  // namespace pipeplan

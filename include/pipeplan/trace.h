@@ -20,15 +20,15 @@ namespace pipeplan {
 /// One action of one rank in one step, as it ran. Times are milliseconds on
 /// the run's common clock (every rank's clock shifted onto rank 0's).
 struct TraceRecord {
-  int step = 1;   ///< step number, from 1
+  int step = 1;  ///< step number, from 1
   int rank = 0;
   int index = 0;  ///< position in the rank's program (plan.ranks[rank][index])
   Action action;
   /// Compute: the run interval. SEND/RECV: from the post to the completion
   /// (the moment the executor saw it complete). Pass-through: its handler.
   double start = 0.0, end = 0.0;
-  double wait = 0.0;        ///< SEND/RECV: how long the host blocked on it
-  std::int64_t bytes = 0;   ///< SEND/RECV: payload bytes
+  double wait = 0.0;       ///< SEND/RECV: how long the host blocked on it
+  std::int64_t bytes = 0;  ///< SEND/RECV: payload bytes
   /// SEND/RECV: host time spent posting it (packing, isend/irecv). On a CPU
   /// rank the host is the compute stream, so this delays the next compute.
   double post = 0.0;
@@ -92,7 +92,7 @@ std::vector<Timeline> trace_timelines(const Trace& trace);
 struct Calibration {
   int pp_degree = 1, stages_per_rank = 1, num_microbatches = 1;
   std::string schedule;
-  int steps_used = 0;   ///< steps the medians came from (the first is dropped)
+  int steps_used = 0;  ///< steps the medians came from (the first is dropped)
   /// Per stage: median F, B, I, W durations in ms. A type the run did not
   /// execute is derived (B = I + W; I = W = B / 2) and listed in `derived`.
   std::map<int, StageScale> stage_ms;
@@ -102,11 +102,11 @@ struct Calibration {
   /// (included in stage_ms), and the durations without it.
   std::map<int, double> host_overhead_ms;
   std::map<int, StageScale> compute_only_ms;
-  double comm_latency_ms = 0.0;      ///< per transfer
-  double comm_bandwidth = 0.0;       ///< bytes per ms; 0 = not resolved (latency only)
-  double transfer_bytes = 0.0;       ///< median payload of a transfer
-  int transfers_used = 0;            ///< transfers whose receiver waited for the data
-  double measured_step_ms = 0.0;     ///< median step time over the steps used
+  double comm_latency_ms = 0.0;   ///< per transfer
+  double comm_bandwidth = 0.0;    ///< bytes per ms; 0 = not resolved (latency only)
+  double transfer_bytes = 0.0;    ///< median payload of a transfer
+  int transfers_used = 0;         ///< transfers whose receiver waited for the data
+  double measured_step_ms = 0.0;  ///< median step time over the steps used
 };
 
 /// Medians over microbatches and steps (the first step dropped when there is

@@ -342,6 +342,9 @@ def compare(
     bytes: float = 0.0,
     model: Transport = "rendezvous",
     layers: Optional[Layers] = None,
+    lowering: Optional[Lowering] = None,
+    prefetch: int = 0,
+    serial_safe: bool = False,
 ) -> Comparison: ...
 def read_layers(layers: Layers) -> LayerProfile: ...
 def search(

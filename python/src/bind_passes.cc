@@ -56,13 +56,10 @@ std::vector<Diagnostic> stuck_ranks(const Plan& compute_only) {
   return simulate(compute_only).problems;
 }
 
-// lowering=, prefetch=, serial_safe= and the cost keywords, as the CLI's
-// --lowering, --prefetch, --serial-safe, --cost, --stage-costs, --comm and
-// --bytes: the schedule's own lowering with those choices.
-LowerOptions lower_options(const PlanMeta& meta, const std::optional<std::string>& lowering,
-                           const py::object& prefetch, bool serial_safe, const py::object& cost,
-                           const py::object& stage_costs, const py::object& comm,
-                           const py::object& bytes) {
+}  // namespace
+
+LoweringChoice lowering_choice(const std::optional<std::string>& lowering,
+                               const py::object& prefetch, bool serial_safe) {
   LoweringChoice choice;
   if (lowering) {
     choice.mode = parse_lower_mode(*lowering);
@@ -77,6 +74,19 @@ LowerOptions lower_options(const PlanMeta& meta, const std::optional<std::string
     throw InputError("prefetch must be in 0..1073741824 (0: no limit), got " + std::to_string(cap));
   choice.max_prefetch = static_cast<int>(cap);
   choice.serial_safe = serial_safe;
+  return choice;
+}
+
+namespace {
+
+// lowering=, prefetch=, serial_safe= and the cost keywords, as the CLI's
+// --lowering, --prefetch, --serial-safe, --cost, --stage-costs, --comm and
+// --bytes: the schedule's own lowering with those choices.
+LowerOptions lower_options(const PlanMeta& meta, const std::optional<std::string>& lowering,
+                           const py::object& prefetch, bool serial_safe, const py::object& cost,
+                           const py::object& stage_costs, const py::object& comm,
+                           const py::object& bytes) {
+  const LoweringChoice choice = lowering_choice(lowering, prefetch, serial_safe);
   const SimOptions sim = sim_options(cost, stage_costs, comm, bytes, "rendezvous");
   return make_lower_options(meta, choice, sim.costs, !comm.is_none());
 }

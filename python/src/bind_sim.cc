@@ -143,7 +143,10 @@ Comparison run_comparison(int pp_degree, int num_microbatches, std::optional<int
                           const std::optional<std::vector<std::string>>& names_given,
                           const py::object& cost, const py::object& stage_costs,
                           const py::object& comm, const py::object& bytes,
-                          const std::string& model, const py::object& layers) {
+                          const std::string& model, const py::object& layers,
+                          const std::optional<std::string>& lowering, const py::object& prefetch,
+                          bool serial_safe) {
+  const LoweringChoice choice = lowering_choice(lowering, prefetch, serial_safe);
   Comparison c;
   c.pp_degree = pp_degree;
   c.num_microbatches = num_microbatches;
@@ -153,6 +156,9 @@ Comparison run_comparison(int pp_degree, int num_microbatches, std::optional<int
   CompareRequest request{pp_degree, num_microbatches, stages_per_rank.value_or(0),
                          names_given.value_or(std::vector<std::string>{})};
   if (!layers.is_none()) request.layers = layers_from(layers);
+  request.lowering = choice.mode;
+  request.max_prefetch = choice.max_prefetch;
+  request.serial_safe = choice.serial_safe;
   {
     Release release;
     c.rows = compare_schedules(request, c.options);
@@ -406,9 +412,12 @@ skipped schedules last), ``best`` (the first row that ran), ``to_text()`` and
         py::arg("stages_per_rank") = py::none(), py::kw_only(), py::arg("schedules") = py::none(),
         py::arg("cost") = py::none(), py::arg("stage_costs") = py::none(),
         py::arg("comm") = py::none(), py::arg("bytes") = 0.0, py::arg("model") = "rendezvous",
-        py::arg("layers") = py::none(),
+        py::arg("layers") = py::none(), py::arg("lowering") = py::none(), py::arg("prefetch") = 0,
+        py::arg("serial_safe") = false,
         R"doc(Plans and simulates every schedule (or the ``schedules`` named) on one
-shape, as ``pipeplan compare``; the cost options are simulate()'s. The costs
+shape, as ``pipeplan compare``; the cost options are simulate()'s, the
+lowering keywords (``lowering``, ``prefetch``, ``serial_safe``) lower()'s, as
+compare's --lowering, --prefetch and --serial-safe. The costs
 are one rank's share of the model: a schedule with v stages per rank runs
 each stage at 1/v of them; with ``layers`` (a layer profile, as simulate())
 each schedule splits that one model into its own p x v stages instead

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "pipeplan/cost_options.h"
 #include "pipeplan/io.h"
 #include "pipeplan/ir.h"
 #include "pipeplan/profile.h"
@@ -53,6 +54,10 @@ CsvReadOptions csv_options(std::optional<int> num_microbatches,
 SimOptions sim_options(const py::object& cost, const py::object& stage_costs,
                        const py::object& comm, const py::object& bytes, const std::string& model,
                        StageCosts* file = nullptr);
+/// The lowering keywords (lowering=, prefetch=, serial_safe=) as the CLI's
+/// --lowering, --prefetch and --serial-safe; InputError for a bad value.
+LoweringChoice lowering_choice(const std::optional<std::string>& lowering,
+                               const py::object& prefetch, bool serial_safe);
 /// The layers= argument: a CSV path, a LayerProfile, or (name, F, B, W,
 /// activation) rows / dicts; read by the library's CSV reader.
 LayerProfile layers_from(const py::object& layers);

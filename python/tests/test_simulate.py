@@ -138,6 +138,9 @@ def test_more_bad_options():
     (["--schedules", "1f1b,zbv,gpipe"], {"schedules": ["1f1b", "zbv", "gpipe"]}),
     (["--cost", "F=1,B=2", "--comm", "0.5", "--model", "eager"], {"cost": "F=1,B=2", "comm": 0.5, "model": "eager"}),
     (["--stage-costs", "CALIB"], {"stage_costs": "CALIB"}),
+    (["--lowering", "seed", "--comm", "1"], {"lowering": "seed", "comm": 1}),
+    (["--lowering", "latency-hiding", "--prefetch", "1", "--serial-safe", "--comm", "1"],
+     {"lowering": "latency-hiding", "prefetch": 1, "serial_safe": True, "comm": 1}),
 ])
 def test_compare_is_the_clis(cli, tmp_path, args, kwargs):
     calibrated = tmp_path / "calibrated.json"
@@ -152,6 +155,20 @@ def test_compare_is_the_clis(cli, tmp_path, args, kwargs):
     assert ran and result.best.schedule == ran[0].schedule
     assert [r.makespan for r in ran] == sorted(r.makespan for r in ran)
     assert len(result) == len(result.rows) == len(list(result))
+
+
+def test_compare_lowering_keywords():
+    # At latency 1 the latency-hiding lowering is never slower than the seed's.
+    seed = pipeplan.compare(4, 8, schedules=["interleaved-1f1b", "zbv"], comm=1, lowering="seed")
+    hiding = pipeplan.compare(4, 8, schedules=["interleaved-1f1b", "zbv"], comm=1,
+                              lowering="latency-hiding")
+    for name in ("interleaved-1f1b", "zbv"):
+        assert hiding[name].makespan <= seed[name].makespan
+    assert any(hiding[n].makespan < seed[n].makespan for n in ("interleaved-1f1b", "zbv"))
+    with pytest.raises(pipeplan.InputError, match="unknown lowering 'fast'"):
+        pipeplan.compare(4, 8, lowering="fast")
+    with pytest.raises(pipeplan.InputError, match="prefetch must be"):
+        pipeplan.compare(4, 8, prefetch=-1)
 
 
 def test_compare_errors_and_lookup(cli):

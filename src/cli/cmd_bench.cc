@@ -20,8 +20,9 @@ std::function<int()> setup_bench(CLI::App& app) {
   app.add_option("-s,--schedule", o->schedules,
                  "Schedule to measure (repeatable; default: interleaved-1f1b, zbv, dualpipev)");
   app.add_option("-p,--pp", o->pp, "Pipeline-parallel degree")->check(CLI::PositiveNumber);
-  add_stages_per_rank_option(app, o->stages_per_rank,
-                             "Stages per rank (default: 4 for loop-mapped schedules, 2 for V ones)");
+  add_stages_per_rank_option(
+      app, o->stages_per_rank,
+      "Stages per rank (default: 4 for loop-mapped schedules, 2 for V ones)");
   app.add_option("-m,--microbatches", o->microbatches, "Microbatch counts, e.g. -m 128,512,2048")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
@@ -29,14 +30,16 @@ std::function<int()> setup_bench(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   app.add_option("--min-time", o->min_time, "Seconds per pass at least (up to 200 runs)")
       ->check(CLI::NonNegativeNumber);
-  app.add_flag("--no-memory", [o](std::int64_t) { o->memory = false; },
-               "Skip the per-pass peak-RSS measurement (one forked run per pass)");
+  app.add_flag(
+      "--no-memory", [o](std::int64_t) { o->memory = false; },
+      "Skip the per-pass peak-RSS measurement (one forked run per pass)");
   app.add_flag("--csv", o->csv, "One CSV row per case and pass instead of the tables");
   auto search_dir = std::make_shared<std::string>();
   auto so = std::make_shared<bench::SearchBenchOptions>();
-  app.add_option("--search", *search_dir,
-                 "Instead: benchmark `pipeplan search` on every *.csv layer profile in this "
-                 "directory (-p, -m; default 8 and 32) at --budgets x 1F1B's peak (docs/search.md)");
+  app.add_option(
+      "--search", *search_dir,
+      "Instead: benchmark `pipeplan search` on every *.csv layer profile in this "
+      "directory (-p, -m; default 8 and 32) at --budgets x 1F1B's peak (docs/search.md)");
   app.add_option("--budgets", so->budgets, "--search: memory budgets as multiples of 1F1B's peak")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
@@ -46,9 +49,10 @@ std::function<int()> setup_bench(CLI::App& app) {
   app.add_option("--time-limit", so->time_limit, "--search: each search's time limit in seconds")
       ->check(CLI::PositiveNumber);
   auto latency = std::make_shared<bool>(false);
-  app.add_flag("--latency", *latency,
-               "Instead: each lowering's rendezvous makespan against the eager bound and torch's "
-               "lowering, every schedule (or -s) over p 2..8, m 1..32, v 1..4 and four transfer costs");
+  app.add_flag(
+      "--latency", *latency,
+      "Instead: each lowering's rendezvous makespan against the eager bound and torch's "
+      "lowering, every schedule (or -s) over p 2..8, m 1..32, v 1..4 and four transfer costs");
   return [o, so, search_dir, latency, &app]() {
     if (*latency) {
       bench::LatencyBenchOptions l;
@@ -68,9 +72,11 @@ std::function<int()> setup_bench(CLI::App& app) {
       if (files.empty()) throw InputError("--search " + *search_dir + ": no *.csv layer profiles");
       std::vector<std::pair<std::string, LayerProfile>> profiles;
       for (const auto& f : files)
-        profiles.emplace_back(f.stem().string(), parse_layer_profile(read_input(f.string()), f.string()));
+        profiles.emplace_back(f.stem().string(),
+                              parse_layer_profile(read_input(f.string()), f.string()));
       if (app.count("--pp") > 0) so->pp = o->pp;
-      if (app.count("--microbatches") > 0 && !o->microbatches.empty()) so->microbatches = o->microbatches.front();
+      if (app.count("--microbatches") > 0 && !o->microbatches.empty())
+        so->microbatches = o->microbatches.front();
       bench::run_search_bench(profiles, *so, std::cout);
       return kExitOk;
     }

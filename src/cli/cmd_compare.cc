@@ -1,7 +1,7 @@
 // pipeplan compare: simulate several schedules on one shape, side by side.
+#include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -28,12 +28,14 @@ struct CompareArgs {
 
 std::function<int()> setup_compare(CLI::App& app) {
   auto args = std::make_shared<CompareArgs>();
-  add_count_option(app, "-p,--pp", args->pp, "Pipeline-parallel degree (ranks)", limits::kMaxRanks, " ranks")
+  add_count_option(app, "-p,--pp", args->pp, "Pipeline-parallel degree (ranks)", limits::kMaxRanks,
+                   " ranks")
       ->required();
   add_count_option(app, "-m,--microbatches", args->microbatches, "Number of microbatches",
                    limits::kMaxMicrobatches, " microbatches")
       ->required();
-  add_stages_per_rank_option(app, args->stages_per_rank, "Stages per rank (default: each schedule's own)");
+  add_stages_per_rank_option(app, args->stages_per_rank,
+                             "Stages per rank (default: each schedule's own)");
   app.add_option("--schedules", args->schedules,
                  "Schedules to compare (default: every one that accepts the shape)")
       ->delimiter(',');
@@ -54,8 +56,9 @@ std::function<int()> setup_compare(CLI::App& app) {
     if (file.absolute) {
       use_rank_share(options, file);
       const CostModel& c = options.costs;
-      spdlog::info("calibrated costs as one rank's share: F={:.4g} B={:.4g} I={:.4g} W={:.4g} {}", c.f, c.b, c.i,
-                   c.w, file.time_unit.empty() ? std::string("units") : file.time_unit);
+      spdlog::info("calibrated costs as one rank's share: F={:.4g} B={:.4g} I={:.4g} W={:.4g} {}",
+                   c.f, c.b, c.i, c.w,
+                   file.time_unit.empty() ? std::string("units") : file.time_unit);
     }
     CompareRequest request{args->pp, args->microbatches, args->stages_per_rank, args->schedules};
     request.shape_names[0] = "-p", request.shape_names[1] = "-m", request.shape_names[2] = "-v";
@@ -67,8 +70,7 @@ std::function<int()> setup_compare(CLI::App& app) {
     Output out(args->output);
     if (args->format == "json")
       write_compare_json(args->pp, args->microbatches, options, rows, out.stream());
-    else
-      write_compare_text(args->pp, args->microbatches, options, rows, out.stream());
+    else write_compare_text(args->pp, args->microbatches, options, rows, out.stream());
     out.close();
     std::size_t ran = 0, failed = 0;
     for (const auto& r : rows) {

@@ -1,7 +1,7 @@
 // pipeplan lower: a compute-only plan file (torch CSV or JSON) to one with
 // SEND/RECV, checked first and proven deadlock-free after.
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <iostream>
 
@@ -35,8 +35,8 @@ std::string first_comm(const Plan& plan) {
   for (std::size_t r = 0; r < plan.ranks.size(); ++r)
     for (std::size_t i = 0; i < plan.ranks[r].size(); ++i)
       if (is_comm(plan.ranks[r][i].type))
-        return "rank " + std::to_string(plan.rank_ids[r]) + " action " + std::to_string(i) + " is " +
-               to_string(plan.ranks[r][i]);
+        return "rank " + std::to_string(plan.rank_ids[r]) + " action " + std::to_string(i) +
+               " is " + to_string(plan.ranks[r][i]);
   return "";
 }
 
@@ -44,13 +44,15 @@ std::string first_comm(const Plan& plan) {
 
 std::function<int()> setup_lower(CLI::App& app) {
   auto args = std::make_shared<LowerArgs>();
-  app.add_option("input", args->input, "Compute-only plan (CSV or JSON), or - for stdin")->required();
+  app.add_option("input", args->input, "Compute-only plan (CSV or JSON), or - for stdin")
+      ->required();
   app.add_option("-o,--output", args->output, "Output file (default: stdout)");
   app.add_option("-f,--format", args->format, "Output format (default: the input's)")
       ->check(CLI::IsMember({"json", "csv", "text"}));
   add_csv_options(app, args->csv);
   app.add_option("--send-placement", args->send_placement,
-                 "Seed lowering: where forward sends go (default: the schedule's; 'earliest' for custom plans)")
+                 "Seed lowering: where forward sends go (default: the schedule's; 'earliest' for "
+                 "custom plans)")
       ->check(CLI::IsMember({"earliest", "parity"}));
   app.add_flag("--reduce-grad", args->reduce_grad,
                "Append <stage>REDUCE_GRAD after each stage's last backward, as torch's lowering "
@@ -67,8 +69,9 @@ std::function<int()> setup_lower(CLI::App& app) {
                        std::to_string(plan.ranks.size()) + " of " +
                        std::to_string(plan.meta.pp_degree) + " ranks");
     if (!plan.is_compute_only())
-      throw InputError(name + " already has communication (" + first_comm(plan) +
-                       "); lower takes a compute-only plan, 'pipeplan verify' checks this one as written");
+      throw InputError(
+          name + " already has communication (" + first_comm(plan) +
+          "); lower takes a compute-only plan, 'pipeplan verify' checks this one as written");
 
     // Lowering assumes a consistent compute order; say what is wrong instead.
     std::vector<Diagnostic> defects = check_structure(plan);
@@ -78,9 +81,8 @@ std::function<int()> setup_lower(CLI::App& app) {
                 << format_diagnostics(defects);
       return kExitInvalid;
     }
-    LowerOptions options = make_lower_options(plan.meta, args->lowering,
-                                              make_sim_options(args->costs).costs,
-                                              !args->costs.comm.empty());
+    LowerOptions options = make_lower_options(
+        plan.meta, args->lowering, make_sim_options(args->costs).costs, !args->costs.comm.empty());
     if (args->send_placement == "earliest") options.send_placement = SendPlacement::Earliest;
     if (args->send_placement == "parity") options.send_placement = SendPlacement::ParityStaggered;
     Plan lowered;

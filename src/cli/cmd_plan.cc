@@ -1,6 +1,6 @@
 // pipeplan plan: plan, lower, verify and write a schedule.
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -50,19 +50,19 @@ std::function<int()> setup_plan(CLI::App& app) {
     const Problem& pr = args->problem;
     // The plan is lowered for the cost model given (else the nominal one).
     const LowerOptions lowering =
-        make_lower_options(resolve(pr), args->lowering,
-                           make_sim_options(args->costs).costs, !args->costs.comm.empty());
+        make_lower_options(resolve(pr), args->lowering, make_sim_options(args->costs).costs,
+                           !args->costs.comm.empty());
     Plan whole = args->compute_only ? plan_compute(pr) : plan(pr, lowering);
-    spdlog::debug("planned {} p={} m={} v={}: {} actions", whole.meta.schedule, whole.meta.pp_degree,
-                  whole.meta.num_microbatches, whole.meta.stages_per_rank, whole.num_actions());
+    spdlog::debug("planned {} p={} m={} v={}: {} actions", whole.meta.schedule,
+                  whole.meta.pp_degree, whole.meta.num_microbatches, whole.meta.stages_per_rank,
+                  whole.num_actions());
     if (!args->no_verify) {
       // A compute-only plan is proven through its lowering: the order users
       // get is the one a runtime will lower the same way.
       // (No copy of the plan: at scale it would cost as much as lowering.)
-      VerifyResult res =
-          args->compute_only
-              ? verify(lower(whole, lowering), {Transport::Rendezvous})
-              : verify(whole, {Transport::Rendezvous});
+      VerifyResult res = args->compute_only
+                             ? verify(lower(whole, lowering), {Transport::Rendezvous})
+                             : verify(whole, {Transport::Rendezvous});
       if (!res.ok()) {
         spdlog::error("the planned schedule is not deadlock-free (a pipeplan bug):\n{}",
                       format_diagnostics(res.diagnostics));
@@ -75,9 +75,9 @@ std::function<int()> setup_plan(CLI::App& app) {
     const Plan* out = &whole;
     if (args->rank_opt->count() > 0) {
       if (args->rank >= whole.meta.pp_degree || args->rank < 0)
-        throw InputError("--rank " + std::to_string(args->rank) + " is out of range for pp_degree " +
-                         std::to_string(whole.meta.pp_degree) + " (valid: 0.." +
-                         std::to_string(whole.meta.pp_degree - 1) + ")");
+        throw InputError("--rank " + std::to_string(args->rank) +
+                         " is out of range for pp_degree " + std::to_string(whole.meta.pp_degree) +
+                         " (valid: 0.." + std::to_string(whole.meta.pp_degree - 1) + ")");
       one.meta = whole.meta;
       one.rank_ids = {args->rank};
       one.ranks.push_back(std::move(whole.ranks[static_cast<std::size_t>(args->rank)]));

@@ -1,6 +1,6 @@
 // pipeplan render: draw a simulated plan as SVG, Chrome trace or text.
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <iostream>
 

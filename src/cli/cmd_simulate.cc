@@ -1,7 +1,7 @@
 // pipeplan simulate: run a plan through the cost model and report makespan,
 // bubble and per-rank busy time and peak activations.
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -37,8 +37,9 @@ std::function<int()> setup_simulate(CLI::App& app) {
     else write_sim_text(plan, options, result, out.stream());
     out.close();
     if (!result.ok()) {
-      spdlog::error("the plan cannot run to completion under the {} model",
-                    result.compute_only ? "compute-only" : std::string(to_string(options.transport)));
+      spdlog::error(
+          "the plan cannot run to completion under the {} model",
+          result.compute_only ? "compute-only" : std::string(to_string(options.transport)));
       return kExitInvalid;
     }
     return kExitOk;

@@ -20,6 +20,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <spdlog/spdlog.h>
 #include "pipeplan/exec/comm.h"
 #include "pipeplan/exec/data_parallel.h"
 #include "pipeplan/exec/demo.h"
@@ -27,7 +28,6 @@
 #include "pipeplan/exec/launch.h"
 #include "pipeplan/exec/trace.h"
 #include "pipeplan/trace.h"
-#include <spdlog/spdlog.h>
 #endif
 
 namespace pipeplan::cli {
@@ -168,8 +168,8 @@ void write_traces(const TrainArgs& a, const Trace& t) {
 int run_rank(const TrainArgs& a, const Plan& p, exec::Backend backend) {
   exec::DistEnv env = exec::DistEnv::from_environment();
   if (a.nproc_opt->count() > 0 && a.nproc != env.world_size)
-    throw InputError("--nproc " + std::to_string(a.nproc) + " disagrees with WORLD_SIZE=" +
-                     std::to_string(env.world_size));
+    throw InputError("--nproc " + std::to_string(a.nproc) +
+                     " disagrees with WORLD_SIZE=" + std::to_string(env.world_size));
   // Ranks share the machine's cores; one intra-op thread each avoids
   // oversubscription.
   at::set_num_threads(1);
@@ -183,20 +183,19 @@ int run_rank(const TrainArgs& a, const Plan& p, exec::Backend backend) {
                        std::to_string(a.dp) + " replicas makes " + std::to_string(pp * a.dp) +
                        " ranks, but WORLD_SIZE=" + std::to_string(env.world_size));
     // Checked before any communication, like every rank's executor does.
-    if (a.dp == 1)
-      exec::prepare_plan(p, env.rank, env.world_size, Transport::Rendezvous);
-    else
-      exec::prepare_plan(p, env.rank % pp, pp, Transport::Rendezvous);
+    if (a.dp == 1) exec::prepare_plan(p, env.rank, env.world_size, Transport::Rendezvous);
+    else exec::prepare_plan(p, env.rank % pp, pp, Transport::Rendezvous);
     exec::ExecOptions opts;
     opts.timeout = timeout;
     opts.input_stages = {0, p.meta.num_stages() - 1};
     exec::configure_logging(a.verbose ? "debug" : "info");
     const auto t_connect = std::chrono::steady_clock::now();
     auto world = exec::Communicator::connect(env, backend, timeout);
-    spdlog::debug("rank {}: connected to {} ranks ({}, {}:{}) in {:.1f} ms", env.rank, env.world_size,
-                  a.backend, env.master_addr, env.master_port,
-                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_connect)
-                      .count());
+    spdlog::debug(
+        "rank {}: connected to {} ranks ({}, {}:{}) in {:.1f} ms", env.rank, env.world_size,
+        a.backend, env.master_addr, env.master_port,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_connect)
+            .count());
     exec::ParallelGroups groups;
     if (a.dp > 1) {
       groups = exec::make_parallel_groups(world, pp, a.dp, timeout);
@@ -223,8 +222,7 @@ int run_rank(const TrainArgs& a, const Plan& p, exec::Backend backend) {
       for (const at::Tensor& t : params[s]) mine.push_back(t);
     }
     ex.set_loss(exec::demo_loss(c));
-    if (a.dp > 1)
-      ex.add_observer(std::make_shared<exec::GradientAverager>(groups.data, timeout));
+    if (a.dp > 1) ex.add_observer(std::make_shared<exec::GradientAverager>(groups.data, timeout));
     const std::int64_t batch = batch_size(a, p);
     const bool first = ex.local_stages().front() == 0, last = ex.holds_last_stage();
     for (int k = 1; k <= a.steps; ++k) {
@@ -241,8 +239,8 @@ int run_rank(const TrainArgs& a, const Plan& p, exec::Backend backend) {
         inputs.push_back(mine_of(b.inputs[1]));
         targets.push_back(mine_of(b.targets[0]));
       }
-      std::optional<double> loss = a.forward_only ? ex.forward_only(inputs, targets).loss
-                                                  : ex.step(inputs, targets);
+      std::optional<double> loss =
+          a.forward_only ? ex.forward_only(inputs, targets).loss : ex.step(inputs, targets);
       if (loss && a.dp > 1) {
         // The global loss: the mean of the replicas' losses (equal batches).
         at::Tensor t = at::full({1}, *loss, at::TensorOptions().dtype(at::kDouble)).to(device);
@@ -286,8 +284,8 @@ int run_train(const TrainArgs& a) {
   if (nproc < 1) throw InputError("--nproc must be at least 1");
   if (a.dp > 1 && nproc != p.meta.pp_degree * a.dp)
     throw InputError("--nproc " + std::to_string(nproc) + " does not equal pp_degree " +
-                     std::to_string(p.meta.pp_degree) + " x --dp " + std::to_string(a.dp) +
-                     " = " + std::to_string(p.meta.pp_degree * a.dp) + " ranks");
+                     std::to_string(p.meta.pp_degree) + " x --dp " + std::to_string(a.dp) + " = " +
+                     std::to_string(p.meta.pp_degree * a.dp) + " ranks");
   // Same checks every rank repeats, done once here so a bad plan or world
   // size fails before any process starts (guarded() reports a refusal).
   exec::prepare_plan(p, 0, nproc / a.dp, Transport::Rendezvous);
@@ -374,9 +372,10 @@ std::function<int()> setup_train(CLI::App& app) {
       ->capture_default_str();
   app.add_flag("--forward-only", a->forward_only,
                "Evaluate only: forward steps printing the loss, weights never updated");
-  app.footer("Prints 'step <k> loss <value>' once per step (k from 1) from the rank holding the "
-             "last stage.\nExit codes: 0 ok, 1 plan rejected or a peer failed, 2 usage or input "
-             "error.");
+  app.footer(
+      "Prints 'step <k> loss <value>' once per step (k from 1) from the rank holding the "
+      "last stage.\nExit codes: 0 ok, 1 plan rejected or a peer failed, 2 usage or input "
+      "error.");
   return [a]() -> int {
 #if defined(PIPEPLAN_HAVE_EXEC)
     return run_train(*a);

@@ -1,6 +1,6 @@
 // pipeplan verify: structural checks and a deadlock proof for a plan file.
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <iostream>
 
@@ -35,20 +35,20 @@ bool no_backward(const Plan& plan) {
 
 std::function<int()> setup_verify(CLI::App& app) {
   auto args = std::make_shared<VerifyArgs>();
-  app.add_option("file", args->file, "Plan file (JSON or CSV, detected from content), or - for stdin")
+  app.add_option("file", args->file,
+                 "Plan file (JSON or CSV, detected from content), or - for stdin")
       ->required();
   app.add_option("--model", args->model, "Transport model to prove progress under")
       ->check(CLI::IsMember({"rendezvous", "eager", "serial", "all"}));
-  app.add_option("-f,--format", args->format, "Report format")->check(CLI::IsMember({"text", "json"}));
+  app.add_option("-f,--format", args->format, "Report format")
+      ->check(CLI::IsMember({"text", "json"}));
   add_csv_options(app, args->csv);
   return [args]() {
     Plan plan = load_plan(args->file, args->csv);
     std::vector<ModelResult> results;
     std::vector<Transport> models;
-    if (args->model == "all")
-      models = {Transport::Rendezvous, Transport::Eager, Transport::Serial};
-    else
-      models = {*parse_transport(args->model)};
+    if (args->model == "all") models = {Transport::Rendezvous, Transport::Eager, Transport::Serial};
+    else models = {*parse_transport(args->model)};
 
     bool lowered = false;
     if (plan.is_whole() && plan.is_compute_only()) {
@@ -83,8 +83,8 @@ std::function<int()> setup_verify(CLI::App& app) {
                     << plan.num_actions() << " actions" << (lowered ? ", lowered" : "")
                     << ") is deadlock-free under " << to_string(r.transport) << " transport\n";
         } else {
-          std::cout << "FAILED under " << to_string(r.transport) << " transport: "
-                    << r.result.diagnostics.size() << " problem(s)\n"
+          std::cout << "FAILED under " << to_string(r.transport)
+                    << " transport: " << r.result.diagnostics.size() << " problem(s)\n"
                     << format_diagnostics(r.result.diagnostics);
         }
       }

@@ -25,11 +25,15 @@ CLI::Validator at_most(long long max, const std::string& unit) {
   return CLI::Validator(
       [max, unit](std::string& text) -> std::string {
         long long x = 0;
-        const bool digits = !text.empty() && text.find_first_not_of("0123456789", text[0] == '-' ? 1 : 0) ==
-                                                 std::string::npos && text != "-";
+        const bool digits =
+            !text.empty() &&
+            text.find_first_not_of("0123456789", text[0] == '-' ? 1 : 0) == std::string::npos &&
+            text != "-";
         if (digits && text[0] != '-' && (!CLI::detail::lexical_cast(text, x) || x > max))
-          return limits::excerpt(text) + " is more than the supported " + std::to_string(max) + unit;
-        if (!CLI::detail::lexical_cast(text, x)) return "'" + limits::excerpt(text) + "' is not an integer";
+          return limits::excerpt(text) + " is more than the supported " + std::to_string(max) +
+                 unit;
+        if (!CLI::detail::lexical_cast(text, x))
+          return "'" + limits::excerpt(text) + "' is not an integer";
         return {};
       },
       "INT<=" + std::to_string(max));
@@ -37,8 +41,8 @@ CLI::Validator at_most(long long max, const std::string& unit) {
 
 }  // namespace
 
-CLI::Option* add_count_option(CLI::App& app, const std::string& names, int& value, const std::string& help,
-                              long long max, const std::string& unit) {
+CLI::Option* add_count_option(CLI::App& app, const std::string& names, int& value,
+                              const std::string& help, long long max, const std::string& unit) {
   return app.add_option(names, value, help)->check(at_most(max, unit));
 }
 
@@ -54,9 +58,10 @@ CLI::Option* add_stages_per_rank_option(CLI::App& app, int& v, const std::string
           [&v, schedule](const int& x) {
             if (x < 1) {
               const std::string who = schedule && !schedule->empty() ? *schedule + ": " : "";
-              throw ShapeError(who + "stages_per_rank must be positive, got " + std::to_string(x),
-                               x == 0 ? "pass {v} 1 or more, or leave -v out for the schedule's default"
-                                      : "pass {v} 1 or more");
+              throw ShapeError(
+                  who + "stages_per_rank must be positive, got " + std::to_string(x),
+                  x == 0 ? "pass {v} 1 or more, or leave -v out for the schedule's default"
+                         : "pass {v} 1 or more");
             }
             v = x;
           },
@@ -65,13 +70,14 @@ CLI::Option* add_stages_per_rank_option(CLI::App& app, int& v, const std::string
 }
 
 void add_problem_options(CLI::App& app, Problem& problem, bool required) {
-  auto* s = app.add_option("-s,--schedule", problem.schedule, "Schedule name or alias (see 'pipeplan list')");
+  auto* s = app.add_option("-s,--schedule", problem.schedule,
+                           "Schedule name or alias (see 'pipeplan list')");
   auto* p = add_count_option(app, "-p,--pp", problem.pp_degree, "Pipeline-parallel degree (ranks)",
                              limits::kMaxRanks, " ranks");
-  auto* m = add_count_option(app, "-m,--microbatches", problem.num_microbatches, "Number of microbatches",
-                             limits::kMaxMicrobatches, " microbatches");
-  add_stages_per_rank_option(app, problem.stages_per_rank, "Stages per rank (default: the schedule's)",
-                             &problem.schedule);
+  auto* m = add_count_option(app, "-m,--microbatches", problem.num_microbatches,
+                             "Number of microbatches", limits::kMaxMicrobatches, " microbatches");
+  add_stages_per_rank_option(app, problem.stages_per_rank,
+                             "Stages per rank (default: the schedule's)", &problem.schedule);
   if (required) {
     s->required();
     p->required();
@@ -118,7 +124,8 @@ std::string read_input(const std::string& path) {
 }
 
 std::string error_text(const std::exception& e) {
-  if (const auto* shape = dynamic_cast<const ShapeError*>(&e)) return shape->message("-p", "-m", "-v");
+  if (const auto* shape = dynamic_cast<const ShapeError*>(&e))
+    return shape->message("-p", "-m", "-v");
   return e.what();
 }
 
@@ -175,7 +182,8 @@ std::ostream& Output::stream() {
 void Output::close() {
   std::ostream& s = stream();
   s.flush();
-  if (!s) throw InputError("cannot write '" + (path_.empty() ? std::string("stdout") : path_) + "'");
+  if (!s)
+    throw InputError("cannot write '" + (path_.empty() ? std::string("stdout") : path_) + "'");
 }
 
 Plan load_plan(const std::string& path, const CsvReadOptions& csv, PlanFormat* format) {
@@ -191,7 +199,8 @@ Plan load_plan(const std::string& path, const CsvReadOptions& csv, PlanFormat* f
       throw InputError(option + " " + given + " contradicts " + source + ", which says " + file);
     };
     if (csv.mapping && *csv.mapping != m.mapping)
-      clash("--mapping", std::string(to_string(*csv.mapping)), "stage_to_rank " + std::string(to_string(m.mapping)));
+      clash("--mapping", std::string(to_string(*csv.mapping)),
+            "stage_to_rank " + std::string(to_string(m.mapping)));
     if (csv.num_microbatches && *csv.num_microbatches != m.num_microbatches)
       clash("--microbatches", std::to_string(*csv.num_microbatches),
             "num_microbatches " + std::to_string(m.num_microbatches));
@@ -217,8 +226,9 @@ void add_csv_options(CLI::App& app, CsvReadOptions& csv, bool with_schedule) {
   app.add_flag("--forward-only", csv.forward_only,
                "The plan is forward-only (inference: F, SEND_F, RECV_F); no backward is owed");
   if (with_schedule)
-    app.add_option("-s,--schedule", csv.schedule,
-                   "Schedule name recorded for a CSV file (a known name also selects its lowering)");
+    app.add_option(
+        "-s,--schedule", csv.schedule,
+        "Schedule name recorded for a CSV file (a known name also selects its lowering)");
 }
 
 }  // namespace pipeplan::cli

@@ -4,9 +4,9 @@
 #include <exception>
 #include <functional>
 #include <memory>
-#include <vector>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "pipeplan/io.h"
 #include "pipeplan/ir.h"
@@ -15,7 +15,7 @@
 namespace CLI {
 class App;
 class Option;
-}
+}  // namespace CLI
 
 namespace pipeplan::cli {
 
@@ -40,8 +40,8 @@ std::string error_text(const std::exception& e);
 
 /// An integer option whose value may not exceed `max` (a limits.h limit):
 /// "--pp: 99999999999 is more than the supported 65536 ranks".
-CLI::Option* add_count_option(CLI::App& app, const std::string& names, int& value, const std::string& help,
-                              long long max, const std::string& unit);
+CLI::Option* add_count_option(CLI::App& app, const std::string& names, int& value,
+                              const std::string& help, long long max, const std::string& unit);
 /// -v/--stages-per-rank: when given, an integer in 1..limits::kMaxStagesPerRank
 /// (ShapeError below 1, named as the planner names it, prefixed with
 /// `*schedule` when given and set).

@@ -1,7 +1,7 @@
 // pipeplan CLI entry point: the one catch point mapping errors to exit codes.
-#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <iostream>
 
@@ -43,8 +43,8 @@ int unexpected_arguments(const CLI::App& app, int argc, char** argv) {
       if (s->get_name() == argv[i]) sub = s;
   const std::string where = sub ? " for '" + sub->get_name() + "'" : std::string();
   if (arg.empty() || arg[0] != '-') {
-    std::cerr << "pipeplan: error: unexpected argument '" << pipeplan::limits::excerpt(arg) << "'" << where
-              << "\n";
+    std::cerr << "pipeplan: error: unexpected argument '" << pipeplan::limits::excerpt(arg) << "'"
+              << where << "\n";
     return kExitUsage;
   }
   const std::string name = arg.substr(0, arg.find('='));
@@ -54,12 +54,16 @@ int unexpected_arguments(const CLI::App& app, int argc, char** argv) {
     if (!a) continue;
     for (const CLI::Option* o : a->get_options()) {
       for (const std::string& l : o->get_lnames())
-        if (std::size_t d = pipeplan::detail::edit_distance(name, "--" + l); d < best_d) best_d = d, best = "--" + l;
+        if (std::size_t d = pipeplan::detail::edit_distance(name, "--" + l); d < best_d)
+          best_d = d, best = "--" + l;
       for (const std::string& sn : o->get_snames())
-        if (std::size_t d = pipeplan::detail::edit_distance(name, "-" + sn); d < best_d && name.size() <= 3) best_d = d, best = "-" + sn;
+        if (std::size_t d = pipeplan::detail::edit_distance(name, "-" + sn);
+            d < best_d && name.size() <= 3)
+          best_d = d, best = "-" + sn;
     }
   }
-  std::cerr << "pipeplan: error: unknown option '" << pipeplan::limits::excerpt(name) << "'" << where;
+  std::cerr << "pipeplan: error: unknown option '" << pipeplan::limits::excerpt(name) << "'"
+            << where;
   if (!best.empty()) std::cerr << " (did you mean '" << best << "'?)";
   std::cerr << "; see 'pipeplan " << (sub ? sub->get_name() + " " : std::string()) << "--help'\n";
   return kExitUsage;
@@ -72,9 +76,12 @@ int run(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "Only errors on stderr");
   app.add_flag("--verbose", verbose, "Debug logging on stderr");
   app.require_subcommand(0, 1);
-  app.footer("Exit codes: 0 ok, 1 plan invalid or not deadlock-free, 2 usage or input error, 3 internal error,\n"
-             "4 a peer failed or communication broke (train).\n"
-             "Run with no command for a default 1f1b pp=4 m=8 plan. 'pipeplan COMMAND --help' for details.");
+  app.footer(
+      "Exit codes: 0 ok, 1 plan invalid or not deadlock-free, 2 usage or input error, 3 internal "
+      "error,\n"
+      "4 a peer failed or communication broke (train).\n"
+      "Run with no command for a default 1f1b pp=4 m=8 plan. 'pipeplan COMMAND --help' for "
+      "details.");
 
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
@@ -97,13 +104,15 @@ int run(int argc, char** argv) {
     // is a typo, not a missing --schedule).
     if (e.get_exit_code() != 0)
       if (int rc = unexpected_arguments(app, argc, argv); rc != kExitOk) return rc;
-    if (e.get_exit_code() == 0) return app.exit(e) == 0 ? kExitOk : kExitUsage;  // --help, --version
+    if (e.get_exit_code() == 0)
+      return app.exit(e) == 0 ? kExitOk : kExitUsage;  // --help, --version
     // A bad value ("--pp: 'x' is not an integer") in the form of every other
     // error, pointing at the command's help.
     const CLI::App* sub = nullptr;
     for (const CLI::App* s : app.get_subcommands()) sub = s;
     std::string what = e.what();
-    if (what.size() > 240) what = what.substr(0, 240) + "... (" + std::to_string(what.size()) + " bytes)";
+    if (what.size() > 240)
+      what = what.substr(0, 240) + "... (" + std::to_string(what.size()) + " bytes)";
     for (char& c : what)
       if (static_cast<unsigned char>(c) < 0x20) c = ' ';
     std::cerr << "pipeplan: error: " << what << "; see 'pipeplan "
@@ -114,7 +123,9 @@ int run(int argc, char** argv) {
 
   auto logger = spdlog::stderr_color_mt("pipeplan");
   logger->set_pattern("pipeplan: %l: %v");
-  logger->set_level(quiet ? spdlog::level::err : verbose ? spdlog::level::debug : spdlog::level::info);
+  logger->set_level(quiet     ? spdlog::level::err
+                    : verbose ? spdlog::level::debug
+                              : spdlog::level::info);
   spdlog::set_default_logger(logger);
 
   for (auto& [sub, fn] : runners)

@@ -1,7 +1,7 @@
 #include "cli/sim_options.h"
 
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <charconv>
@@ -93,7 +93,8 @@ Plan load_plan_source(const PlanSource& src, const CostModel& costs, bool comm_g
                       std::vector<Diagnostic>& defects, const LayerProfile* layers) {
   // A lowering plans for the stage costs the plan is simulated with.
   const auto lowering = [&](const PlanMeta& meta) {
-    const CostModel planned = layers ? stage_costs(*layers, partition_for(*layers, meta), costs) : costs;
+    const CostModel planned =
+        layers ? stage_costs(*layers, partition_for(*layers, meta), costs) : costs;
     return make_lower_options(meta, src.lowering, planned, comm_given);
   };
   const bool named = src.app->count("--schedule") > 0;
@@ -119,9 +120,9 @@ Plan load_plan_source(const PlanSource& src, const CostModel& costs, bool comm_g
   if (!defects.empty()) return p;
   if (src.compute_only) {
     for (auto& list : p.ranks)
-      list.erase(std::remove_if(list.begin(), list.end(),
-                                [](const Action& a) { return is_comm(a.type); }),
-                 list.end());
+      list.erase(
+          std::remove_if(list.begin(), list.end(), [](const Action& a) { return is_comm(a.type); }),
+          list.end());
   } else if (src.lower && p.is_compute_only()) {
     p = lower(p, lowering(p.meta));
     spdlog::debug("lowered the compute-only plan: {} actions", p.num_actions());
@@ -147,8 +148,7 @@ Simulated load_and_simulate(const PlanSource& src, const CostArgs& costs, const 
     s.exit_code = report_invalid(src.file + " is not a valid plan", defects);
     return s;
   }
-  if (profile)
-    s.plan.meta.partition = apply_layers(*profile, s.plan.meta, s.options);
+  if (profile) s.plan.meta.partition = apply_layers(*profile, s.plan.meta, s.options);
   s.result = simulate(s.plan, s.options);
   if (s.plan.is_compute_only() && s.plan.meta.pp_degree > 1 && app.count("--model") > 0)
     spdlog::warn("--model has no effect on a compute-only plan (add --lower to lower it)");

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "emit/render_util.h"
-#include "pipeplan/render.h"
 #include "ir/numbers.h"
+#include "pipeplan/render.h"
 
 namespace pipeplan {
 namespace {
@@ -46,8 +46,8 @@ void write_chrome_trace(const Plan& plan, const std::vector<Timeline>& steps,
   out << "{\"traceEvents\":[\n";
   out << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":"
       << json_string(info.label + " " + m.schedule + " (pp " + std::to_string(m.pp_degree) +
-                     ", microbatches " + std::to_string(m.num_microbatches) +
-                     ", stages per rank " + std::to_string(m.stages_per_rank) + ")")
+                     ", microbatches " + std::to_string(m.num_microbatches) + ", stages per rank " +
+                     std::to_string(m.stages_per_rank) + ")")
       << "}}";
   for (int r = 0; r < m.pp_degree; ++r) {
     out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" << r
@@ -69,8 +69,8 @@ void write_chrome_trace(const Plan& plan, const std::vector<Timeline>& steps,
             << ",\"dur\":" << ts(times[i].end - times[i].start) << ",\"args\":{\"step\":" << k + 1
             << ",\"stage\":" << a.stage << ",\"microbatch\":" << a.microbatch;
         if (a.type == ActionType::OverlapFB)
-          out << ",\"backward_stage\":" << a.sub_stage << ",\"backward_microbatch\":"
-              << a.sub_microbatch;
+          out << ",\"backward_stage\":" << a.sub_stage
+              << ",\"backward_microbatch\":" << a.sub_microbatch;
         out << ",\"index\":" << i << "}}";
       }
     }
@@ -82,10 +82,12 @@ void write_chrome_trace(const Plan& plan, const std::vector<Timeline>& steps,
     const Timeline& result = steps[k];
     for (const Transfer& tr : result.transfers) {
       if (tr.producer < 0 || tr.consumer < 0) continue;
-      const ActionTime& p = result.times[static_cast<std::size_t>(tr.src_rank)]
-                                        [static_cast<std::size_t>(tr.producer)];
-      const ActionTime& c = result.times[static_cast<std::size_t>(tr.dst_rank)]
-                                        [static_cast<std::size_t>(tr.consumer)];
+      const ActionTime& p =
+          result
+              .times[static_cast<std::size_t>(tr.src_rank)][static_cast<std::size_t>(tr.producer)];
+      const ActionTime& c =
+          result
+              .times[static_cast<std::size_t>(tr.dst_rank)][static_cast<std::size_t>(tr.consumer)];
       const std::string name = to_string(plan.ranks[static_cast<std::size_t>(tr.src_rank)]
                                                    [static_cast<std::size_t>(tr.src_index)]);
       ++id;
@@ -93,9 +95,9 @@ void write_chrome_trace(const Plan& plan, const std::vector<Timeline>& steps,
           << ",\"pid\":0,\"tid\":" << tr.src_rank << ",\"ts\":" << ts((p.start + p.end) / 2)
           << ",\"args\":{\"step\":" << k + 1 << ",\"transfer_start\":" << ts(tr.start)
           << ",\"transfer_end\":" << ts(tr.end) << "}}";
-      out << ",\n{\"name\":\"" << name << "\",\"cat\":\"p2p\",\"ph\":\"f\",\"bp\":\"e\",\"id\":"
-          << id << ",\"pid\":0,\"tid\":" << tr.dst_rank << ",\"ts\":" << ts((c.start + c.end) / 2)
-          << "}";
+      out << ",\n{\"name\":\"" << name
+          << "\",\"cat\":\"p2p\",\"ph\":\"f\",\"bp\":\"e\",\"id\":" << id
+          << ",\"pid\":0,\"tid\":" << tr.dst_rank << ",\"ts\":" << ts((c.start + c.end) / 2) << "}";
     }
   }
   double makespan = 0.0, bubble = 0.0;

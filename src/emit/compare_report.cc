@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "pipeplan/emit_sim.h"
 #include "ir/numbers.h"
+#include "pipeplan/emit_sim.h"
 
 namespace pipeplan {
 namespace {
@@ -14,8 +14,8 @@ using detail::tidy;
 
 std::string costs_text(const SimOptions& o) {
   const CostModel& c = o.costs;
-  std::string s = "F=" + format_number(c.f) + " B=" + format_number(c.b) + " I=" +
-                  format_number(c.i) + " W=" + format_number(c.w);
+  std::string s = "F=" + format_number(c.f) + " B=" + format_number(c.b) +
+                  " I=" + format_number(c.i) + " W=" + format_number(c.w);
   if (c.overlap) s += " OVERLAP_F_B=" + format_number(*c.overlap);
   s += " per rank share (a stage costs 1/v of it), transfer " + format_number(c.transfer_time()) +
        ", " + std::string(to_string(o.transport)) + " model";
@@ -34,8 +34,7 @@ void write_compare_text(int pp_degree, int num_microbatches, const SimOptions& o
     out << "from the layer profile (a stage costs the sum of its layers), transfer "
         << format_number(options.costs.transfer_time()) << ", " << to_string(options.transport)
         << " model\n";
-  else
-    out << costs_text(options) << "\n";
+  else out << costs_text(options) << "\n";
   std::vector<std::vector<std::string>> table = {
       {"schedule", "v", "makespan", "bubble", "peak act", "peak act per rank"}};
   if (weighted) table[0].insert(table[0].begin() + 4, "peak mem");
@@ -97,7 +96,8 @@ void write_compare_json(int pp_degree, int num_microbatches, const SimOptions& o
                   {"transfer_time", tidy(c.transfer_time())},
                   {"per", "rank share; each of a rank's v stages costs 1/v"}};
   for (const ComparisonRow& r : rows)
-    if (!r.partition.empty()) doc["costs"]["per"] = "layer profile: a stage costs the sum of its layers";
+    if (!r.partition.empty())
+      doc["costs"]["per"] = "layer profile: a stage costs the sum of its layers";
   Json results = Json::array(), skipped = Json::array();
   for (const ComparisonRow& r : rows) {
     if (!r.skipped.empty()) {

@@ -4,10 +4,10 @@
 #include <string>
 #include <vector>
 
+#include "ir/numbers.h"
 #include "pipeplan/error.h"
 #include "pipeplan/ir.h"
 #include "pipeplan/simulate.h"
-#include "ir/numbers.h"
 
 namespace pipeplan::detail {
 
@@ -24,13 +24,14 @@ inline void require_timeline(const Plan& plan, const Timeline& t) {
   for (std::size_t r = 0; fits && r < plan.ranks.size(); ++r)
     fits = t.times[r].size() == plan.ranks[r].size();
   for (const Transfer& tr : t.transfers)
-    fits = fits && tr.src_rank >= 0 && tr.dst_rank >= 0 &&
-           static_cast<std::size_t>(tr.src_rank) < plan.ranks.size() &&
-           static_cast<std::size_t>(tr.dst_rank) < plan.ranks.size() &&
-           tr.src_index >= 0 &&
-           static_cast<std::size_t>(tr.src_index) < plan.ranks[static_cast<std::size_t>(tr.src_rank)].size() &&
-           tr.producer < static_cast<int>(plan.ranks[static_cast<std::size_t>(tr.src_rank)].size()) &&
-           tr.consumer < static_cast<int>(plan.ranks[static_cast<std::size_t>(tr.dst_rank)].size());
+    fits =
+        fits && tr.src_rank >= 0 && tr.dst_rank >= 0 &&
+        static_cast<std::size_t>(tr.src_rank) < plan.ranks.size() &&
+        static_cast<std::size_t>(tr.dst_rank) < plan.ranks.size() && tr.src_index >= 0 &&
+        static_cast<std::size_t>(tr.src_index) <
+            plan.ranks[static_cast<std::size_t>(tr.src_rank)].size() &&
+        tr.producer < static_cast<int>(plan.ranks[static_cast<std::size_t>(tr.src_rank)].size()) &&
+        tr.consumer < static_cast<int>(plan.ranks[static_cast<std::size_t>(tr.dst_rank)].size());
   if (!fits) throw InternalError("render: the timeline does not belong to this plan");
 }
 

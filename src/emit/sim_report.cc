@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "pipeplan/emit_sim.h"
 #include "ir/numbers.h"
+#include "pipeplan/emit_sim.h"
 
 namespace pipeplan {
 namespace {
@@ -19,9 +19,9 @@ std::string model_name(const SimOptions& options, const SimResult& result) {
 }
 
 std::string cost_line(const CostModel& c) {
-  std::string s = "F=" + format_number(c.f) + " B=" + format_number(c.b) + " I=" +
-                  format_number(c.i) + " W=" + format_number(c.w) + " OVERLAP_F_B=" +
-                  (c.overlap ? format_number(*c.overlap) : std::string("F+B"));
+  std::string s = "F=" + format_number(c.f) + " B=" + format_number(c.b) +
+                  " I=" + format_number(c.i) + " W=" + format_number(c.w) +
+                  " OVERLAP_F_B=" + (c.overlap ? format_number(*c.overlap) : std::string("F+B"));
   s += "; transfer " + format_number(c.transfer_time()) + " (latency " +
        format_number(c.comm_latency);
   if (c.comm_bandwidth > 0 && c.transfer_bytes > 0)

@@ -5,10 +5,10 @@
 #include <string>
 
 #include "emit/render_util.h"
+#include "ir/numbers.h"
 #include "pipeplan/error.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/render.h"
-#include "ir/numbers.h"
 
 namespace pipeplan {
 namespace {
@@ -85,19 +85,19 @@ double tick_step(double span) {
 
 class SvgWriter {
  public:
-  SvgWriter(const Plan& plan, const Timeline& result, const SvgOptions& options,
-            std::ostream& out)
+  SvgWriter(const Plan& plan, const Timeline& result, const SvgOptions& options, std::ostream& out)
       : plan_(plan), result_(result), options_(options), out_(out) {
     const double span = std::max(result.makespan, 1e-9);
-    ppu_ = options.px_per_unit > 0 ? options.px_per_unit
-                                   : std::clamp(kTargetWidth / span, 0.01, 48.0);
+    ppu_ =
+        options.px_per_unit > 0 ? options.px_per_unit : std::clamp(kTargetWidth / span, 0.01, 48.0);
     top_ = options.title ? 34 : 10;
     rows_bottom_ = top_ + plan.meta.pp_degree * (kRowHeight + kRowGap) - kRowGap;
     // Wide enough for the legend even when the timeline is short.
     width_ = std::max(kLeft + result.makespan * ppu_ + kRight, kLeft + 620);
     if (!(width_ <= limits::kMaxSvgWidth))
       throw InputError("an SVG timeline at " + general(ppu_) + " px per time unit would be " +
-                       general(width_) + " px wide, more than the supported " + general(limits::kMaxSvgWidth));
+                       general(width_) + " px wide, more than the supported " +
+                       general(limits::kMaxSvgWidth));
     height_ = rows_bottom_ + 26 + 28;
   }
 
@@ -171,8 +171,8 @@ class SvgWriter {
               std::to_string(a.sub_microbatch), tip, 8);
       } else {
         const int c = detail::local_chunk(stages, a.stage);
-        block(x0, y, w, kRowHeight, shade(base_colour(a.type), c, v),
-              std::to_string(a.microbatch), tip, 10);
+        block(x0, y, w, kRowHeight, shade(base_colour(a.type), c, v), std::to_string(a.microbatch),
+              tip, 10);
       }
     }
   }
@@ -198,8 +198,8 @@ class SvgWriter {
     for (long k = 0; k <= n; ++k) {
       const double t = static_cast<double>(k) * step;
       out_ << "<line x1=\"" << num(x(t)) << "\" y1=\"" << num(y) << "\" x2=\"" << num(x(t))
-           << "\" y2=\"" << num(y + 4) << "\" stroke=\"#888\"/><text x=\"" << num(x(t))
-           << "\" y=\"" << num(y + 15) << "\" font-size=\"9\" text-anchor=\"middle\" fill=\"#555\">"
+           << "\" y2=\"" << num(y + 4) << "\" stroke=\"#888\"/><text x=\"" << num(x(t)) << "\" y=\""
+           << num(y + 15) << "\" font-size=\"9\" text-anchor=\"middle\" fill=\"#555\">"
            << format_number(t, 3) << "</text>\n";
     }
   }
@@ -222,12 +222,13 @@ class SvgWriter {
     for (int k = 0; k < 5; ++k) {
       if (!present[k]) continue;
       if (k < 4) {
-        out_ << "<rect x=\"" << num(lx) << "\" y=\"" << num(ly) << "\" width=\"12\" height=\"12\" fill=\""
-             << hex(base_colour(types[k])) << "\"/>\n";
+        out_ << "<rect x=\"" << num(lx) << "\" y=\"" << num(ly)
+             << "\" width=\"12\" height=\"12\" fill=\"" << hex(base_colour(types[k])) << "\"/>\n";
       } else {
-        out_ << "<rect x=\"" << num(lx) << "\" y=\"" << num(ly) << "\" width=\"12\" height=\"6\" fill=\""
-             << hex(base_colour(ActionType::F)) << "\"/><rect x=\"" << num(lx) << "\" y=\""
-             << num(ly + 6) << "\" width=\"12\" height=\"6\" fill=\"" << hex(base_colour(ActionType::B))
+        out_ << "<rect x=\"" << num(lx) << "\" y=\"" << num(ly)
+             << "\" width=\"12\" height=\"6\" fill=\"" << hex(base_colour(ActionType::F))
+             << "\"/><rect x=\"" << num(lx) << "\" y=\"" << num(ly + 6)
+             << "\" width=\"12\" height=\"6\" fill=\"" << hex(base_colour(ActionType::B))
              << "\"/>\n";
       }
       out_ << "<text x=\"" << num(lx + 16) << "\" y=\"" << num(ly + 10)
@@ -236,8 +237,8 @@ class SvgWriter {
     }
     std::string note = "numbers: microbatch";
     if (plan_.meta.stages_per_rank > 1) note += "; lighter: later local stage";
-    out_ << "<text x=\"" << num(lx) << "\" y=\"" << num(ly + 10) << "\" font-size=\"11\" fill=\"#555\">"
-         << note << "</text>\n";
+    out_ << "<text x=\"" << num(lx) << "\" y=\"" << num(ly + 10)
+         << "\" font-size=\"11\" fill=\"#555\">" << note << "</text>\n";
   }
 
   const Plan& plan_;

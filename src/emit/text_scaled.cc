@@ -5,9 +5,9 @@
 #include <string>
 
 #include "emit/render_util.h"
+#include "ir/numbers.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/render.h"
-#include "ir/numbers.h"
 
 namespace pipeplan {
 namespace {
@@ -62,12 +62,14 @@ void write_text_timeline(const Plan& plan, const Timeline& result,
   detail::require_timeline(plan, result);
   if (options.max_columns > limits::kMaxTextColumns)
     throw InputError("a text timeline " + std::to_string(options.max_columns) +
-                     " columns wide is more than the supported " + std::to_string(limits::kMaxTextColumns));
+                     " columns wide is more than the supported " +
+                     std::to_string(limits::kMaxTextColumns));
   const double scale = pick_scale(plan, result, options);
   if (!(scale > 0) || !(result.makespan * scale <= limits::kMaxTextColumns))
-    throw InputError("a text timeline at " + format_number(scale, 4) + " columns per time unit would be " +
-                     format_number(result.makespan * scale, 4) + " columns wide, more than the supported " +
-                     std::to_string(limits::kMaxTextColumns));
+    throw InputError(
+        "a text timeline at " + format_number(scale, 4) + " columns per time unit would be " +
+        format_number(result.makespan * scale, 4) + " columns wide, more than the supported " +
+        std::to_string(limits::kMaxTextColumns));
   const auto col = [&](double t) { return static_cast<std::size_t>(std::llround(t * scale)); };
   const std::size_t width = col(result.makespan);
   const std::string pad = "rank " + std::to_string(plan.meta.pp_degree - 1) + " |";

@@ -5,10 +5,10 @@
 
 #include <sstream>
 
+#include "ir/numbers.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/render.h"
 #include "pipeplan/trace.h"
-#include "ir/numbers.h"
 
 namespace pipeplan {
 
@@ -39,8 +39,8 @@ void write_trace_json(const Trace& trace, std::ostream& out) {
     const TraceRecord& r = trace.records[k];
     line.clear();
     line += k ? ",\n    [" : "\n    [";
-    line += std::to_string(r.step) + ", " + std::to_string(r.rank) + ", " + std::to_string(r.index) +
-            ", \"";
+    line += std::to_string(r.step) + ", " + std::to_string(r.rank) + ", " +
+            std::to_string(r.index) + ", \"";
     append_to(line, r.action);
     line += "\", " + format_number(r.start, 6) + ", " + format_number(r.end, 6) + ", " +
             format_number(r.wait, 6) + ", " + std::to_string(r.bytes) + ", " +
@@ -76,9 +76,9 @@ void write_calibration_json(const Calibration& c, std::ostream& out) {
       << "  \"stages\": [";
   bool first = true;
   for (const auto& [stage, d] : c.stage_ms) {
-    out << (first ? "\n" : ",\n") << "    {\"stage\": " << stage << ", \"F\": " << format_number(d.f, 4)
-        << ", \"B\": " << format_number(d.b, 4) << ", \"I\": " << format_number(d.i, 4)
-        << ", \"W\": " << format_number(d.w, 4) << "}";
+    out << (first ? "\n" : ",\n") << "    {\"stage\": " << stage
+        << ", \"F\": " << format_number(d.f, 4) << ", \"B\": " << format_number(d.b, 4)
+        << ", \"I\": " << format_number(d.i, 4) << ", \"W\": " << format_number(d.w, 4) << "}";
     first = false;
   }
   out << "\n  ],\n";

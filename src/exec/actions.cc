@@ -92,8 +92,7 @@ Values Executor::Impl::complete_recv(Dir dir, int stage, int mb) {
     const bool fwd = dir == Dir::Forward;
     const int spec_stage = fwd ? stage - 1 : stage;
     if (fwd) await_header(spec_stage);
-    if (!specs[spec_stage])
-      throw InternalError(me() + "no boundary shapes known for " + r.what);
+    if (!specs[spec_stage]) throw InternalError(me() + "no boundary shapes known for " + r.what);
     r.spec = fwd ? *specs[spec_stage] : detail::gradient_spec(*specs[spec_stage]);
     r.message = detail::empty_message(r.spec, comm->device());
     if (!r.spec.empty()) r.op = comm->irecv(r.message, r.peer, r.tag);
@@ -122,7 +121,8 @@ void Executor::Impl::send_forward(int stage, int mb) {
       throw InputError(base + "ExecOptions::output_specs[" + std::to_string(stage) + "] says [" +
                        to_string(*specs[stage]) + "]; correct output_specs[" +
                        std::to_string(stage) + "] (the same on every rank), or leave stage " +
-                       std::to_string(stage) + " out of output_specs to learn its shapes from "
+                       std::to_string(stage) +
+                       " out of output_specs to learn its shapes from "
                        "the first transfer");
     throw InputError(base + "its boundary carried [" + to_string(*specs[stage]) +
                      "] earlier; every microbatch of a step must have the same shapes, and "
@@ -232,7 +232,8 @@ void Executor::Impl::forward(int stage, int mb) {
       std::string shape;
       for (std::int64_t d : stray.sizes()) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
       throw InputError(me() + "stage " + std::to_string(stage) + " uses a tensor of shape [" +
-                       shape + "] that requires grad but is not among the stage's parameters, so "
+                       shape +
+                       "] that requires grad but is not among the stage's parameters, so "
                        "it would never be trained; list it in StageModule::parameters, build the "
                        "stage with module_stage() so parameters are collected, or detach it "
                        "(requires_grad_(false)) if it is meant to stay fixed");
@@ -257,10 +258,8 @@ void Executor::Impl::accumulate(int li, const std::vector<at::Tensor>& grads, st
   for (std::size_t p = 0; p < sums.size(); ++p) {
     const at::Tensor& g = grads[offset + p];
     if (!g.defined()) continue;
-    if (sums[p].defined())
-      sums[p].add_(g);
-    else
-      sums[p] = g.detach().clone();
+    if (sums[p].defined()) sums[p].add_(g);
+    else sums[p] = g.detach().clone();
   }
 }
 
@@ -333,9 +332,7 @@ void Executor::Impl::weight(int stage, int mb) {
 }
 
 void Executor::Impl::pass_through(const Action& a) {
-  const std::size_t k = a.type == ActionType::Unshard   ? 0
-                        : a.type == ActionType::Reshard ? 1
-                                                        : 2;
+  const std::size_t k = a.type == ActionType::Unshard ? 0 : a.type == ActionType::Reshard ? 1 : 2;
   const PassThroughHandler& h = handlers[k];
   if (!h) return;  // nothing is sharded
   PassThrough ctx;

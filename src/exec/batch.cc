@@ -23,7 +23,8 @@ void Executor::Impl::split_batch(const Values& inputs, const Values& targets) {
     throw InputError(me() + "step() got " + std::to_string(inputs.size()) +
                      " inputs; pass every input (" + std::to_string(total) +
                      ", as routed by ExecOptions::input_stages) or only those this rank's "
-                     "stages consume (" + std::to_string(local_inputs.size()) +
+                     "stages consume (" +
+                     std::to_string(local_inputs.size()) +
                      (local_inputs.empty() ? "" : ": input(s) " + detail::join(local_inputs)) +
                      ")");
   }
@@ -100,12 +101,9 @@ Values Executor::Impl::merged_outputs() const {
     for (const Values& mb : final_outputs) {
       if (mb.size() != n)
         throw InputError(me() + "the last stage returned " + std::to_string(mb.size()) +
-                         " values for one microbatch and " + std::to_string(n) +
-                         " for another");
-      if (const auto* t = std::get_if<at::Tensor>(&mb[i]))
-        parts.push_back(*t);
-      else
-        ints.push_back(std::get<std::int64_t>(mb[i]));
+                         " values for one microbatch and " + std::to_string(n) + " for another");
+      if (const auto* t = std::get_if<at::Tensor>(&mb[i])) parts.push_back(*t);
+      else ints.push_back(std::get<std::int64_t>(mb[i]));
     }
     if (!ints.empty() && !parts.empty())
       throw InputError(me() + "the last stage's output " + std::to_string(i) +
@@ -113,8 +111,7 @@ Values Executor::Impl::merged_outputs() const {
     if (!ints.empty()) {
       if (std::all_of(ints.begin(), ints.end(), [&](std::int64_t x) { return x == ints[0]; }))
         merged.emplace_back(ints[0]);
-      else
-        merged.emplace_back(at::tensor(ints, at::TensorOptions().dtype(at::kLong)));
+      else merged.emplace_back(at::tensor(ints, at::TensorOptions().dtype(at::kLong)));
     } else if (parts[0].dim() == 0) {
       merged.emplace_back(at::stack(parts));
     } else {

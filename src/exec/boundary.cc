@@ -93,8 +93,8 @@ BoundarySpec decode_spec(const at::Tensor& meta) {
 }
 
 bool tag_space_ok(int num_stages, int num_microbatches) {
-  const std::int64_t count = 2LL * 3 * num_stages * static_cast<std::int64_t>(num_microbatches) *
-                             kTagsPerBoundary;
+  const std::int64_t count =
+      2LL * 3 * num_stages * static_cast<std::int64_t>(num_microbatches) * kTagsPerBoundary;
   return count < std::numeric_limits<int>::max();
 }
 
@@ -151,10 +151,8 @@ at::Tensor pack(const Values& values, const BoundarySpec& spec, at::Device devic
   at::Tensor message = at::empty({total}, at::TensorOptions().dtype(at::kByte).device(device));
   for (std::size_t i = 0; i < spec.size(); ++i) {
     at::Tensor dst = view_of(message, offsets[i], spec[i]);
-    if (const auto* t = std::get_if<at::Tensor>(&values[i]))
-      dst.copy_(t->detach());
-    else
-      dst.fill_(std::get<std::int64_t>(values[i]));
+    if (const auto* t = std::get_if<at::Tensor>(&values[i])) dst.copy_(t->detach());
+    else dst.fill_(std::get<std::int64_t>(values[i]));
   }
   return message;
 }
@@ -174,10 +172,8 @@ Values unpack(const at::Tensor& message, const BoundarySpec& spec) {
   Values values;
   for (std::size_t i = 0; i < spec.size(); ++i) {
     at::Tensor v = view_of(message, offsets[i], spec[i]);
-    if (spec[i].scalar)
-      values.emplace_back(v.item<std::int64_t>());
-    else
-      values.emplace_back(v);
+    if (spec[i].scalar) values.emplace_back(v.item<std::int64_t>());
+    else values.emplace_back(v);
   }
   return values;
 }
@@ -215,9 +211,8 @@ std::int64_t fingerprint(const Plan& plan) {
     h ^= 0xff;
     h *= 1099511628211ULL;
   };
-  mix(std::to_string(plan.meta.pp_degree) + "/" + std::to_string(plan.meta.num_microbatches) +
-      "/" + std::to_string(plan.meta.stages_per_rank) + "/" +
-      std::string(to_string(plan.meta.mapping)));
+  mix(std::to_string(plan.meta.pp_degree) + "/" + std::to_string(plan.meta.num_microbatches) + "/" +
+      std::to_string(plan.meta.stages_per_rank) + "/" + std::string(to_string(plan.meta.mapping)));
   for (const auto& actions : plan.ranks) mix(to_string(actions));
   return static_cast<std::int64_t>(h >> 2);
 }

@@ -88,8 +88,13 @@ class PgCommunicator : public Communicator {
  public:
   PgCommunicator(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroup> pg,
                  Backend backend, at::Device device, GroupFactory factory)
-      : store_(std::move(store)), pg_(std::move(pg)), rank_(pg_->getRank()),
-        size_(pg_->getSize()), backend_(backend), device_(device), factory_(std::move(factory)) {}
+      : store_(std::move(store)),
+        pg_(std::move(pg)),
+        rank_(pg_->getRank()),
+        size_(pg_->getSize()),
+        backend_(backend),
+        device_(device),
+        factory_(std::move(factory)) {}
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -110,8 +115,7 @@ class PgCommunicator : public Communicator {
     try {
       return std::make_unique<WorkOp>(pg_->recv(v, peer, tag), t);
     } catch (const std::exception& e) {
-      throw CommError("posting a receive from rank " + std::to_string(peer) + ": " +
-                      message_of(e));
+      throw CommError("posting a receive from rank " + std::to_string(peer) + ": " + message_of(e));
     }
   }
 
@@ -140,8 +144,9 @@ class PgCommunicator : public Communicator {
     auto it = std::find(ranks.begin(), ranks.end(), rank_);
     if (it == ranks.end()) return nullptr;
     if (!store_ || !factory_)
-      throw InputError("this communicator wraps a process group without its store; pass the "
-                       "store to wrap_process_group() to form subgroups");
+      throw InputError(
+          "this communicator wraps a process group without its store; pass the "
+          "store to wrap_process_group() to form subgroups");
     const int sub_rank = static_cast<int>(it - ranks.begin());
     try {
       auto store = c10::make_intrusive<c10d::PrefixStore>("pipeplan/" + name, store_);
@@ -178,9 +183,8 @@ GroupFactory gloo_factory(bool loopback) {
   return [loopback](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                     std::chrono::milliseconds timeout) -> c10::intrusive_ptr<c10d::ProcessGroup> {
     auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-    opts->devices.push_back(loopback
-                                ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                                : c10d::ProcessGroupGloo::createDefaultDevice());
+    opts->devices.push_back(loopback ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                     : c10d::ProcessGroupGloo::createDefaultDevice());
     return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
   };
 }
@@ -233,8 +237,8 @@ DistEnv DistEnv::from_environment() {
   if (const char* a = std::getenv("MASTER_ADDR"); a != nullptr && *a != '\0') env.master_addr = a;
   if (env.world_size < 1) throw InputError("WORLD_SIZE must be at least 1");
   if (env.rank >= env.world_size)
-    throw InputError("RANK=" + std::to_string(env.rank) + " is not below WORLD_SIZE=" +
-                     std::to_string(env.world_size));
+    throw InputError("RANK=" + std::to_string(env.rank) +
+                     " is not below WORLD_SIZE=" + std::to_string(env.world_size));
   if (env.master_port < 1 || env.master_port > 65535)
     throw InputError("MASTER_PORT=" + std::to_string(env.master_port) + " is not a TCP port");
   return env;
@@ -279,15 +283,14 @@ std::shared_ptr<Communicator> Communicator::connect(const DistEnv& env, Backend 
       GroupFactory factory = nccl_factory();
       auto pg = factory(store, env.rank, env.world_size, timeout);
       return std::make_shared<PgCommunicator>(
-          store, pg, backend,
-          at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank)),
+          store, pg, backend, at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank)),
           std::move(factory));
     }
 #endif
   } catch (const std::exception& e) {
     throw CommError(where + "cannot form the " + std::string(to_string(backend)) +
-                    " process group of " + std::to_string(env.world_size) + " ranks: " +
-                    message_of(e));
+                    " process group of " + std::to_string(env.world_size) +
+                    " ranks: " + message_of(e));
   }
   throw InternalError("backend_available() and connect() disagree");
 }

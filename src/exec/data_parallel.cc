@@ -26,7 +26,8 @@ ParallelGroups make_parallel_groups(const std::shared_ptr<Communicator>& world, 
   for (int d = 0; d < dp; ++d) data.push_back(d * pp + g.pipeline_rank);
   g.pipeline = world->subgroup(pipe, "pp" + std::to_string(g.replica), timeout);
   g.data = world->subgroup(data, "dp" + std::to_string(g.pipeline_rank), timeout);
-  if (!g.pipeline || !g.data) throw InternalError("make_parallel_groups: not a member of own group");
+  if (!g.pipeline || !g.data)
+    throw InternalError("make_parallel_groups: not a member of own group");
   return g;
 }
 
@@ -52,9 +53,8 @@ void GradientAverager::on_step_end(int /*step*/, bool /*forward_only*/) {
   pending_.clear();
   const double scale = 1.0 / group_->size();
   for (Pending& p : pending) {
-    p.op->wait(timeout_, "averaging stage " + std::to_string(p.stage) +
-                             "'s gradients across " + std::to_string(group_->size()) +
-                             " data-parallel replicas");
+    p.op->wait(timeout_, "averaging stage " + std::to_string(p.stage) + "'s gradients across " +
+                             std::to_string(group_->size()) + " data-parallel replicas");
     p.grad.mul_(scale);
   }
 }

@@ -70,13 +70,14 @@ void Executor::Impl::prove_forward_projection() {
   if (!result.ok()) {
     std::string diags = format_diagnostics(result.diagnostics);
     while (!diags.empty() && diags.back() == '\n') diags.pop_back();
-    throw PlanRejected("the forward-only part of the plan (its F, SEND_F and RECV_F actions) is "
-                       "not proved deadlock-free under " +
-                           std::string(to_string(opt.transport)) +
-                           " transport; refusing to run a forward-only step; give the executor "
-                           "a forward-only plan (pipeplan plan --forward-only) for evaluation:\n" +
-                           diags,
-                       result.diagnostics);
+    throw PlanRejected(
+        "the forward-only part of the plan (its F, SEND_F and RECV_F actions) is "
+        "not proved deadlock-free under " +
+            std::string(to_string(opt.transport)) +
+            " transport; refusing to run a forward-only step; give the executor "
+            "a forward-only plan (pipeplan plan --forward-only) for evaluation:\n" +
+            diags,
+        result.diagnostics);
   }
   fwd_program_proved = true;
 }
@@ -107,12 +108,14 @@ void Executor::Impl::connect(std::shared_ptr<Communicator> c) {
   t = t.to(at::kCPU);
   auto at_ = [&t](int i) { return t[i].item<std::int64_t>(); };
   if (at_(0) != fp || -at_(1) != fp)
-    throw InputError(me() + "the ranks were given different plans; every rank must run the "
-                            "same plan");
+    throw InputError(me() +
+                     "the ranks were given different plans; every rank must run the "
+                     "same plan");
   if (at_(2) != flags || -at_(3) != flags)
-    throw InputError(me() + "the ranks were given different executor options (output_specs, "
-                            "reexchange_shapes, input_stages, loss_reduction or "
-                            "loss_on_every_rank); give every rank the same");
+    throw InputError(me() +
+                     "the ranks were given different executor options (output_specs, "
+                     "reexchange_shapes, input_stages, loss_reduction or "
+                     "loss_on_every_rank); give every rank the same");
   comm = std::move(c);
   closed = false;
 }
@@ -172,10 +175,8 @@ void Executor::Impl::finish_stage(int li) {
     if (!sum.defined()) continue;
     if (scale != 1.0) sum.mul_(scale);
     at::Tensor& g = trainable[li][p].mutable_grad();
-    if (g.defined())
-      g.add_(sum);
-    else
-      g = std::move(sum);
+    if (g.defined()) g.add_(sum);
+    else g = std::move(sum);
     sum = at::Tensor();
   }
   for (const auto& o : observers) o->on_stage_grads_ready(local[li], trainable[li]);
@@ -226,8 +227,8 @@ StepResult Executor::Impl::run_step(const Values& inputs, const Values& targets,
   StepResult result;
   if (holds_last() && losses[0].defined()) {
     at::Tensor all = at::stack(losses);
-    result.loss = (opt.loss_reduction == LossReduction::Mean ? all.mean() : all.sum())
-                      .item<double>();
+    result.loss =
+        (opt.loss_reduction == LossReduction::Mean ? all.mean() : all.sum()).item<double>();
     result.losses = losses;
   }
   if (fwd_step) result.outputs = merged_outputs();
@@ -239,8 +240,8 @@ StepResult Executor::Impl::run_step(const Values& inputs, const Values& targets,
       t[1] = *result.loss;
     }
     t = t.to(comm->device());
-    comm->iallreduce_sum(t)->wait(timeout(), me() + "sharing the step loss across " +
-                                                  std::to_string(world) + " ranks");
+    comm->iallreduce_sum(t)->wait(
+        timeout(), me() + "sharing the step loss across " + std::to_string(world) + " ranks");
     t = t.to(at::kCPU);
     if (t[0].item<double>() > 0) result.loss = t[1].item<double>();
   }
@@ -280,8 +281,7 @@ void Executor::set_stage(int stage, StageModule module) {
   Impl& im = *impl_;
   if (stage < 0 || stage >= im.num_stages || im.local_index[stage] < 0)
     throw InputError("stage " + std::to_string(stage) + " is not owned by rank " +
-                     std::to_string(im.rank) + " (it owns stages " + detail::join(im.local) +
-                     ")");
+                     std::to_string(im.rank) + " (it owns stages " + detail::join(im.local) + ")");
   if (!module.forward) throw InputError("stage " + std::to_string(stage) + " has no forward");
   const int li = im.local_index[stage];
   im.trainable[li].clear();

@@ -27,8 +27,7 @@ std::vector<Action> forward_projection(const std::vector<Action>& program) {
 }
 
 bool has_backward(const std::vector<Action>& program) {
-  for (const Action& a : program)
-    switch (a.type) {
+  for (const Action& a : program) switch (a.type) {
       case ActionType::B:
       case ActionType::I:
       case ActionType::W:

@@ -68,7 +68,8 @@ std::vector<std::string> own_command_line() {
 
 LaunchResult launch_local(const std::vector<std::string>& argv, const LaunchOptions& options) {
   if (argv.empty()) throw InputError("launch_local: empty command");
-  if (options.nproc < 1) throw InputError("nproc (the number of ranks to start) must be at least 1");
+  if (options.nproc < 1)
+    throw InputError("nproc (the number of ranks to start) must be at least 1");
   const int port = options.master_port > 0 ? options.master_port : free_loopback_port();
 
   std::vector<char*> cargv;
@@ -79,8 +80,8 @@ LaunchResult launch_local(const std::vector<std::string>& argv, const LaunchOpti
   result.exit_codes.assign(options.nproc, -1);
   std::vector<pid_t> pids(options.nproc, -1);
   // Environments are built before fork: the child only calls execve.
-  static const char* const kVars[] = {"RANK",        "LOCAL_RANK",  "WORLD_SIZE",
-                                      "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
+  static const char* const kVars[] = {"RANK",        "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+                                      "MASTER_ADDR", "MASTER_PORT"};
   std::vector<std::string> inherited;
   for (char** e = environ; *e != nullptr; ++e) {
     bool ours = false;
@@ -91,9 +92,12 @@ LaunchResult launch_local(const std::vector<std::string>& argv, const LaunchOpti
   std::vector<std::vector<std::string>> envs(options.nproc, inherited);
   std::vector<std::vector<char*>> cenvs(options.nproc);
   for (int r = 0; r < options.nproc; ++r) {
-    const std::string values[] = {std::to_string(r), std::to_string(r),
-                                  std::to_string(options.nproc), std::to_string(options.nproc),
-                                  options.master_addr, std::to_string(port)};
+    const std::string values[] = {std::to_string(r),
+                                  std::to_string(r),
+                                  std::to_string(options.nproc),
+                                  std::to_string(options.nproc),
+                                  options.master_addr,
+                                  std::to_string(port)};
     for (int k = 0; k < 6; ++k) envs[r].push_back(std::string(kVars[k]) + "=" + values[k]);
     for (std::string& e : envs[r]) cenvs[r].push_back(e.data());
     cenvs[r].push_back(nullptr);

@@ -37,9 +37,11 @@ std::vector<StageModule> split_sequential(const torch::nn::Sequential& model,
   std::vector<std::size_t> bounds{0};
   for (std::size_t p : split_points) {
     if (p <= bounds.back() || p >= n)
-      throw InputError("split_sequential: split points must be ascending and strictly between 0 "
-                       "and the model's " + std::to_string(n) + " children; got " +
-                       std::to_string(p) + " after " + std::to_string(bounds.back()));
+      throw InputError(
+          "split_sequential: split points must be ascending and strictly between 0 "
+          "and the model's " +
+          std::to_string(n) + " children; got " + std::to_string(p) + " after " +
+          std::to_string(bounds.back()));
     bounds.push_back(p);
   }
   bounds.push_back(n);
@@ -75,7 +77,8 @@ void check_parameters_covered(const torch::nn::Module& model,
     for (const at::Tensor& p : s.parameters) listed.insert(p.unsafeGetTensorImpl());
   for (const auto& item : model.named_parameters(/*recurse=*/true))
     if (item.value().requires_grad() && listed.count(item.value().unsafeGetTensorImpl()) == 0)
-      throw InputError("parameter '" + item.key() + "' of the model is in no stage, so it would "
+      throw InputError("parameter '" + item.key() +
+                       "' of the model is in no stage, so it would "
                        "never be trained; add it to the stage that uses it (or build the stages "
                        "with module_stage() / split_sequential())");
 }

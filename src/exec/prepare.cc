@@ -26,20 +26,19 @@ Plan prepare_plan(const Plan& plan, int rank, int world_size, Transport transpor
   const PlanMeta& meta = plan.meta;
   if (meta.pp_degree != world_size)
     throw InputError("the plan is for pp_degree=" + std::to_string(meta.pp_degree) +
-                     " ranks but the process group has world size " +
-                     std::to_string(world_size) + "; start exactly " +
-                     std::to_string(meta.pp_degree) + " ranks");
+                     " ranks but the process group has world size " + std::to_string(world_size) +
+                     "; start exactly " + std::to_string(meta.pp_degree) + " ranks");
   if (rank < 0 || rank >= world_size)
     throw InputError("rank " + std::to_string(rank) + " is outside the world of " +
                      std::to_string(world_size) + " ranks");
   if (!plan.is_whole()) {
     bool present = false;
     for (int r : plan.rank_ids) present = present || r == rank;
-    throw InputError(std::string(present ? "" : "rank " + std::to_string(rank) +
-                                                    " is not in the plan; ") +
-                     "the plan holds the program of rank(s) " + detail::join(plan.rank_ids) +
-                     " only, and the executor needs every rank's program to prove the "
-                     "plan deadlock-free before running it");
+    throw InputError(
+        std::string(present ? "" : "rank " + std::to_string(rank) + " is not in the plan; ") +
+        "the plan holds the program of rank(s) " + detail::join(plan.rank_ids) +
+        " only, and the executor needs every rank's program to prove the "
+        "plan deadlock-free before running it");
   }
   if (!detail::tag_space_ok(meta.num_stages(), meta.num_microbatches))
     throw InputError("the plan has too many stages x microbatches for the message tags");
@@ -47,16 +46,15 @@ Plan prepare_plan(const Plan& plan, int rank, int world_size, Transport transpor
   if (runnable.is_compute_only()) {
     std::vector<Diagnostic> diags = check_structure(runnable);
     if (!diags.empty())
-      throw PlanRejected("the plan fails verification; refusing to run it:\n" +
-                             trimmed(format_diagnostics(diags)),
-                         diags);
+      throw PlanRejected(
+          "the plan fails verification; refusing to run it:\n" + trimmed(format_diagnostics(diags)),
+          diags);
     runnable = lower(runnable, schedule_lowering(meta));
   }
   VerifyResult result = verify(runnable, {transport});
   if (!result.ok())
     throw PlanRejected("the plan is not proved deadlock-free under " +
-                           std::string(to_string(transport)) +
-                           " transport; refusing to run it:\n" +
+                           std::string(to_string(transport)) + " transport; refusing to run it:\n" +
                            trimmed(format_diagnostics(result.diagnostics)),
                        result.diagnostics);
   return runnable;
@@ -66,16 +64,15 @@ double run_unpipelined(const std::vector<StageModule>& stages, const LossFn& los
                        const std::vector<InputRoute>& input_stages, const Values& inputs,
                        const Values& targets) {
   if (!input_stages.empty() && input_stages.size() != inputs.size())
-    throw InputError("input_stages routes " + std::to_string(input_stages.size()) +
-                     " inputs but " + std::to_string(inputs.size()) + " were given");
+    throw InputError("input_stages routes " + std::to_string(input_stages.size()) + " inputs but " +
+                     std::to_string(inputs.size()) + " were given");
   Values carried;
   for (std::size_t s = 0; s < stages.size(); ++s) {
     Values in = std::move(carried);
     for (std::size_t i = 0; i < inputs.size(); ++i) {
-      const std::vector<int> to = input_stages.empty() ? std::vector<int>{0}
-                                                       : input_stages[i].stages;
-      if (std::find(to.begin(), to.end(), static_cast<int>(s)) != to.end())
-        in.push_back(inputs[i]);
+      const std::vector<int> to =
+          input_stages.empty() ? std::vector<int>{0} : input_stages[i].stages;
+      if (std::find(to.begin(), to.end(), static_cast<int>(s)) != to.end()) in.push_back(inputs[i]);
     }
     carried = stages[s].forward(in);
   }

@@ -23,9 +23,9 @@ namespace detail {
 // What a (local stage, microbatch) still holds between its actions.
 struct Slot {
   bool forward_done = false, input_grad_done = false, weight_grad_done = false;
-  std::vector<at::Tensor> leaves;  // differentiable boundary inputs (I/B targets)
-  Values outputs;                  // forward outputs, until sent and differentiated
-  at::Tensor loss;                 // last stage only
+  std::vector<at::Tensor> leaves;        // differentiable boundary inputs (I/B targets)
+  Values outputs;                        // forward outputs, until sent and differentiated
+  at::Tensor loss;                       // last stage only
   std::vector<at::Tensor> roots, seeds;  // backward roots and their gradients (kept for W)
   std::vector<at::Tensor> in_grads;      // gradients for `leaves`, until shipped upstream
   bool in_grads_ready = false;
@@ -72,8 +72,8 @@ struct Executor::Impl {
   LossFn loss_fn;
   std::shared_ptr<Communicator> comm;
   bool plan_forward_only = false;
-  std::vector<Action> fwd_program;  // forward projection of plan.ranks[rank]
-  bool fwd_program_proved = false;  // the projection of every rank verified
+  std::vector<Action> fwd_program;       // forward projection of plan.ranks[rank]
+  bool fwd_program_proved = false;       // the projection of every rank verified
   std::vector<std::vector<int>> routes;  // per user input, its stages
   std::vector<int> local_inputs;         // inputs some local stage consumes
 
@@ -81,7 +81,7 @@ struct Executor::Impl {
   // `learned` once a header crossed (both ends agree on when that is).
   std::vector<std::optional<BoundarySpec>> specs;
   std::vector<bool> given, learned;
-  std::vector<bool> header_sent, header_received;  // this step, per stage
+  std::vector<bool> header_sent, header_received;      // this step, per stage
   std::vector<std::unique_ptr<PendingOp>> header_ops;  // deferred header receives, per stage
   std::vector<at::Tensor> header_msgs;
 
@@ -100,7 +100,7 @@ struct Executor::Impl {
   std::vector<std::vector<Values>> owned;        // [local index][microbatch]: routed inputs
   std::vector<Values> mb_targets;
   bool have_targets = false;
-  std::map<std::tuple<int, int, int>, detail::PostedRecv> recvs;  // (dir, stage, mb)
+  std::map<std::tuple<int, int, int>, detail::PostedRecv> recvs;             // (dir, stage, mb)
   std::map<std::pair<int, int>, std::vector<detail::PostedSend>> fwd_sends;  // (stage, mb)
   std::vector<detail::PostedSend> other_sends;
   std::vector<std::vector<at::Tensor>> grad_sums;  // [local index][trainable]
@@ -120,7 +120,9 @@ struct Executor::Impl {
   }
   std::string name(ActionType t, int stage, int mb) const { return to_string(make(t, stage, mb)); }
   detail::Slot& slot(int stage, int mb);
-  bool header_due(int stage) const { return !given[stage] && (!learned[stage] || opt.reexchange_shapes); }
+  bool header_due(int stage) const {
+    return !given[stage] && (!learned[stage] || opt.reexchange_shapes);
+  }
 
   // executor.cc
   void connect(std::shared_ptr<Communicator> c);

@@ -44,7 +44,8 @@ void Tracer::State::waited(long owner, int step, double t0, double t1) {
 std::string Tracer::State::describe(long owner, const std::string& peer) const {
   std::string at;
   if (have_plan && owner >= 0) at = to_string(plan.ranks[0][static_cast<std::size_t>(owner)]);
-  else if (have_plan && current >= 0) at = to_string(plan.ranks[0][static_cast<std::size_t>(current)]);
+  else if (have_plan && current >= 0)
+    at = to_string(plan.ranks[0][static_cast<std::size_t>(current)]);
   else at = "the end of the step";
   return "at " + at + " for " + peer;
 }
@@ -66,8 +67,8 @@ void Tracer::State::end_wait() {
 
 void Tracer::State::start_watchdog() {
   if (opt.warn_after.count() <= 0 || watchdog.joinable()) return;
-  const auto poll = std::clamp(opt.warn_after / 10, std::chrono::milliseconds(5),
-                               std::chrono::milliseconds(250));
+  const auto poll =
+      std::clamp(opt.warn_after / 10, std::chrono::milliseconds(5), std::chrono::milliseconds(250));
   watchdog = std::thread([this, poll] {
     std::unique_lock<std::mutex> lock(mu);
     while (!stop) {
@@ -77,9 +78,9 @@ void Tracer::State::start_watchdog() {
       if (waited_for < opt.warn_after * (warned + 1)) continue;
       ++warned;
       char secs[32];
-      std::snprintf(secs, sizeof secs, "%.1f",
-                    std::chrono::duration<double>(waited_for).count());
-      const std::string msg = "rank " + std::to_string(rank) + " waiting " + secs + " s " + wait_label;
+      std::snprintf(secs, sizeof secs, "%.1f", std::chrono::duration<double>(waited_for).count());
+      const std::string msg =
+          "rank " + std::to_string(rank) + " waiting " + secs + " s " + wait_label;
       lock.unlock();
       if (opt.warn) opt.warn(msg);
       else spdlog::warn("{}", msg);

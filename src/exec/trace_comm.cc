@@ -22,7 +22,10 @@ using State = Tracer::State;
 class TracedOp : public PendingOp {
  public:
   TracedOp(std::unique_ptr<PendingOp> inner, std::shared_ptr<State> s, long owner, std::string peer)
-      : inner_(std::move(inner)), s_(std::move(s)), owner_(owner), step_(s_->traced_steps),
+      : inner_(std::move(inner)),
+        s_(std::move(s)),
+        owner_(owner),
+        step_(s_->traced_steps),
         peer_(std::move(peer)) {}
 
   void wait(std::chrono::milliseconds timeout, const std::string& what) override {
@@ -65,7 +68,8 @@ class TracedComm : public Communicator {
             [&] { inner_->allreduce_max(t, timeout); });
   }
   void barrier(std::chrono::milliseconds timeout) override {
-    watched("barrier across " + std::to_string(size()) + " ranks", [&] { inner_->barrier(timeout); });
+    watched("barrier across " + std::to_string(size()) + " ranks",
+            [&] { inner_->barrier(timeout); });
   }
   std::unique_ptr<PendingOp> iallreduce_sum(const at::Tensor& t) override {
     return std::make_unique<TracedOp>(inner_->iallreduce_sum(t), s_, -1,
@@ -137,7 +141,8 @@ double estimate_offset(Communicator& c, std::chrono::milliseconds timeout) {
   return offset;
 }
 
-constexpr int kFields = 12;  // step, index, type, stage, mb, sub_stage, sub_mb, start, end, wait, bytes, post
+constexpr int kFields =
+    12;  // step, index, type, stage, mb, sub_stage, sub_mb, start, end, wait, bytes, post
 
 }  // namespace
 
@@ -159,7 +164,8 @@ std::shared_ptr<Communicator> Tracer::wrap(std::shared_ptr<Communicator> comm) {
 
 std::optional<Trace> Tracer::gather(const std::string& source, std::chrono::milliseconds timeout) {
   State& s = *state_;
-  if (!s.have_plan) throw InputError("Tracer::gather: the tracer was never attached to an executor");
+  if (!s.have_plan)
+    throw InputError("Tracer::gather: the tracer was never attached to an executor");
   if (!s.group) throw InputError("Tracer::gather: wrap() the communicator first");
   Communicator& c = *s.group;  // the group itself: gathering is not traced
   const int me = c.rank(), n = c.size();
@@ -168,10 +174,18 @@ std::optional<Trace> Tracer::gather(const std::string& source, std::chrono::mill
     auto a = t.accessor<double, 2>();
     for (std::size_t k = 0; k < recs.size(); ++k) {
       const TraceRecord& r = recs[k];
-      const double v[kFields] = {double(r.step), double(r.index), double(static_cast<int>(r.action.type)),
-                                 double(r.action.stage), double(r.action.microbatch),
-                                 double(r.action.sub_stage), double(r.action.sub_microbatch),
-                                 r.start, r.end, r.wait, double(r.bytes), r.post};
+      const double v[kFields] = {double(r.step),
+                                 double(r.index),
+                                 double(static_cast<int>(r.action.type)),
+                                 double(r.action.stage),
+                                 double(r.action.microbatch),
+                                 double(r.action.sub_stage),
+                                 double(r.action.sub_microbatch),
+                                 r.start,
+                                 r.end,
+                                 r.wait,
+                                 double(r.bytes),
+                                 r.post};
       for (int f = 0; f < kFields; ++f) a[static_cast<std::int64_t>(k)][f] = v[f];
     }
     return t;

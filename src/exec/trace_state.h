@@ -23,20 +23,20 @@ struct Tracer::State {
   TracerOptions opt;
 
   // ---- the step thread
-  Plan plan;               // this rank's program (rank_ids = {rank})
-  Plan whole;              // every rank's, for the gathered Trace
+  Plan plan;                            // this rank's program (rank_ids = {rank})
+  Plan whole;                           // every rank's, for the gathered Trace
   std::shared_ptr<Communicator> group;  // the wrapped group (gather() uses it directly)
   bool have_plan = false;
   int rank = 0;
   double offset_ms = 0.0;
-  int traced_steps = 0;    // steps recorded so far
-  bool in_step = false;    // recording the current step
-  long current = -1;       // index of the action running, -1 between actions
+  int traced_steps = 0;  // steps recorded so far
+  bool in_step = false;  // recording the current step
+  long current = -1;     // index of the action running, -1 between actions
   double step_start_ms = 0.0;
-  std::vector<TraceRecord> cur;          // the step being recorded, by index
-  std::vector<double> compute_from;      // per index: end of the last wait inside it
-  std::vector<TraceRecord> done;         // finished steps
-  std::vector<std::size_t> marked;       // device clock: index of every mark, in order
+  std::vector<TraceRecord> cur;                       // the step being recorded, by index
+  std::vector<double> compute_from;                   // per index: end of the last wait inside it
+  std::vector<TraceRecord> done;                      // finished steps
+  std::vector<std::size_t> marked;                    // device clock: index of every mark, in order
   std::map<std::tuple<int, int, int>, long> recv_at;  // (type, stage, mb) -> RECV index
 
   // ---- shared with the watchdog

@@ -58,21 +58,22 @@ ActionParse parse_simple(std::string_view s, std::size_t base) {
   if (type_name.empty()) {
     if (type_at >= s.size()) return fail(base + type_at, "missing action type after the stage");
     return fail(base + type_at, "expected an action type after the stage, got " +
-                                    quoted_char(s[type_at]) + " (types: " +
-                                    std::string(kTypeList) + ")");
+                                    quoted_char(s[type_at]) + " (types: " + std::string(kTypeList) +
+                                    ")");
   }
   auto type = parse_action_type(type_name);
   if (!type)
-    return fail(base + type_at, "'" + limits::excerpt(type_name) + "' is not an action type (types: " +
-                                    std::string(kTypeList) + ")");
+    return fail(base + type_at, "'" + limits::excerpt(type_name) +
+                                    "' is not an action type (types: " + std::string(kTypeList) +
+                                    ")");
   if (*type == ActionType::OverlapFB)
     return fail(base, "OVERLAP_F_B is written as a group: (<s>F<m>;<s>B<m>)OVERLAP_F_B");
   if (is_passthrough(*type)) {
     if (pos < s.size()) {
       if (is_digit(s[pos]))
         return fail(base + pos, std::string(type_name) + " takes no microbatch");
-      return fail(base + pos, "unexpected " + quoted_char(s[pos]) + " after " +
-                                  std::string(type_name));
+      return fail(base + pos,
+                  "unexpected " + quoted_char(s[pos]) + " after " + std::string(type_name));
     }
     ActionParse ok;
     ok.action = Action{*type, *stage, -1, -1, -1};
@@ -84,8 +85,8 @@ ActionParse parse_simple(std::string_view s, std::size_t base) {
     if (!error.empty()) return fail(base + mb_at, "microbatch " + error);
     if (mb_at >= s.size())
       return fail(base + mb_at, "missing microbatch after '" + std::string(type_name) + "'");
-    return fail(base + mb_at, "expected a microbatch after '" + std::string(type_name) +
-                                  "', got " + quoted_char(s[mb_at]));
+    return fail(base + mb_at, "expected a microbatch after '" + std::string(type_name) + "', got " +
+                                  quoted_char(s[mb_at]));
   }
   if (pos < s.size())
     return fail(base + pos, "unexpected " + quoted_char(s[pos]) + " after the microbatch");
@@ -108,7 +109,8 @@ ActionParse parse_group(std::string_view s) {
   if (close == std::string_view::npos)
     return fail(s.size(), "missing ')' closing the OVERLAP_F_B group");
   if (s.substr(close + 1) != kGroupType) {
-    return fail(close + 1, "expected 'OVERLAP_F_B' after ')', got '" + limits::excerpt(s.substr(close + 1)) + "'");
+    return fail(close + 1, "expected 'OVERLAP_F_B' after ')', got '" +
+                               limits::excerpt(s.substr(close + 1)) + "'");
   }
   std::string_view inner = s.substr(1, close - 1);
   const std::size_t semi = inner.find(';');
@@ -128,8 +130,8 @@ ActionParse parse_group(std::string_view s) {
     return fail(b_at, "an OVERLAP_F_B group ends with a full backward (B), got '" +
                           limits::excerpt(b_text) + "'");
   ActionParse ok;
-  ok.action = make_overlap(f.action->stage, f.action->microbatch, b.action->stage,
-                           b.action->microbatch);
+  ok.action =
+      make_overlap(f.action->stage, f.action->microbatch, b.action->stage, b.action->microbatch);
   return ok;
 }
 

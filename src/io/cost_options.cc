@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "pipeplan/error.h"
-#include "pipeplan/limits.h"
 #include "pipeplan/io.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/verify.h"
 #include "sim/cost_check.h"
 
@@ -32,17 +32,18 @@ SimOptions make_sim_options(const CostOptions& args, StageCosts* file_out) {
   const std::string& pre = args.name_prefix;
   StageCosts file;
   if (args.stage_costs) file = read_stage_costs(*args.stage_costs, args.stage_costs_source);
-  o.costs = parse_cost_spec(args.cost, file.absolute ? cost_model_of(file) : CostModel{}, pre + "cost");
+  o.costs =
+      parse_cost_spec(args.cost, file.absolute ? cost_model_of(file) : CostModel{}, pre + "cost");
   o.costs.stage_scales = file.stages;
   if (!args.comm.empty()) {
     const auto comma = args.comm.find(',');
     o.costs.comm_latency = parse_non_negative(args.comm.substr(0, comma), pre + "comm latency");
     o.costs.comm_bandwidth = 0;
     if (comma != std::string::npos)
-      o.costs.comm_bandwidth = parse_non_negative(args.comm.substr(comma + 1), pre + "comm bandwidth");
+      o.costs.comm_bandwidth =
+          parse_non_negative(args.comm.substr(comma + 1), pre + "comm bandwidth");
   }
-  if (!std::isfinite(args.bytes) || args.bytes < 0)
-  {
+  if (!std::isfinite(args.bytes) || args.bytes < 0) {
     std::ostringstream s;
     s << args.bytes;
     throw InputError(pre + "bytes '" + s.str() + "' is not a non-negative number");
@@ -50,7 +51,8 @@ SimOptions make_sim_options(const CostOptions& args, StageCosts* file_out) {
   if (args.bytes > 0 || !file.transfer_bytes) o.costs.transfer_bytes = args.bytes;
   const std::optional<Transport> transport = parse_transport(args.model);
   if (!transport)
-    throw InputError(pre + "model '" + limits::excerpt(args.model) + "' is not a transport (rendezvous, eager, serial)");
+    throw InputError(pre + "model '" + limits::excerpt(args.model) +
+                     "' is not a transport (rendezvous, eager, serial)");
   o.transport = *transport;
   // Every duration bounded now, whatever uses the costs later (the plan's
   // stage count is checked where a plan meets them).

@@ -51,14 +51,16 @@ std::vector<std::string> split(std::string_view s, char sep) {
 
 // The fields `pipeplan calibrate` adds: "absolute", "time_unit",
 // "calibrated_from" {stages_per_rank, ..} and "comm" {latency, bandwidth, bytes}.
-void read_calibrated_fields(const nlohmann::json& doc, const std::string& source, StageCosts& file) {
+void read_calibrated_fields(const nlohmann::json& doc, const std::string& source,
+                            StageCosts& file) {
   auto non_negative = [&](const nlohmann::json& v, const std::string& what) {
     if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0)
       throw InputError(source + ": " + what + " must be a non-negative number");
     return v.get<double>();
   };
   if (doc.contains("absolute")) {
-    if (!doc["absolute"].is_boolean()) throw InputError(source + ": absolute must be true or false");
+    if (!doc["absolute"].is_boolean())
+      throw InputError(source + ": absolute must be true or false");
     file.absolute = doc["absolute"].get<bool>();
   }
   if (doc.contains("time_unit")) {
@@ -82,7 +84,8 @@ void read_calibrated_fields(const nlohmann::json& doc, const std::string& source
         throw InputError(source + ": comm: unknown key \"" + item.key() +
                          "\" (use latency, bandwidth, bytes)");
     if (c.contains("latency")) file.comm_latency = non_negative(c["latency"], "comm.latency");
-    if (c.contains("bandwidth")) file.comm_bandwidth = non_negative(c["bandwidth"], "comm.bandwidth");
+    if (c.contains("bandwidth"))
+      file.comm_bandwidth = non_negative(c["bandwidth"], "comm.bandwidth");
     if (c.contains("bytes")) file.transfer_bytes = non_negative(c["bytes"], "comm.bytes");
   }
 }
@@ -137,8 +140,8 @@ std::map<int, StageScale> parse_stage_costs_csv(std::string_view text, const std
     if (line.empty()) continue;
     const std::string where = source + ":" + std::to_string(line_no);
     std::vector<std::string> cells = split(line, ',');
-    const bool header = !seen_row && !cells[0].empty() &&
-                        !std::isdigit(static_cast<unsigned char>(cells[0][0]));
+    const bool header =
+        !seen_row && !cells[0].empty() && !std::isdigit(static_cast<unsigned char>(cells[0][0]));
     seen_row = true;
     if (header) continue;  // "stage,F,B,I,W"
     if (cells.size() != 2 && cells.size() != 5)
@@ -157,8 +160,8 @@ std::map<int, StageScale> parse_stage_costs_csv(std::string_view text, const std
                          "' is not a non-negative number");
       v.push_back(*x);
     }
-    StageScale s = v.size() == 1 ? StageScale{v[0], v[0], v[0], v[0]}
-                                 : StageScale{v[0], v[1], v[2], v[3]};
+    StageScale s =
+        v.size() == 1 ? StageScale{v[0], v[0], v[0], v[0]} : StageScale{v[0], v[1], v[2], v[3]};
     if (!out.emplace(stage, s).second)
       throw InputError(where + ": stage " + std::to_string(stage) + " is listed twice");
   }
@@ -177,8 +180,7 @@ CostModel parse_cost_spec(std::string_view spec, CostModel base, const std::stri
     const std::string key = upper(trim(item.substr(0, eq)));
     const std::string value = trim(item.substr(eq + 1));
     auto v = to_cost(value);
-    if (!v)
-      throw InputError(source + ": " + key + "='" + value + "' is not a non-negative number");
+    if (!v) throw InputError(source + ": " + key + "='" + value + "' is not a non-negative number");
     if (key == "F") base.f = *v;
     else if (key == "B") base.b = *v, has_b = true;
     else if (key == "I") base.i = *v, has_i = true;

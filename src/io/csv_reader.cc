@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "io/action_text.h"
-#include "pipeplan/limits.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
+#include "pipeplan/limits.h"
 
 namespace pipeplan {
 namespace {
@@ -31,7 +31,9 @@ class Locator {
     if (table_) throw InputError(source_ + ": " + where(line, column) + ": " + what);
     throw InputError(source_ + ":" + where(line, column) + ": " + what);
   }
-  [[noreturn]] void error(const std::string& what) const { throw InputError(source_ + ": " + what); }
+  [[noreturn]] void error(const std::string& what) const {
+    throw InputError(source_ + ": " + what);
+  }
 
   std::string where(int line, int column) const {
     if (table_) return "rank " + std::to_string(line - 1) + " step " + std::to_string(column - 1);
@@ -46,7 +48,8 @@ class Locator {
 
 class CsvReader {
  public:
-  CsvReader(std::string_view text, std::string source) : text_(text), locator_(std::move(source), false) {}
+  CsvReader(std::string_view text, std::string source)
+      : text_(text), locator_(std::move(source), false) {}
 
   [[noreturn]] void error(int line, int column, const std::string& what) const {
     locator_.error(line, column, what);
@@ -66,11 +69,14 @@ class CsvReader {
       std::string_view body = text_.substr(pos, end - pos);
       if (!body.empty() && body.back() == '\r') body.remove_suffix(1);
       if (line > limits::kMaxRanks)
-        error(line, 1, "more than " + std::to_string(limits::kMaxRanks) + " rows (the supported number of ranks)");
+        error(line, 1,
+              "more than " + std::to_string(limits::kMaxRanks) +
+                  " rows (the supported number of ranks)");
       rows.push_back(read_line(body, line));
       actions_ += rows.back().size();
       if (actions_ > limits::kMaxActions)
-        error(line, 1, "more than the supported " + std::to_string(limits::kMaxActions) + " actions");
+        error(line, 1,
+              "more than the supported " + std::to_string(limits::kMaxActions) + " actions");
       blank.push_back(body.find_first_not_of(" \t") == std::string_view::npos);
       pos = end + 1;
     }
@@ -202,7 +208,8 @@ Plan build_plan(const std::vector<std::vector<Located>>& rows, const Locator& re
     if (max_mb < 0) reader.error("no action names a microbatch; cannot tell the microbatch count");
     plan.meta.num_microbatches = max_mb + 1;
   }
-  if (std::string why = limits::shape_problem(pp, plan.meta.stages_per_rank, plan.meta.num_microbatches);
+  if (std::string why =
+          limits::shape_problem(pp, plan.meta.stages_per_rank, plan.meta.num_microbatches);
       !why.empty()) {
     const Located* at = options.num_microbatches || !max_mb_at ? max_stage_at : max_mb_at;
     reader.error(at->line, at->column, why);
@@ -258,7 +265,8 @@ Plan build_plan(const std::vector<std::vector<Located>>& rows, const Locator& re
     } else if (!v_bad) {
       plan.meta.mapping = StageMapping::V;
     } else {
-      const std::string loop_rank = std::to_string(expected_rank(StageMapping::Loop, loop_bad->first));
+      const std::string loop_rank =
+          std::to_string(expected_rank(StageMapping::Loop, loop_bad->first));
       const std::string v_rank = std::to_string(expected_rank(StageMapping::V, v_bad->first));
       std::string why = loop_bad == v_bad && loop_rank == v_rank
                             ? runs(*loop_bad) + ", which both place on rank " + loop_rank
@@ -282,7 +290,8 @@ Plan build_plan(const std::vector<std::vector<Located>>& rows, const Locator& re
 
 }  // namespace
 
-Plan parse_csv_plan(std::string_view text, const std::string& source, const CsvReadOptions& options) {
+Plan parse_csv_plan(std::string_view text, const std::string& source,
+                    const CsvReadOptions& options) {
   CsvReader reader(text, source);
   return build_plan(reader.read_rows(), Locator(source, false), options,
                     "empty file: expected one row of actions per rank");

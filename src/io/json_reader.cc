@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "io/action_text.h"
-#include "pipeplan/limits.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
+#include "pipeplan/limits.h"
 
 namespace pipeplan {
 namespace {
@@ -41,8 +41,7 @@ enum class TopField : std::uint8_t {
 constexpr const char* kTopFields[] = {"format",        "version",          "schedule",
                                       "pp_degree",     "num_microbatches", "stages_per_rank",
                                       "stage_to_rank", "compute_only",     "forward_only",
-                                      "ranks",
-                                      "partition"};
+                                      "ranks",         "partition"};
 enum class RankField : std::uint8_t { Rank, Actions, Unknown };
 constexpr const char* kRankFields[] = {"rank", "actions"};
 
@@ -56,7 +55,17 @@ Field lookup(const std::string& key, const char* const (&names)[N]) {
 // One JSON value as the checks see it: scalars keep their value, containers
 // only their kind (their content is either streamed elsewhere or irrelevant).
 struct Value {
-  enum class Kind : std::uint8_t { Absent, Null, Boolean, Integer, Unsigned, Float, String, Array, Object };
+  enum class Kind : std::uint8_t {
+    Absent,
+    Null,
+    Boolean,
+    Integer,
+    Unsigned,
+    Float,
+    String,
+    Array,
+    Object
+  };
   Kind kind = Kind::Absent;
   bool boolean = false;
   long long integer = 0;             // Kind::Integer: negative literals (and -0)
@@ -91,8 +100,9 @@ std::string describe(const Value& v) {
 std::string integer_problem(const Value& v, long long min, long long max) {
   if (v.big_integer) {
     const bool negative = !v.string.empty() && v.string[0] == '-';
-    return limits::excerpt(v.string) + (negative ? " is below the minimum " + std::to_string(min)
-                                                 : " is larger than the supported " + std::to_string(max));
+    return limits::excerpt(v.string) +
+           (negative ? " is below the minimum " + std::to_string(min)
+                     : " is larger than the supported " + std::to_string(max));
   }
   if (!v.is_integer()) return "expected an integer, got " + describe(v);
   if (v.kind == Value::Kind::Unsigned) {
@@ -103,7 +113,8 @@ std::string integer_problem(const Value& v, long long min, long long max) {
       return std::to_string(u) + " is larger than the supported " + std::to_string(max);
     return {};
   }
-  if (v.integer < min) return std::to_string(v.integer) + " is below the minimum " + std::to_string(min);
+  if (v.integer < min)
+    return std::to_string(v.integer) + " is below the minimum " + std::to_string(min);
   if (v.integer > max)
     return std::to_string(v.integer) + " is larger than the supported " + std::to_string(max);
   return {};
@@ -111,7 +122,8 @@ std::string integer_problem(const Value& v, long long min, long long max) {
 
 // Only after integer_problem(v, ...) came back empty.
 int as_int(const Value& v) {
-  return v.kind == Value::Kind::Unsigned ? static_cast<int>(v.unsigned_) : static_cast<int>(v.integer);
+  return v.kind == Value::Kind::Unsigned ? static_cast<int>(v.unsigned_)
+                                         : static_cast<int>(v.integer);
 }
 
 /// An input error not yet raised: the JSON path ("" for the document) and why.
@@ -188,7 +200,8 @@ class PlanEvents {
     if (at_ == At::Top) {
       top_field_ = lookup<TopField>(k, kTopFields);
       if (top_field_ == TopField::Unknown) note_unknown(unknown_, k);
-      else if (!note_key(top_seen_, static_cast<unsigned>(top_field_)) && !duplicate_) duplicate_ = k;
+      else if (!note_key(top_seen_, static_cast<unsigned>(top_field_)) && !duplicate_)
+        duplicate_ = k;
     } else if (at_ == At::Entry) {
       rank_field_ = lookup<RankField>(k, kRankFields);
       if (rank_field_ == RankField::Unknown) note_unknown(entry_.unknown, k);
@@ -221,7 +234,7 @@ class PlanEvents {
     std::optional<std::string> unknown;
     std::optional<std::string> duplicate;  // the first key given twice
     unsigned seen = 0;                     // bit per RankField
-    std::size_t count = 0;  // elements of "actions" read so far
+    std::size_t count = 0;                 // elements of "actions" read so far
     std::optional<std::pair<std::size_t, std::string>> bad_action;  // the first: index, why
   };
 
@@ -265,10 +278,8 @@ class PlanEvents {
     const std::size_t k = entry_.count++;
     if (entry_.bad_action) return;
     io::ActionParse parsed = io::parse_action_located(s);
-    if (parsed.action)
-      scratch_.push_back(*parsed.action);
-    else
-      entry_.bad_action.emplace(k, io::describe_bad_action(s, parsed));
+    if (parsed.action) scratch_.push_back(*parsed.action);
+    else entry_.bad_action.emplace(k, io::describe_bad_action(s, parsed));
   }
 
   // A value that is not a container, at the current position.
@@ -367,7 +378,8 @@ class PlanEvents {
         break;
       case At::Actions:
         if (!entry_.bad_action)
-          entry_.bad_action.emplace(entry_.count, "expected a string, got " + describe(with_kind(kind)));
+          entry_.bad_action.emplace(entry_.count,
+                                    "expected a string, got " + describe(with_kind(kind)));
         ++entry_.count;
         break;
       case At::Partition: partition_items_.push_back(with_kind(kind)); break;
@@ -413,7 +425,8 @@ class PlanEvents {
       return;
     }
     if (entry_.unknown) {
-      bad_ = BadEntry{i, std::nullopt, {path, "unknown field '" + limits::excerpt(*entry_.unknown) + "'"}};
+      bad_ = BadEntry{
+          i, std::nullopt, {path, "unknown field '" + limits::excerpt(*entry_.unknown) + "'"}};
       return;
     }
     if (!entry_.rank.present()) {
@@ -428,8 +441,10 @@ class PlanEvents {
     if (!entry_.actions.present()) {
       bad_ = BadEntry{i, id, {path, "missing field 'actions'"}};
     } else if (entry_.actions.kind != Value::Kind::Array) {
-      bad_ = BadEntry{
-          i, id, {path + ".actions", "expected an array of action strings, got " + describe(entry_.actions)}};
+      bad_ = BadEntry{i,
+                      id,
+                      {path + ".actions",
+                       "expected an array of action strings, got " + describe(entry_.actions)}};
     } else if (entry_.bad_action) {
       bad_ = BadEntry{i,
                       id,
@@ -442,20 +457,20 @@ class PlanEvents {
   }
 
   At at_ = At::Root;
-  int skip_ = 0;                            // depth inside a container whose content is not followed
+  int skip_ = 0;  // depth inside a container whose content is not followed
   TopField top_field_ = TopField::Unknown;  // the field whose value comes next
   RankField rank_field_ = RankField::Unknown;
   std::string syntax_error_;
 
   Value root_;
-  std::optional<std::string> unknown_;  // smallest unknown top-level key
+  std::optional<std::string> unknown_;    // smallest unknown top-level key
   std::optional<std::string> duplicate_;  // first known top-level key given twice
   unsigned top_seen_ = 0;                 // bit per TopField
   std::size_t actions_read_ = 0;          // action strings in all entries
   bool too_many_ = false;
   Value top_[static_cast<std::size_t>(TopField::Ranks)];
   Value ranks_;
-  Value partition_;                     // Absent, an Array (items below) or the wrong type
+  Value partition_;  // Absent, an Array (items below) or the wrong type
   std::vector<Value> partition_items_;
   std::size_t entries_ = 0;      // of "ranks", including any after bad_
   std::optional<BadEntry> bad_;  // once set, later entries are only counted
@@ -492,15 +507,15 @@ Plan PlanEvents::finish(const std::string& source) && {
 
   const std::string& format = text_field(TopField::Format, "format");
   if (format != kPlanFormatName)
-    fail("format",
-         "expected \"" + std::string(kPlanFormatName) + "\", got \"" + limits::excerpt(format) +
-             "\" (not a pipeplan plan)");
+    fail("format", "expected \"" + std::string(kPlanFormatName) + "\", got \"" +
+                       limits::excerpt(format) + "\" (not a pipeplan plan)");
   const Value& version = field(TopField::Version);
   if (version.big_integer) fail("version", limits::excerpt(version.string) + " is not supported");
   if (!version.is_integer()) fail("version", "expected an integer, got " + describe(version));
-  const bool supported = version.kind == Value::Kind::Unsigned
-                             ? version.unsigned_ == static_cast<unsigned long long>(kPlanFormatVersion)
-                             : version.integer == kPlanFormatVersion;
+  const bool supported =
+      version.kind == Value::Kind::Unsigned
+          ? version.unsigned_ == static_cast<unsigned long long>(kPlanFormatVersion)
+          : version.integer == kPlanFormatVersion;
   if (!supported)
     fail("version", (version.kind == Value::Kind::Unsigned ? std::to_string(version.unsigned_)
                                                            : std::to_string(version.integer)) +
@@ -511,9 +526,12 @@ Plan PlanEvents::finish(const std::string& source) && {
   meta.schedule = text_field(TopField::Schedule, "schedule");
   if (meta.schedule.empty()) fail("schedule", "must not be empty");
   meta.pp_degree = int_field(TopField::PpDegree, "pp_degree", 1, limits::kMaxRanks);
-  meta.num_microbatches = int_field(TopField::NumMicrobatches, "num_microbatches", 1, limits::kMaxMicrobatches);
-  meta.stages_per_rank = int_field(TopField::StagesPerRank, "stages_per_rank", 1, limits::kMaxStagesPerRank);
-  if (std::string why = limits::shape_problem(meta.pp_degree, meta.stages_per_rank, meta.num_microbatches);
+  meta.num_microbatches =
+      int_field(TopField::NumMicrobatches, "num_microbatches", 1, limits::kMaxMicrobatches);
+  meta.stages_per_rank =
+      int_field(TopField::StagesPerRank, "stages_per_rank", 1, limits::kMaxStagesPerRank);
+  if (std::string why =
+          limits::shape_problem(meta.pp_degree, meta.stages_per_rank, meta.num_microbatches);
       !why.empty())
     fail("", why);
   const std::string& mapping = text_field(TopField::StageToRank, "stage_to_rank");
@@ -539,11 +557,11 @@ Plan PlanEvents::finish(const std::string& source) && {
       fail("partition", "expected an array of layer counts, got " + describe(partition_));
     const int stages = meta.num_stages();  // bounded by shape_problem above
     if (partition_items_.size() != static_cast<std::size_t>(stages))
-      fail("partition", "holds " + std::to_string(partition_items_.size()) +
-                            " layer counts for " + std::to_string(stages) +
-                            " stages (pp_degree * stages_per_rank)");
+      fail("partition", "holds " + std::to_string(partition_items_.size()) + " layer counts for " +
+                            std::to_string(stages) + " stages (pp_degree * stages_per_rank)");
     for (std::size_t s = 0; s < partition_items_.size(); ++s) {
-      if (std::string why = integer_problem(partition_items_[s], 1, limits::kMaxLayers); !why.empty())
+      if (std::string why = integer_problem(partition_items_[s], 1, limits::kMaxLayers);
+          !why.empty())
         fail("partition[" + std::to_string(s) + "]", why);
       meta.partition.push_back(as_int(partition_items_[s]));
     }
@@ -553,7 +571,8 @@ Plan PlanEvents::finish(const std::string& source) && {
   if (ranks.kind != Value::Kind::Array) fail("ranks", "expected an array, got " + describe(ranks));
   if (entries_ == 0) fail("ranks", "must hold at least one rank");
   if (entries_ > static_cast<std::size_t>(meta.pp_degree))
-    fail("ranks", std::to_string(entries_) + " entries for pp_degree " + std::to_string(meta.pp_degree));
+    fail("ranks",
+         std::to_string(entries_) + " entries for pp_degree " + std::to_string(meta.pp_degree));
 
   // The checks between an entry's "rank" and its "actions", entry by entry up
   // to the first entry that failed one of its own.
@@ -561,9 +580,11 @@ Plan PlanEvents::finish(const std::string& source) && {
   auto check_id = [&](std::size_t i, int id, int previous) {
     const std::string path = entry_path(i) + ".rank";
     if (id >= meta.pp_degree)
-      fail(path, "rank " + std::to_string(id) + " is out of range 0.." + std::to_string(meta.pp_degree - 1));
+      fail(path, "rank " + std::to_string(id) + " is out of range 0.." +
+                     std::to_string(meta.pp_degree - 1));
     if (const long long j = listed_at[static_cast<std::size_t>(id)]; j >= 0)
-      fail(path, "rank " + std::to_string(id) + " appears twice (also ranks[" + std::to_string(j) + "])");
+      fail(path,
+           "rank " + std::to_string(id) + " appears twice (also ranks[" + std::to_string(j) + "])");
     listed_at[static_cast<std::size_t>(id)] = static_cast<long long>(i);
     if (previous >= 0 && id < previous)
       fail(path, "rank " + std::to_string(id) + " listed after rank " + std::to_string(previous) +
@@ -572,7 +593,8 @@ Plan PlanEvents::finish(const std::string& source) && {
   for (std::size_t i = 0; i < plan_.rank_ids.size(); ++i)
     check_id(i, plan_.rank_ids[i], i > 0 ? plan_.rank_ids[i - 1] : -1);
   if (bad_) {
-    if (bad_->id) check_id(bad_->index, *bad_->id, plan_.rank_ids.empty() ? -1 : plan_.rank_ids.back());
+    if (bad_->id)
+      check_id(bad_->index, *bad_->id, plan_.rank_ids.empty() ? -1 : plan_.rank_ids.back());
     fail(bad_->failure.path, bad_->failure.what);
   }
 
@@ -582,8 +604,8 @@ Plan PlanEvents::finish(const std::string& source) && {
     for (std::size_t i = 0; i < plan_.ranks.size(); ++i)
       for (std::size_t k = 0; k < plan_.ranks[i].size(); ++k)
         if (is_comm(plan_.ranks[i][k].type))
-          fail("compute_only", "true, but ranks[" + std::to_string(i) + "].actions[" + std::to_string(k) +
-                                   "] is " + to_string(plan_.ranks[i][k]));
+          fail("compute_only", "true, but ranks[" + std::to_string(i) + "].actions[" +
+                                   std::to_string(k) + "] is " + to_string(plan_.ranks[i][k]));
   } else if (plan_.is_compute_only()) {
     fail("compute_only", "false, but the plan holds no SEND/RECV action");
   }
@@ -604,11 +626,12 @@ Plan parse_json_plan(std::string_view text, const std::string& source) {
       const std::size_t from = last + 14;
       const std::size_t to = what.rfind('\'');
       if (to != std::string::npos && to >= from)
-        what = what.substr(0, from) + limits::excerpt(std::string_view(what).substr(from, to - from)) +
-               what.substr(to);
+        what = what.substr(0, from) +
+               limits::excerpt(std::string_view(what).substr(from, to - from)) + what.substr(to);
     }
     // Drop nlohmann's "[json.exception.parse_error.101] " tag; keep line/column.
-    if (auto close = what.find("] "); what.rfind("[json.exception", 0) == 0 && close != std::string::npos)
+    if (auto close = what.find("] ");
+        what.rfind("[json.exception", 0) == 0 && close != std::string::npos)
       what = what.substr(close + 2);
     throw InputError(source + ": not valid JSON: " + what);
   }
@@ -618,11 +641,14 @@ Plan parse_json_plan(std::string_view text, const std::string& source) {
 PlanFormat detect_format(std::string_view text) {
   std::size_t i = 0;
   if (text.substr(0, 3) == "\xEF\xBB\xBF") i = 3;  // UTF-8 byte order mark
-  while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n')) ++i;
+  while (i < text.size() &&
+         (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n'))
+    ++i;
   return i < text.size() && text[i] == '{' ? PlanFormat::Json : PlanFormat::Csv;
 }
 
-Plan parse_plan(std::string_view text, const std::string& source, const CsvReadOptions& csv_options) {
+Plan parse_plan(std::string_view text, const std::string& source,
+                const CsvReadOptions& csv_options) {
   if (detect_format(text) == PlanFormat::Json) return parse_json_plan(text, source);
   return parse_csv_plan(text, source, csv_options);
 }

@@ -100,7 +100,9 @@ LayerProfile parse_layer_profile(std::string_view text, const std::string& sourc
                        "); W is the weight-gradient part of the backward");
     profile.layers.push_back(std::move(layer));
   }
-  if (!header) throw InputError(source + ": empty layer profile (expected the header 'name,F,B,W,activation')");
+  if (!header)
+    throw InputError(source +
+                     ": empty layer profile (expected the header 'name,F,B,W,activation')");
   if (profile.layers.empty()) throw InputError(source + ": the layer profile lists no layers");
   return profile;
 }

@@ -31,7 +31,8 @@ Trace parse_trace_json(std::string_view text, const std::string& source) {
     else if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
     else if (event == json::parse_event_t::key && !keys.empty() &&
              !keys.back().insert(parsed.get<std::string>()).second)
-      throw InputError(source + ": duplicate key '" + limits::excerpt(parsed.get<std::string>()) + "'");
+      throw InputError(source + ": duplicate key '" + limits::excerpt(parsed.get<std::string>()) +
+                       "'");
     return true;
   };
   json doc;
@@ -39,7 +40,8 @@ Trace parse_trace_json(std::string_view text, const std::string& source) {
     doc = json::parse(text.begin(), text.end(), strict);
   } catch (const json::parse_error& e) {
     std::string what = e.what();
-    if (auto close = what.find("] "); what.rfind("[json.exception", 0) == 0 && close != std::string::npos)
+    if (auto close = what.find("] ");
+        what.rfind("[json.exception", 0) == 0 && close != std::string::npos)
       what = what.substr(close + 2);
     throw InputError(source + ": not valid JSON: " + what);
   }
@@ -47,8 +49,9 @@ Trace parse_trace_json(std::string_view text, const std::string& source) {
   if (doc.contains("traceEvents")) {
     // A Chrome trace: measured ones carry their records as "pipeplan".
     if (!doc.contains("pipeplan") || !doc["pipeplan"].is_object())
-      fail("", "a Chrome trace without pipeplan records (a simulated one from render "
-               "--chrome-trace?); use the trace `pipeplan train --trace FILE` writes");
+      fail("",
+           "a Chrome trace without pipeplan records (a simulated one from render "
+           "--chrome-trace?); use the trace `pipeplan train --trace FILE` writes");
     json inner = std::move(doc["pipeplan"]);
     doc = std::move(inner);
   }
@@ -70,7 +73,8 @@ Trace parse_trace_json(std::string_view text, const std::string& source) {
   }
   if (!doc.contains("plan") || !doc["plan"].is_object()) fail("plan", "expected the plan document");
   t.plan = parse_json_plan(doc["plan"].dump(), source + ": plan");
-  const json expected_columns = {"step", "rank", "index", "action", "start", "end", "wait", "bytes", "post"};
+  const json expected_columns = {"step", "rank", "index", "action", "start",
+                                 "end",  "wait", "bytes", "post"};
   if (doc.contains("columns") && doc["columns"] != expected_columns)
     fail("columns", "expected " + expected_columns.dump());
   if (!doc.contains("records") || !doc["records"].is_array()) fail("records", "expected an array");

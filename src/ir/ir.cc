@@ -8,8 +8,8 @@ namespace pipeplan {
 namespace {
 
 constexpr std::array<std::string_view, 12> kTypeNames = {
-    "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B",
-    "OVERLAP_F_B", "UNSHARD", "RESHARD", "REDUCE_GRAD"};
+    "F",      "B",      "I",           "W",       "SEND_F",  "RECV_F",
+    "SEND_B", "RECV_B", "OVERLAP_F_B", "UNSHARD", "RESHARD", "REDUCE_GRAD"};
 
 // Parses a non-negative decimal int at the start of s; advances s.
 std::optional<int> take_int(std::string_view& s) {
@@ -110,10 +110,8 @@ int PlanMeta::rank_of(int stage) const {
 std::vector<int> PlanMeta::stages_of(int rank) const {
   std::vector<int> out;
   for (int c = 0; c < stages_per_rank; ++c) {
-    if (mapping == StageMapping::Loop || c % 2 == 0)
-      out.push_back(c * pp_degree + rank);
-    else
-      out.push_back(c * pp_degree + (pp_degree - 1 - rank));
+    if (mapping == StageMapping::Loop || c % 2 == 0) out.push_back(c * pp_degree + rank);
+    else out.push_back(c * pp_degree + (pp_degree - 1 - rank));
   }
   return out;
 }

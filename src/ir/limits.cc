@@ -4,7 +4,8 @@ namespace pipeplan::limits {
 
 std::string shape_problem(long long pp, long long v, long long m) {
   auto n = [](long long x) { return std::to_string(x); };
-  if (pp > kMaxRanks) return "pp_degree " + n(pp) + " is more than the supported " + n(kMaxRanks) + " ranks";
+  if (pp > kMaxRanks)
+    return "pp_degree " + n(pp) + " is more than the supported " + n(kMaxRanks) + " ranks";
   if (v > kMaxStagesPerRank)
     return "stages_per_rank " + n(v) + " is more than the supported " + n(kMaxStagesPerRank);
   if (m > kMaxMicrobatches)

@@ -3,8 +3,8 @@
 #pragma once
 
 #include <charconv>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 namespace pipeplan::detail {

@@ -12,8 +12,7 @@ namespace pipeplan::detail {
 
 /// Throws ShapeError("<schedule>: <what>", fix) when !ok; `fix` names the
 /// shape parameters {p}, {m}, {v} (error.h).
-void require(bool ok, const std::string& schedule, const std::string& what,
-             const std::string& fix);
+void require(bool ok, const std::string& schedule, const std::string& what, const std::string& fix);
 
 // simple.cc: gpipe and 1f1b (seed 000).
 std::vector<Action> plan_gpipe(const PlanMeta& meta, int rank);

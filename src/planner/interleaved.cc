@@ -87,8 +87,8 @@ void check_interleaved(const PlanMeta& meta) {
   const int rounds = rounds_of(m, p);
   require(m % rounds == 0, name,
           "needs num_microbatches divisible by its number of rounds max(1, m / pp_degree) = " +
-              std::to_string(rounds) + ", got m=" + std::to_string(m) + " with pp_degree=" +
-              std::to_string(p) + " (torch refuses this shape)",
+              std::to_string(rounds) + ", got m=" + std::to_string(m) +
+              " with pp_degree=" + std::to_string(p) + " (torch refuses this shape)",
           nearest_valid_m(m, p));
 }
 

@@ -316,7 +316,8 @@ std::vector<Action> forward_order(const std::vector<Action>& compute) {
   out.reserve(compute.size() / 2 + 1);
   for (const Action& a : compute) {
     if (a.type == ActionType::F) out.push_back(a);
-    else if (a.type == ActionType::OverlapFB) out.push_back(make(ActionType::F, a.stage, a.microbatch));
+    else if (a.type == ActionType::OverlapFB)
+      out.push_back(make(ActionType::F, a.stage, a.microbatch));
   }
   return out;
 }

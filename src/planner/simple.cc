@@ -17,9 +17,8 @@ std::vector<Action> plan_gpipe(const PlanMeta& meta, int rank) {
 
 void check_1f1b(const PlanMeta& meta) {
   require(meta.num_microbatches >= meta.pp_degree, "1f1b",
-          "needs at least pp_degree=" + std::to_string(meta.pp_degree) +
-              " microbatches, got " + std::to_string(meta.num_microbatches) +
-              " (the warmup cannot fill the pipeline)",
+          "needs at least pp_degree=" + std::to_string(meta.pp_degree) + " microbatches, got " +
+              std::to_string(meta.num_microbatches) + " (the warmup cannot fill the pipeline)",
           "use {m} " + std::to_string(meta.pp_degree) + " or more, fewer stages ({p} " +
               std::to_string(meta.num_microbatches) + "), or the gpipe schedule");
 }

@@ -30,11 +30,11 @@ void require_virtual(const PlanMeta& meta, const std::string& name) {
           "needs stages_per_rank >= 2 (a virtual pipeline has several chunks per rank), got " +
               std::to_string(meta.stages_per_rank),
           "pass {v} 2 or more, or use 1f1b for one stage per rank");
-  require(meta.pp_degree > 2, name,
-          "needs pp_degree > 2 (the seed's virtual pipeline refuses 1 or 2 ranks), got " +
-              std::to_string(meta.pp_degree),
-          "use {p} 3 or more, or interleaved-1f1b for " + std::to_string(meta.pp_degree) +
-              " rank(s)");
+  require(
+      meta.pp_degree > 2, name,
+      "needs pp_degree > 2 (the seed's virtual pipeline refuses 1 or 2 ranks), got " +
+          std::to_string(meta.pp_degree),
+      "use {p} 3 or more, or interleaved-1f1b for " + std::to_string(meta.pp_degree) + " rank(s)");
 }
 
 // Nearest positive multiple of p to m (ties go up, so the pipeline fills).
@@ -68,8 +68,8 @@ void check_vpp(const PlanMeta& meta) {
   require_virtual(meta, "vpp");
   const int p = meta.pp_degree, m = meta.num_microbatches;
   require(m >= 2 * p, "vpp",
-          "needs num_microbatches >= 2 * pp_degree (m=" + std::to_string(m) + ", 2p=" +
-              std::to_string(2 * p) + "); the seed's interleave driver asserts it",
+          "needs num_microbatches >= 2 * pp_degree (m=" + std::to_string(m) +
+              ", 2p=" + std::to_string(2 * p) + "); the seed's interleave driver asserts it",
           "nearest valid m is " + std::to_string(2 * p) +
               ", or use vpp-fthenb / vpp-balanced when m % p == 0");
 }

@@ -14,10 +14,10 @@ namespace pipeplan::detail {
 namespace {
 
 void require_two_chunks(const PlanMeta& meta, const std::string& name) {
-  require(meta.stages_per_rank == 2, name,
-          "needs exactly 2 stages per rank (V mapping), got " +
-              std::to_string(meta.stages_per_rank),
-          "pass {v} 2");
+  require(
+      meta.stages_per_rank == 2, name,
+      "needs exactly 2 stages per rank (V mapping), got " + std::to_string(meta.stages_per_rank),
+      "pass {v} 2");
 }
 
 /// Emits compute actions for the two local chunks with per-chunk counters.
@@ -172,14 +172,10 @@ std::vector<Action> plan_dualpipev(const PlanMeta& meta, int rank) {
   const int h = (rank + 1) / 2;
   for (int k = 0; k < rank + 1; ++k) {
     const bool split1 = k > h || (k == h && rank % 2 == 1);
-    if (split1)
-      split_backward(1);
-    else
-      e.backward(1, ActionType::B);
-    if (k >= h)
-      split_backward(0);
-    else
-      e.backward(0, ActionType::B);
+    if (split1) split_backward(1);
+    else e.backward(1, ActionType::B);
+    if (k >= h) split_backward(0);
+    else e.backward(0, ActionType::B);
   }
   // 7-8: fill the tail with deferred W's, remaining chunk-0 inputs split.
   for (int k = 0; k < p - rank - 1; ++k) {

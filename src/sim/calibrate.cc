@@ -85,7 +85,8 @@ Calibration calibrate(const Trace& trace) {
         // receiver was already blocked in its wait then, its completion is
         // the arrival of the data.
         double ready = std::max(rec.start, recv.start);
-        if (e.producer.rank >= 0) ready = std::max(ready, v.at(e.producer.rank, e.producer.index).end);
+        if (e.producer.rank >= 0)
+          ready = std::max(ready, v.at(e.producer.rank, e.producer.index).end);
         if (recv.wait > 0 && ready >= recv.end - recv.wait && recv.end >= ready)
           transfers.emplace_back(static_cast<double>(std::max(rec.bytes, recv.bytes)),
                                  recv.end - ready);
@@ -103,7 +104,9 @@ Calibration calibrate(const Trace& trace) {
       have[t] = !by_type[static_cast<std::size_t>(t)].empty();
       d[t] = median(by_type[static_cast<std::size_t>(t)]);
     }
-    auto mark = [&](const char* name) { derived += (derived.empty() ? "" : ",") + std::string(name); };
+    auto mark = [&](const char* name) {
+      derived += (derived.empty() ? "" : ",") + std::string(name);
+    };
     // A full backward is an input-gradient plus a weight-gradient pass.
     if (!have[1] && have[2] && have[3]) d[1] = d[2] + d[3], mark("B");
     if (have[1] && !have[2] && !have[3]) d[2] = d[3] = d[1] / 2, mark("I"), mark("W");

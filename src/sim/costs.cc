@@ -27,7 +27,8 @@ double CostModel::duration(const Action& a) const {
 }
 
 double CostModel::transfer_time() const {
-  if (comm_bandwidth > 0 && transfer_bytes > 0) return comm_latency + transfer_bytes / comm_bandwidth;
+  if (comm_bandwidth > 0 && transfer_bytes > 0)
+    return comm_latency + transfer_bytes / comm_bandwidth;
   return comm_latency;
 }
 

@@ -70,7 +70,7 @@ class Engine {
     std::size_t computes = 0;
     int live = 0, peak = 0;
     double memory = 0.0, peak_memory = 0.0;  // live activations weighted by stage size
-    int buffers = 0, peak_buffers = 0;  // RECVs posted whose consumer has not run
+    int buffers = 0, peak_buffers = 0;       // RECVs posted whose consumer has not run
     bool queued = false;
   };
   // Per (stage, microbatch): when its F and B-or-I ended, and where they and
@@ -247,13 +247,13 @@ class Engine {
   SimResult result_;
   double makespan_ = 0.0;  // latest completion of any SEND/RECV
   std::uint32_t posted_ = 0;
-  std::vector<int> stage_rank_;      // stage -> rank
-  std::vector<int> boundary_pair_;   // boundary s (stages s, s+1) -> pair id, -1 on one rank
+  std::vector<int> stage_rank_;     // stage -> rank
+  std::vector<int> boundary_pair_;  // boundary s (stages s, s+1) -> pair id, -1 on one rank
   std::vector<RankState> ranks_;
   std::vector<int> worklist_, stream_work_;
   std::vector<std::vector<Diagnostic>> rank_problems_;  // validation, per rank
   std::vector<KeyState> keys_;
-  std::vector<std::uint8_t> seen_;                     // per key: kSeen* bits
+  std::vector<std::uint8_t> seen_;                    // per key: kSeen* bits
   std::vector<std::array<std::int32_t, 2>> send_at_;  // eager only: SEND index per key
   std::vector<Pair> pairs_;
   std::vector<End> ends_;

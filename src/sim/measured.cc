@@ -97,9 +97,11 @@ TransferEnds PlanLocations::ends_of_send(const Plan& plan, const Action& send) c
 
 StepView::StepView(const Trace& trace, int step) : plan_(trace.plan) {
   at_.resize(plan_.ranks.size());
-  for (std::size_t r = 0; r < plan_.ranks.size(); ++r) at_[r].assign(plan_.ranks[r].size(), nullptr);
+  for (std::size_t r = 0; r < plan_.ranks.size(); ++r)
+    at_[r].assign(plan_.ranks[r].size(), nullptr);
   for (const TraceRecord& rec : trace.records) {
-    if (rec.step != step || rec.rank < 0 || static_cast<std::size_t>(rec.rank) >= at_.size()) continue;
+    if (rec.step != step || rec.rank < 0 || static_cast<std::size_t>(rec.rank) >= at_.size())
+      continue;
     auto& row = at_[static_cast<std::size_t>(rec.rank)];
     if (rec.index < 0 || static_cast<std::size_t>(rec.index) >= row.size()) continue;
     if (!row[static_cast<std::size_t>(rec.index)]) row[static_cast<std::size_t>(rec.index)] = &rec;
@@ -158,7 +160,8 @@ std::vector<std::string> check_trace(const Trace& trace, std::size_t max_problem
   // (step, rank, index) -> step * actions + first[rank] + index: below 2^55
   // with the readers' limits (step < 2^31, actions <= 2^25).
   std::vector<std::uint64_t> first(plan.ranks.size() + 1, 0);
-  for (std::size_t r = 0; r < plan.ranks.size(); ++r) first[r + 1] = first[r] + plan.ranks[r].size();
+  for (std::size_t r = 0; r < plan.ranks.size(); ++r)
+    first[r + 1] = first[r] + plan.ranks[r].size();
   auto key = [&first](int step, std::size_t rank, std::size_t index) {
     return static_cast<std::uint64_t>(step) * first.back() + first[rank] + index;
   };
@@ -166,14 +169,18 @@ std::vector<std::string> check_trace(const Trace& trace, std::size_t max_problem
     const std::string who = "record step " + std::to_string(rec.step) + " rank " +
                             std::to_string(rec.rank) + " index " + std::to_string(rec.index);
     if (rec.step < 1 || rec.rank < 0 || rec.rank >= plan.meta.pp_degree || rec.index < 0 ||
-        static_cast<std::size_t>(rec.index) >= plan.ranks[static_cast<std::size_t>(rec.rank)].size()) {
+        static_cast<std::size_t>(rec.index) >=
+            plan.ranks[static_cast<std::size_t>(rec.rank)].size()) {
       add(who + " (" + to_string(rec.action) + ") lies outside the plan");
       continue;
     }
-    const Action& want = plan.ranks[static_cast<std::size_t>(rec.rank)][static_cast<std::size_t>(rec.index)];
+    const Action& want =
+        plan.ranks[static_cast<std::size_t>(rec.rank)][static_cast<std::size_t>(rec.index)];
     if (rec.action != want)
-      add(who + " is " + to_string(rec.action) + ", but the plan has " + to_string(want) + " there");
-    if (++seen[key(rec.step, static_cast<std::size_t>(rec.rank), static_cast<std::size_t>(rec.index))] == 2)
+      add(who + " is " + to_string(rec.action) + ", but the plan has " + to_string(want) +
+          " there");
+    if (++seen[key(rec.step, static_cast<std::size_t>(rec.rank),
+                   static_cast<std::size_t>(rec.index))] == 2)
       add(who + " (" + to_string(rec.action) + ") is recorded twice");
     if (!std::isfinite(rec.start) || !std::isfinite(rec.end) || !std::isfinite(rec.wait) ||
         !std::isfinite(rec.post) || rec.end < rec.start || rec.wait < 0 || rec.post < 0 ||
@@ -220,7 +227,8 @@ std::vector<std::string> check_trace(const Trace& trace, std::size_t max_problem
           if (rec.start + kSlackMs < pr.end)
             add(at(k, static_cast<int>(r), static_cast<int>(i), a) + " starts at " +
                 std::to_string(rec.start) + " ms, before its input " + to_string(pr.action) +
-                " on rank " + std::to_string(p.rank) + " ended (" + std::to_string(pr.end) + " ms)");
+                " on rank " + std::to_string(p.rank) + " ended (" + std::to_string(pr.end) +
+                " ms)");
         }
       }
     }
@@ -307,15 +315,20 @@ Timeline step_timeline(const Trace& trace, int step, bool rebase) {
       tr.dst_index = e.recv.index;
       tr.producer = e.producer.rank == tr.src_rank ? e.producer.index : -1;
       tr.consumer = e.consumer.rank == tr.dst_rank ? e.consumer.index : -1;
-      tr.start = std::max(t.times[r][i].start, t.times[static_cast<std::size_t>(e.recv.rank)]
-                                                      [static_cast<std::size_t>(e.recv.index)].start);
-      tr.end = std::max(tr.start, t.times[static_cast<std::size_t>(e.recv.rank)]
-                                         [static_cast<std::size_t>(e.recv.index)].end);
+      tr.start = std::max(
+          t.times[r][i].start,
+          t.times[static_cast<std::size_t>(e.recv.rank)][static_cast<std::size_t>(e.recv.index)]
+              .start);
+      tr.end = std::max(
+          tr.start,
+          t.times[static_cast<std::size_t>(e.recv.rank)][static_cast<std::size_t>(e.recv.index)]
+              .end);
       t.transfers.push_back(tr);
     }
-  std::stable_sort(t.transfers.begin(), t.transfers.end(), [](const Transfer& a, const Transfer& b) {
-    return a.start != b.start ? a.start < b.start : a.src_rank < b.src_rank;
-  });
+  std::stable_sort(t.transfers.begin(), t.transfers.end(),
+                   [](const Transfer& a, const Transfer& b) {
+                     return a.start != b.start ? a.start < b.start : a.src_rank < b.src_rank;
+                   });
   return t;
 }
 

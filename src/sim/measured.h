@@ -34,7 +34,8 @@ class PlanLocations {
 
  private:
   std::size_t key(int s, int mb) const {
-    return static_cast<std::size_t>(s) * static_cast<std::size_t>(mbs_) + static_cast<std::size_t>(mb);
+    return static_cast<std::size_t>(s) * static_cast<std::size_t>(mbs_) +
+           static_cast<std::size_t>(mb);
   }
   int mbs_ = 0, S_ = 0;
   std::vector<Loc> f_, g_;

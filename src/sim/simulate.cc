@@ -8,10 +8,10 @@
 #include <cmath>
 #include <cstdio>
 
+#include "ir/deps.h"
 #include "pipeplan/error.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/simulate.h"
-#include "ir/deps.h"
 #include "sim/cost_check.h"
 #include "sim/engine.h"
 
@@ -136,31 +136,31 @@ bool Engine::validate_action(int r, int i, const Action& a) {
   if (is_compute(a.type)) {
     KeyState& k = keys_[key(a.stage, a.microbatch)];
     switch (a.type) {
-      case ActionType::F:
-        return claim(k.f_at, a.stage, a.microbatch, r, i, a, "forward");
+      case ActionType::F: return claim(k.f_at, a.stage, a.microbatch, r, i, a, "forward");
       case ActionType::B:
-      case ActionType::I:
-        return claim(k.bi_at, a.stage, a.microbatch, r, i, a, "backward");
+      case ActionType::I: return claim(k.bi_at, a.stage, a.microbatch, r, i, a, "backward");
       case ActionType::W: return claim_w(r, i, a);
       default:  // OverlapFB: a forward and a full backward in one group
         if (!placed(r, i, a, a.sub_stage, a.sub_microbatch)) return false;
         return claim(k.f_at, a.stage, a.microbatch, r, i, a, "forward") &&
-               claim(keys_[key(a.sub_stage, a.sub_microbatch)].bi_at, a.sub_stage,
-                     a.sub_microbatch, r, i, a, "backward");
+               claim(keys_[key(a.sub_stage, a.sub_microbatch)].bi_at, a.sub_stage, a.sub_microbatch,
+                     r, i, a, "backward");
     }
   }
   // SEND/RECV: the boundary must exist and cross ranks.
   const bool fwd = a.type == ActionType::SendF || a.type == ActionType::RecvF;
   const int peer_stage = deps::peer_stage(a);
   if (peer_stage < 0 || peer_stage >= num_stages_) {
-    bad(r, i, a, "stage " + std::to_string(a.stage) + " has no " +
-                     (peer_stage < 0 ? "previous" : "next") + " stage to exchange with");
+    bad(r, i, a,
+        "stage " + std::to_string(a.stage) + " has no " + (peer_stage < 0 ? "previous" : "next") +
+            " stage to exchange with");
     return false;
   }
   if (rank_of(peer_stage) == r) {
-    bad(r, i, a, "the boundary between stages " + std::to_string(std::min(a.stage, peer_stage)) +
-                     " and " + std::to_string(std::max(a.stage, peer_stage)) +
-                     " stays on rank " + std::to_string(r) + " and needs no transfer");
+    bad(r, i, a,
+        "the boundary between stages " + std::to_string(std::min(a.stage, peer_stage)) + " and " +
+            std::to_string(std::max(a.stage, peer_stage)) + " stays on rank " + std::to_string(r) +
+            " and needs no transfer");
     return false;
   }
   // Payloads are keyed by the receiving side's (stage, microbatch).
@@ -179,8 +179,9 @@ bool Engine::validate_action(int r, int i, const Action& a) {
     if (!again) at = i;
   }
   if (again) {
-    bad(r, i, a, std::string("the same ") + (send ? "send" : "receive") +
-                     " appears twice on rank " + std::to_string(r));
+    bad(r, i, a,
+        std::string("the same ") + (send ? "send" : "receive") + " appears twice on rank " +
+            std::to_string(r));
     return false;
   }
   return true;
@@ -189,8 +190,8 @@ bool Engine::validate_action(int r, int i, const Action& a) {
 SimResult Engine::run() {
   if (!plan_.is_whole())
     throw InputError("simulate needs every rank's program (the plan holds " +
-                     std::to_string(plan_.ranks.size()) + " of " +
-                     std::to_string(meta_.pp_degree) + " ranks)");
+                     std::to_string(plan_.ranks.size()) + " of " + std::to_string(meta_.pp_degree) +
+                     " ranks)");
   compute_only_ = plan_.is_compute_only();
   result_.compute_only = compute_only_;
   const std::size_t keys =
@@ -298,8 +299,7 @@ bool Engine::ready_time(const Action& a, int rank, Loc implicit[2], double* data
       need(v.kind == deps::Kind::Forward ? own.f_end : own.bi_end, false);
     } else if (v.kind == deps::Kind::Forward)
       need(forward_input(stage, v.microbatch, rank, &implicit[0], &via_recv), via_recv);
-    else
-      need(grad_input(stage, v.microbatch, rank, &implicit[1], &via_recv), via_recv);
+    else need(grad_input(stage, v.microbatch, rank, &implicit[1], &via_recv), via_recv);
     via_recvs += via_recv ? 1 : 0;
   });
   consumed_recvs_ = via_recvs;
@@ -432,16 +432,19 @@ void check_costs(const CostModel& c, int num_stages, const std::string& prefix) 
   bounded("comm latency", c.comm_latency);
   for (double v : {c.comm_bandwidth, c.transfer_bytes})
     if (!std::isfinite(v) || v < 0)
-      throw InputError(prefix + "comm bandwidth and transfer bytes must be finite and non-negative (got " +
+      throw InputError(prefix +
+                       "comm bandwidth and transfer bytes must be finite and non-negative (got " +
                        cost_text(c.comm_bandwidth) + " and " + cost_text(c.transfer_bytes) + ")");
   bounded("transfer time (latency + bytes / bandwidth)", c.transfer_time());
   for (const auto& [stage, scale] : c.stage_scales) {
     if (stage < 0 || stage >= num_stages)
-      throw InputError(prefix + "stage costs name stage " + std::to_string(stage) + ", but the plan has " +
-                       std::to_string(num_stages) + " stages (0.." + std::to_string(num_stages - 1) + ")");
+      throw InputError(prefix + "stage costs name stage " + std::to_string(stage) +
+                       ", but the plan has " + std::to_string(num_stages) + " stages (0.." +
+                       std::to_string(num_stages - 1) + ")");
     for (double v : {scale.f, scale.b, scale.i, scale.w})
       if (!std::isfinite(v) || v < 0)
-        throw InputError(prefix + "stage " + std::to_string(stage) + " cost multipliers must be non-negative");
+        throw InputError(prefix + "stage " + std::to_string(stage) +
+                         " cost multipliers must be non-negative");
     const std::string what = "stage " + std::to_string(stage) + " scaled cost";
     bounded(what + " F", c.f * scale.f);
     bounded(what + " B", c.b * scale.b);
@@ -449,8 +452,9 @@ void check_costs(const CostModel& c, int num_stages, const std::string& prefix) 
     bounded(what + " W", c.w * scale.w);
   }
   if (!c.stage_memory.empty() && c.stage_memory.size() != static_cast<std::size_t>(num_stages))
-    throw InputError(prefix + "activation sizes are given for " + std::to_string(c.stage_memory.size()) +
-                     " stages, but the plan has " + std::to_string(num_stages));
+    throw InputError(prefix + "activation sizes are given for " +
+                     std::to_string(c.stage_memory.size()) + " stages, but the plan has " +
+                     std::to_string(num_stages));
   for (double v : c.stage_memory)
     if (!std::isfinite(v) || v < 0)
       throw InputError(prefix + "activation sizes must be finite and non-negative");

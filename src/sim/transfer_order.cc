@@ -141,8 +141,8 @@ void Engine::order_transfers() {
       __builtin_prefetch(&keys_[value / 2]);
       __builtin_prefetch(&keys_[producer_key(value / 2, value % 2 == 0)]);
     }
-    head[leaf] = Key{time_src(h.start, r.src, h.src_index),
-                     compute_only_ ? pack(r.dst, dst_index(h)) : 0};
+    head[leaf] =
+        Key{time_src(h.start, r.src, h.src_index), compute_only_ ? pack(r.dst, dst_index(h)) : 0};
   };
   for (std::size_t leaf = 0; leaf < runs.size(); ++leaf) load(leaf);
   std::vector<std::size_t> loser(width, 0);
@@ -165,11 +165,9 @@ void Engine::order_transfers() {
     const KeyState& consumer = keys_[k];
     const KeyState& producer = keys_[producer_key(k, fwd)];
     const int consumer_index = fwd ? consumer.f_at : consumer.bi_at;
-    result_.transfers.push_back(
-        Transfer{r.src, h.src_index, r.dst,
-                 compute_only_ ? consumer_index : consumer.recv_at[fwd ? 0 : 1],
-                 fwd ? producer.f_at : producer.bi_at, consumer_index, h.start,
-                 h.start + transfer_time_});
+    result_.transfers.push_back(Transfer{
+        r.src, h.src_index, r.dst, compute_only_ ? consumer_index : consumer.recv_at[fwd ? 0 : 1],
+        fwd ? producer.f_at : producer.bi_at, consumer_index, h.start, h.start + transfer_time_});
     if (++r.at == r.end) {
       if (r.spans[r.span].block) r.spans[r.span].block->reset();
       if (++r.span < r.spans.size()) {

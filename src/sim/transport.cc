@@ -11,8 +11,8 @@
 // and completion times are the timeline's start and end.
 #include <algorithm>
 
-#include "pipeplan/error.h"
 #include "ir/deps.h"
+#include "pipeplan/error.h"
 #include "sim/engine.h"
 
 namespace pipeplan::detail {
@@ -118,11 +118,11 @@ void Engine::mismatch(Pair& p, int x_end, int y_end) {
   if (x_send && y_send) why = "both ranks send, so neither transfer completes";
   else if (!x_send && !y_send) why = "both ranks receive, so neither transfer completes";
   else why = "a send meets a receive of another value (data would be corrupted)";
-  result_.problems.push_back(
-      {"sim-mismatch", lo.rank, lo_index, action_at(lo.rank, lo_index),
-       "pair " + std::to_string(p.lo) + "-" + std::to_string(p.hi) + " position " +
-           std::to_string(pos) + ": " + describe(lo.rank, lo_index) + " meets " +
-           describe(hi.rank, hi_index) + ": " + why});
+  result_.problems.push_back({"sim-mismatch", lo.rank, lo_index, action_at(lo.rank, lo_index),
+                              "pair " + std::to_string(p.lo) + "-" + std::to_string(p.hi) +
+                                  " position " + std::to_string(pos) + ": " +
+                                  describe(lo.rank, lo_index) + " meets " +
+                                  describe(hi.rank, hi_index) + ": " + why});
 }
 
 void Engine::try_pair(int pair) {
@@ -253,25 +253,29 @@ void Engine::report_stuck_rank(int r) {
     if (keys_[key(s, mb)].f_end == kUnknown) return local(&KeyState::f_at, ActionType::F, s, mb);
     if (rank_of(s + 1) == r) {
       const int index = keys_[key(s + 1, mb)].bi_at;
-      const bool split = index >= 0 && plan_.ranks[static_cast<std::size_t>(r)]
-                                                  [static_cast<std::size_t>(index)].type ==
-                                           ActionType::I;
+      const bool split =
+          index >= 0 &&
+          plan_.ranks[static_cast<std::size_t>(r)][static_cast<std::size_t>(index)].type ==
+              ActionType::I;
       return local(&KeyState::bi_at, split ? ActionType::I : ActionType::B, s + 1, mb);
     }
     return cross(1, s, mb);
   };
   std::string why;
   switch (a.type) {
-    case ActionType::SendF: why = "ships " + to_string(make(ActionType::F, a.stage, a.microbatch)) +
-                                  ", which has not run before it on rank " + rank_s; break;
-    case ActionType::SendB: why = "ships the input gradient of stage " + std::to_string(a.stage) +
-                                  ", whose backward has not run before it on rank " + rank_s; break;
+    case ActionType::SendF:
+      why = "ships " + to_string(make(ActionType::F, a.stage, a.microbatch)) +
+            ", which has not run before it on rank " + rank_s;
+      break;
+    case ActionType::SendB:
+      why = "ships the input gradient of stage " + std::to_string(a.stage) +
+            ", whose backward has not run before it on rank " + rank_s;
+      break;
     case ActionType::F: why = fwd(a.stage, a.microbatch); break;
     case ActionType::B:
     case ActionType::I: why = grad(a.stage, a.microbatch); break;
     case ActionType::W: why = local(&KeyState::bi_at, ActionType::I, a.stage, a.microbatch); break;
-    case ActionType::OverlapFB:
-    {
+    case ActionType::OverlapFB: {
       Loc unused;
       bool via = false;
       why = forward_input(a.stage, a.microbatch, r, &unused, &via) == kUnknown
@@ -281,8 +285,8 @@ void Engine::report_stuck_rank(int r) {
     }
     default: why = "cannot run"; break;
   }
-  result_.problems.push_back({"sim-deadlock", r, static_cast<int>(st.next), to_string(a),
-                              "stuck: " + why});
+  result_.problems.push_back(
+      {"sim-deadlock", r, static_cast<int>(st.next), to_string(a), "stuck: " + why});
 }
 
 // Every posted op still waiting for its partner, in posting order.
@@ -313,7 +317,8 @@ void Engine::finish() {
   for (std::size_t r = 0; r < result_.times.size(); ++r)
     result_.times[r].resize(plan_.ranks[r].size());
   for (int r = 0; r < n_ranks; ++r)
-    if (ranks_[static_cast<std::size_t>(r)].next < plan_.ranks[static_cast<std::size_t>(r)].size() &&
+    if (ranks_[static_cast<std::size_t>(r)].next <
+            plan_.ranks[static_cast<std::size_t>(r)].size() &&
         result_.problems.size() < kMaxProblems)
       report_stuck_rank(r);
   // Ranks that reached their end still wait for every op they posted.
@@ -336,9 +341,9 @@ void Engine::finish() {
                       std::to_string(op.rank) + ": " + peer_state(theirs.rank)
                 : "it is queued behind an operation that cannot complete";
     }
-    result_.problems.push_back({"sim-unmatched", op.rank, op.index, action_at(op.rank, op.index),
-                                describe(op.rank, op.index) +
-                                    " never completes at the end of the step: " + why});
+    result_.problems.push_back(
+        {"sim-unmatched", op.rank, op.index, action_at(op.rank, op.index),
+         describe(op.rank, op.index) + " never completes at the end of the step: " + why});
   }
   // A failed run still lists the transfers that happened.
   order_transfers();

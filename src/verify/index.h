@@ -1,9 +1,9 @@
 // Internal: where each (stage, microbatch) action sits in a whole plan.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <cstdlib>
-#include <array>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -82,15 +82,18 @@ class PlanIndex {
     void operator()(std::int32_t* p) const { std::free(p); }
   };
   std::size_t cell(int s, int mb, Slot k) const {
-    return (static_cast<std::size_t>(s) * static_cast<std::size_t>(mbs) + static_cast<std::size_t>(mb)) *
-               kNumSlots + k;
+    return (static_cast<std::size_t>(s) * static_cast<std::size_t>(mbs) +
+            static_cast<std::size_t>(mb)) *
+               kNumSlots +
+           k;
   }
   static std::uint64_t key(int s, int mb) {
-    return static_cast<std::uint64_t>(static_cast<std::uint32_t>(s)) << 32 | static_cast<std::uint32_t>(mb);
+    return static_cast<std::uint64_t>(static_cast<std::uint32_t>(s)) << 32 |
+           static_cast<std::uint32_t>(mb);
   }
   using Row = std::array<std::int32_t, kNumSlots>;
   static constexpr Row kEmptyRow{};
-  std::unique_ptr<std::int32_t[], Free> cells_;  ///< dense table, or null
+  std::unique_ptr<std::int32_t[], Free> cells_;    ///< dense table, or null
   std::unordered_map<std::uint64_t, Row> sparse_;  ///< the rows present, when not dense
 };
 

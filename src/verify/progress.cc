@@ -15,8 +15,8 @@
 #include <string>
 
 #include "ir/deps.h"
-#include "pipeplan/verify.h"
 #include "pipeplan/error.h"
+#include "pipeplan/verify.h"
 #include "verify/index.h"
 #include "verify/payload.h"
 
@@ -64,15 +64,16 @@ class Simulator {
     int posted = 0, done = 0;
     std::deque<std::int32_t> pending;  // FIFO models: indices posted, not done yet
     std::int32_t last_done = -1;       // index of the last completed operation
-    int corrupt = -1;      // first completed position whose payloads differ
-    bool stalled = false;  // a non-complementary position was reached
+    int corrupt = -1;                  // first completed position whose payloads differ
+    bool stalled = false;              // a non-complementary position was reached
     int count() const { return static_cast<int>(end - begin); }
   };
 
   // ---- layout ----------------------------------------------------------
 
   int end_id(int rank, int peer) {
-    auto [it, inserted] = end_ids_.emplace(std::make_pair(rank, peer), static_cast<int>(ends_.size()));
+    auto [it, inserted] =
+        end_ids_.emplace(std::make_pair(rank, peer), static_cast<int>(ends_.size()));
     if (inserted) {
       ends_.emplace_back();
       ends_.back().rank = rank;
@@ -95,9 +96,11 @@ class Simulator {
     for (int s = 0; s < S; ++s) {
       const int r = index_.rank_of[static_cast<std::size_t>(s)];
       if (s > 0 && index_.crosses(s - 1))
-        up_[static_cast<std::size_t>(s)] = end_id(r, index_.rank_of[static_cast<std::size_t>(s) - 1]);
+        up_[static_cast<std::size_t>(s)] =
+            end_id(r, index_.rank_of[static_cast<std::size_t>(s) - 1]);
       if (s + 1 < S && index_.crosses(s))
-        down_[static_cast<std::size_t>(s)] = end_id(r, index_.rank_of[static_cast<std::size_t>(s) + 1]);
+        down_[static_cast<std::size_t>(s)] =
+            end_id(r, index_.rank_of[static_cast<std::size_t>(s) + 1]);
     }
     for (End& e : ends_) {
       auto it = end_ids_.find({e.peer, e.rank});
@@ -113,10 +116,12 @@ class Simulator {
     for (int s = 0; s < S; ++s) {
       const auto* c = &index_.comm_count[static_cast<std::size_t>(s) * 4];
       const int up = up_[static_cast<std::size_t>(s)], down = down_[static_cast<std::size_t>(s)];
-      if (down >= 0) count[static_cast<std::size_t>(down)] += c[detail::comm_slot(detail::kSendF)] +
-                                                               c[detail::comm_slot(detail::kRecvB)];
-      if (up >= 0) count[static_cast<std::size_t>(up)] += c[detail::comm_slot(detail::kRecvF)] +
-                                                           c[detail::comm_slot(detail::kSendB)];
+      if (down >= 0)
+        count[static_cast<std::size_t>(down)] +=
+            c[detail::comm_slot(detail::kSendF)] + c[detail::comm_slot(detail::kRecvB)];
+      if (up >= 0)
+        count[static_cast<std::size_t>(up)] +=
+            c[detail::comm_slot(detail::kRecvF)] + c[detail::comm_slot(detail::kSendB)];
     }
     std::size_t total = 0;
     for (std::size_t e = 0; e < ends_.size(); ++e) {
@@ -167,8 +172,8 @@ class Simulator {
           corrupt_reported = true;
           const OpRef s = xs ? xr : yr, r = xs ? yr : xr;
           out.push_back({"fifo-corruption", r.rank, r.index, act(r),
-                         head(a, b, k) + "rank " + n2s(s.rank) + " sends " + act(s) + " while rank " +
-                             n2s(r.rank) + " receives " + act(r) +
+                         head(a, b, k) + "rank " + n2s(s.rank) + " sends " + act(s) +
+                             " while rank " + n2s(r.rank) + " receives " + act(r) +
                              " (payload mismatch: the data would be silently corrupted)"});
         }
       }
@@ -201,7 +206,8 @@ class Simulator {
       if (pc_[static_cast<std::size_t>(r)] < plan_.ranks[static_cast<std::size_t>(r)].size())
         return false;
     for (const End& e : ends_)
-      if (e.posted != e.count() || (model_ != Transport::Eager && e.done != e.count())) return false;
+      if (e.posted != e.count() || (model_ != Transport::Eager && e.done != e.count()))
+        return false;
     return true;
   }
 
@@ -265,7 +271,8 @@ class Simulator {
   // Next SEND/RECV of rank r at or after index i (its serial stream head).
   int next_comm(int r, int i) const {
     const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
-    while (i < static_cast<int>(list.size()) && !is_comm(list[static_cast<std::size_t>(i)].type)) ++i;
+    while (i < static_cast<int>(list.size()) && !is_comm(list[static_cast<std::size_t>(i)].type))
+      ++i;
     return i;
   }
 
@@ -307,7 +314,7 @@ class Simulator {
       return sent_[grad ? 1 : 0][key(send_s, mb)];
     }
     const End& e = ends_[static_cast<std::size_t>(grad ? down_[static_cast<std::size_t>(s)]
-                                                      : up_[static_cast<std::size_t>(s)])];
+                                                       : up_[static_cast<std::size_t>(s)])];
     for (const RecentRecv& x : recent_[static_cast<std::size_t>(r)])
       if (x.stage == s && x.mb == mb && x.grad == grad) return e.done > x.pos;
     const std::int32_t j = index_.raw(s, mb, grad ? detail::kRecvB : detail::kRecvF);
@@ -363,7 +370,7 @@ class Simulator {
           End& e = ends_[static_cast<std::size_t>(end_of(a))];
           if (is_recv(a.type)) {
             recent_[ru][recent_next_[ru]++ % kRecent] = {a.stage, a.microbatch, e.posted,
-                                                          a.type == ActionType::RecvB};
+                                                         a.type == ActionType::RecvB};
           } else if (model_ == Transport::Eager) {
             sent_[a.type == ActionType::SendB ? 1 : 0][key(a.stage, a.microbatch)] = true;
           }
@@ -390,7 +397,9 @@ class Simulator {
     auto last = idx_.begin() + static_cast<std::ptrdiff_t>(e.end);
     return static_cast<int>(std::lower_bound(first, last, o.index) - first);
   }
-  bool posted(OpRef o) const { return o.index < static_cast<int>(pc_[static_cast<std::size_t>(o.rank)]); }
+  bool posted(OpRef o) const {
+    return o.index < static_cast<int>(pc_[static_cast<std::size_t>(o.rank)]);
+  }
   bool done(OpRef o) const {
     if (!posted(o)) return false;
     const Action& a = action(o);
@@ -412,7 +421,9 @@ class Simulator {
   OpRef head_of(OpRef o) const {
     if (model_ == Transport::Serial) {
       const int h = shead_[static_cast<std::size_t>(o.rank)];
-      return h < static_cast<int>(plan_.ranks[static_cast<std::size_t>(o.rank)].size()) ? OpRef{o.rank, h} : o;
+      return h < static_cast<int>(plan_.ranks[static_cast<std::size_t>(o.rank)].size())
+                 ? OpRef{o.rank, h}
+                 : o;
     }
     const int e = end_of(action(o));
     const End& x = ends_[static_cast<std::size_t>(e)];
@@ -483,8 +494,8 @@ class Simulator {
       }
       const bool id_send = is_send(action(id).type);
       if (id_send == is_send(action(p).type))
-        return lead() + where + " is non-complementary: rank " + n2s(id.rank) + " posts " + act(id) +
-               " while rank " + n2s(p.rank) + " posts " + act(p) +
+        return lead() + where + " is non-complementary: rank " + n2s(id.rank) + " posts " +
+               act(id) + " while rank " + n2s(p.rank) + " posts " + act(p) +
                (id_send ? " (both send)" : " (both receive)");
       if (OpRef h = head_of(p); h != p) {
         if (!queue_behind(h)) break;
@@ -552,9 +563,9 @@ class Simulator {
     std::string ranks;
     for (int s : stuck) ranks += (ranks.empty() ? "" : ", ") + n2s(s);
     out.push_back({"deadlock", -1, -1, "",
-                   "deadlock under " + std::string(to_string(model_)) + " transport: " +
-                       n2s(static_cast<long long>(stuck.size())) + " of " + n2s(n_) +
-                       " ranks cannot finish (" + ranks + "); waiting chain: " + chain});
+                   "deadlock under " + std::string(to_string(model_)) +
+                       " transport: " + n2s(static_cast<long long>(stuck.size())) + " of " +
+                       n2s(n_) + " ranks cannot finish (" + ranks + "); waiting chain: " + chain});
   }
 
   const Plan& plan_;
@@ -563,11 +574,11 @@ class Simulator {
   const detail::PlanIndex& index_;
   std::map<std::pair<int, int>, int> end_ids_;  // (rank, peer) -> end
   std::vector<End> ends_;
-  std::vector<std::vector<int>> ends_of_;       // rank -> its ends
-  std::vector<int> up_, down_;                  // per stage: end towards stage-1 / stage+1
-  std::vector<std::int32_t> idx_;               // action indices, end by end (reports)
+  std::vector<std::vector<int>> ends_of_;  // rank -> its ends
+  std::vector<int> up_, down_;             // per stage: end towards stage-1 / stage+1
+  std::vector<std::int32_t> idx_;          // action indices, end by end (reports)
   std::size_t idx_total_ = 0;
-  bool corrupt_ = false;                        // some pair completed a payload mismatch
+  bool corrupt_ = false;  // some pair completed a payload mismatch
   // A rank's last few posted receives: (stage, mb, end position, grad).
   struct RecentRecv {
     std::int32_t stage = -1, mb = -1, pos = 0;
@@ -576,9 +587,9 @@ class Simulator {
   static constexpr std::size_t kRecent = 4;
   std::vector<std::array<RecentRecv, kRecent>> recent_;
   std::vector<std::uint32_t> recent_next_;
-  std::vector<bool> sent_[2];                   // eager: SEND_F / SEND_B posted per (stage, mb)
+  std::vector<bool> sent_[2];  // eager: SEND_F / SEND_B posted per (stage, mb)
   std::vector<std::size_t> pc_;
-  std::vector<int> shead_;                      // serial: next SEND/RECV not done per rank
+  std::vector<int> shead_;  // serial: next SEND/RECV not done per rank
   std::vector<char> queued_;
   std::deque<int> work_;
 };

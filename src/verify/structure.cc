@@ -29,7 +29,8 @@ Slot slot_of(ActionType t) {
 }
 
 PlanIndex::PlanIndex(const PlanMeta& meta, std::size_t num_actions)
-    : stages(meta.num_stages()), mbs(meta.num_microbatches),
+    : stages(meta.num_stages()),
+      mbs(meta.num_microbatches),
       rank_of(static_cast<std::size_t>(meta.num_stages())),
       comm_count(static_cast<std::size_t>(meta.num_stages()) * 4, 0) {
   const std::size_t rows = static_cast<std::size_t>(stages) * static_cast<std::size_t>(mbs);
@@ -63,12 +64,13 @@ class Checker {
   std::vector<Diagnostic> run() {
     for (std::size_t r = 0; r < plan_.ranks.size() && !full(); ++r) scan_rank(static_cast<int>(r));
     if (!diags_.empty()) return diags_;  // counts and order assume in-range actions
-    if (!counts_and_pairs_clean()) {  // then word the diagnostics, in their order
+    if (!counts_and_pairs_clean()) {     // then word the diagnostics, in their order
       check_counts();
       if (with_comms_) check_comm_pairs();
     }
     if (diags_.empty() && !order_doubt_ && !(with_comms_ && comm_order_doubt_)) return diags_;
-    for (std::size_t r = 0; r < plan_.ranks.size() && !full(); ++r) check_order(static_cast<int>(r));
+    for (std::size_t r = 0; r < plan_.ranks.size() && !full(); ++r)
+      check_order(static_cast<int>(r));
     return diags_;
   }
 
@@ -133,15 +135,15 @@ class Checker {
     if (mb < 0 || mb >= meta_.num_microbatches) {
       add("microbatch-out-of-range", rank, index, name,
           where + name + " names microbatch " + n2s(mb) + ", but the plan has " +
-              n2s(meta_.num_microbatches) + " microbatches (0.." +
-              n2s(meta_.num_microbatches - 1) + ")");
+              n2s(meta_.num_microbatches) + " microbatches (0.." + n2s(meta_.num_microbatches - 1) +
+              ")");
       return;
     }
     if (rank_of(s) != rank) {
       add("wrong-rank", rank, index, name,
           where + name + " runs on rank " + n2s(rank) + ", but stage " + n2s(s) +
-              " belongs to rank " + n2s(rank_of(s)) + " (" +
-              std::string(to_string(meta_.mapping)) + " mapping)");
+              " belongs to rank " + n2s(rank_of(s)) + " (" + std::string(to_string(meta_.mapping)) +
+              " mapping)");
       return;
     }
     const int peer_stage = deps::peer_stage(t, s);
@@ -204,8 +206,7 @@ class Checker {
     if (s + 1 >= index_.stages) return;
     if (!index_.crosses(s))
       order_doubt_ |= !before(r, i, s + 1, mb, detail::kB) && !before(r, i, s + 1, mb, detail::kI);
-    else
-      comm_order_doubt_ |= !before(r, i, s, mb, detail::kRecvB);
+    else comm_order_doubt_ |= !before(r, i, s, mb, detail::kRecvB);
   }
   void early_order(int r, int i, const Action& a) {
     const int s = a.stage, mb = a.microbatch;
@@ -268,13 +269,12 @@ class Checker {
     const std::string sm = "stage " + n2s(s) + " microbatch " + n2s(mb);
     if (!f.present())
       add("missing-forward", owner, -1, act(ActionType::F, s, mb),
-          sm + " has no forward (expected " + act(ActionType::F, s, mb) + " on rank " +
-              n2s(owner) + ")");
+          sm + " has no forward (expected " + act(ActionType::F, s, mb) + " on rank " + n2s(owner) +
+              ")");
     if (meta_.forward_only) return;
     if (b.present() && (i.present() || w.present()))
       add("mixed-backward", b.rank, b.index, act(ActionType::B, s, mb),
-          sm + " has both a full backward " + act(ActionType::B, s, mb) +
-              " and a split one (I/W)");
+          sm + " has both a full backward " + act(ActionType::B, s, mb) + " and a split one (I/W)");
     else if (!b.present() && !i.present() && !w.present())
       add("missing-backward", owner, -1, act(ActionType::B, s, mb),
           sm + " has no backward (expected " + act(ActionType::B, s, mb) + ", or " +
@@ -338,7 +338,8 @@ class Checker {
                             : (need.present() ? " (it is on rank " + n2s(need.rank) + ")" : "");
     add_at(code, rank, index,
            "rank " + n2s(rank) + " index " + n2s(index) + ": " +
-               to_string(plan_.ranks[static_cast<std::size_t>(rank)][static_cast<std::size_t>(index)]) +
+               to_string(
+                   plan_.ranks[static_cast<std::size_t>(rank)][static_cast<std::size_t>(index)]) +
                " " + why + " " + act(need_t, need_s, mb) + " earlier on rank " + n2s(rank) + where);
   }
 
@@ -385,9 +386,8 @@ class Checker {
         case ActionType::SendB: {
           const bool b = index_.raw(s, mb, detail::kB) >= 0;
           const bool ii = index_.raw(s, mb, detail::kI) >= 0;
-          need_before(r, i, b ? detail::kB : detail::kI,
-                      b || !ii ? ActionType::B : ActionType::I, s, mb, "send-before-producer",
-                      "sends the gradient of");
+          need_before(r, i, b ? detail::kB : detail::kI, b || !ii ? ActionType::B : ActionType::I,
+                      s, mb, "send-before-producer", "sends the gradient of");
           break;
         }
         default: break;
@@ -411,13 +411,16 @@ namespace detail {
 void check_plan_limits(const Plan& plan) {
   const PlanMeta& m = plan.meta;
   if (m.pp_degree < 1 || m.stages_per_rank < 1 || m.num_microbatches < 1)
-    throw InputError("verify: pp_degree, stages_per_rank and num_microbatches must be at least 1 (got " +
-                     n2s(m.pp_degree) + ", " + n2s(m.stages_per_rank) + ", " + n2s(m.num_microbatches) + ")");
-  if (std::string why = limits::shape_problem(m.pp_degree, m.stages_per_rank, m.num_microbatches); !why.empty())
+    throw InputError(
+        "verify: pp_degree, stages_per_rank and num_microbatches must be at least 1 (got " +
+        n2s(m.pp_degree) + ", " + n2s(m.stages_per_rank) + ", " + n2s(m.num_microbatches) + ")");
+  if (std::string why = limits::shape_problem(m.pp_degree, m.stages_per_rank, m.num_microbatches);
+      !why.empty())
     throw InputError("verify: " + why);
   if (plan.num_actions() > limits::kMaxActions)
     throw InputError("verify: " + n2s(static_cast<long long>(plan.num_actions())) +
-                     " actions is more than the supported " + n2s(static_cast<long long>(limits::kMaxActions)));
+                     " actions is more than the supported " +
+                     n2s(static_cast<long long>(limits::kMaxActions)));
 }
 
 }  // namespace detail

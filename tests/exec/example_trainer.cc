@@ -35,8 +35,8 @@ int main(int argc, char** argv) {
 
     // 1. The process group, from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT.
     const auto timeout = std::chrono::seconds(30);
-    auto group = px::Communicator::connect(px::DistEnv::from_environment(), px::Backend::Gloo,
-                                           timeout);
+    auto group =
+        px::Communicator::connect(px::DistEnv::from_environment(), px::Backend::Gloo, timeout);
 
     // 2. The executor checks the plan (deadlock-free, same on every rank).
     px::ExecOptions options;

@@ -238,8 +238,8 @@ int main(int argc, char** argv) {
     report(label(a, "executor interleaved-1f1b pp=1 v=4"), executor_loop(a, p, env, comm));
   }
   std::vector<std::string> self = own_command_line();
-  for (auto [schedule, pp, v] : {std::tuple<const char*, int, int>{"interleaved-1f1b", 2, 2},
-                                 {"1f1b", 4, 1}}) {
+  for (auto [schedule, pp, v] :
+       {std::tuple<const char*, int, int>{"interleaved-1f1b", 2, 2}, {"1f1b", 4, 1}}) {
     std::vector<std::string> cmd = self;
     for (std::string x : {"--schedule", schedule}) cmd.push_back(x);
     cmd.push_back("--pp");

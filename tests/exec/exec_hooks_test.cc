@@ -162,8 +162,8 @@ TEST_CASE("exec hooks: UNSHARD / RESHARD / REDUCE_GRAD run their handlers", "[ex
   CHECK_THROWS_AS(ex.set_handler(ActionType::F, handler), InputError);
   DemoBatch b = demo_batch(c, 4, 1);
   ex.step(b.inputs, b.targets);
-  CHECK(calls == std::vector<std::string>{"UNSHARD 0 step 0", "RESHARD 0 step 0",
-                                          "REDUCE_GRAD 0 step 0"});
+  CHECK(calls ==
+        std::vector<std::string>{"UNSHARD 0 step 0", "RESHARD 0 step 0", "REDUCE_GRAD 0 step 0"});
   // Without handlers they are skipped, as before.
   ex.set_handler(ActionType::Unshard, nullptr);
   ex.set_handler(ActionType::Reshard, nullptr);

@@ -70,7 +70,8 @@ void sgd(torch::nn::Module& m, double lr) {
 
 }  // namespace
 
-TEST_CASE("exec modules: a split Sequential trains exactly like the whole model", "[exec][module]") {
+TEST_CASE("exec modules: a split Sequential trains exactly like the whole model",
+          "[exec][module]") {
   for (const Problem& pr : {Problem{"interleaved-1f1b", 1, 4, 4}, Problem{"zbv", 1, 4, 0}}) {
     INFO(pr.schedule);
     Plan p = plan(pr);
@@ -109,7 +110,8 @@ TEST_CASE("exec modules: split points, balance and coverage", "[exec][module]") 
   torch::nn::Sequential m = make_model(1);  // 11 children
   auto sizes = [](const std::vector<StageModule>& st) {
     std::vector<std::size_t> n;
-    for (const auto& s : st) n.push_back(std::dynamic_pointer_cast<torch::nn::SequentialImpl>(s.module)->size());
+    for (const auto& s : st)
+      n.push_back(std::dynamic_pointer_cast<torch::nn::SequentialImpl>(s.module)->size());
     return n;
   };
   CHECK(sizes(split_sequential(m, 4)) == std::vector<std::size_t>{3, 3, 3, 2});
@@ -117,7 +119,9 @@ TEST_CASE("exec modules: split points, balance and coverage", "[exec][module]") 
         std::vector<std::size_t>{1, 9, 1});
   CHECK(error_of([&] { split_sequential(m, 12); }) ==
         "split_sequential: cannot split 11 children into 12 non-empty stages");
-  CHECK(error_of([&] { split_sequential(m, std::vector<std::size_t>{4, 4}); }) ==
+  CHECK(error_of([&] {
+          split_sequential(m, std::vector<std::size_t>{4, 4});
+        }) ==
         "split_sequential: split points must be ascending and strictly between 0 and the "
         "model's 11 children; got 4 after 4");
   // The stages share the model's parameters (no copies).
@@ -125,15 +129,17 @@ TEST_CASE("exec modules: split points, balance and coverage", "[exec][module]") 
   CHECK(st[0].parameters[0].is_same(m->parameters()[0]));
   // A stage list that misses the LayerNorm weights is reported by name.
   st[1].parameters.erase(st[1].parameters.begin() + 2);
-  CHECK(error_of([&] { check_parameters_covered(*m, st); }).rfind(
-            "parameter '7.weight' of the model is in no stage", 0) == 0);
+  CHECK(error_of([&] {
+          check_parameters_covered(*m, st);
+        }).rfind("parameter '7.weight' of the model is in no stage", 0) == 0);
   // A module holder and a module pointer both make single-tensor stages.
   torch::nn::Linear lin(3, 2);
   StageModule a = module_stage(lin), b = module_stage(lin.ptr());
   CHECK(a.parameters.size() == 2);
   CHECK(b.module.get() == lin.ptr().get());
-  CHECK(error_of([&] { a.forward({at::ones({1, 3}), at::ones({1, 3})}); }).rfind(
-            "a single-tensor module stage got 2 values", 0) == 0);
+  CHECK(error_of([&] {
+          a.forward({at::ones({1, 3}), at::ones({1, 3})});
+        }).rfind("a single-tensor module stage got 2 values", 0) == 0);
 }
 
 TEST_CASE("exec modules: a trainable tensor missing from a stage is an error", "[exec][module]") {
@@ -142,13 +148,19 @@ TEST_CASE("exec modules: a trainable tensor missing from a stage is an error", "
   at::Tensor w1 = torch::randn({4, 4}, torch::requires_grad());
   at::Tensor hidden = torch::randn({4}, torch::requires_grad());  // forgotten
   Executor ex(p, solo_group());
-  ex.set_stage(0, {[w0](const Values& in) -> Values { return {at::matmul(std::get<at::Tensor>(in[0]), w0)}; }, {w0}});
+  ex.set_stage(0, {[w0](const Values& in) -> Values {
+                     return {at::matmul(std::get<at::Tensor>(in[0]), w0)};
+                   },
+                   {w0}});
   ex.set_stage(1, {[w1, hidden](const Values& in) -> Values {
                      return {at::matmul(std::get<at::Tensor>(in[0]), w1) * hidden};
                    },
                    {w1}});
-  ex.set_loss([](const Values& out, const Values&) { return std::get<at::Tensor>(out[0]).pow(2).mean(); });
-  CHECK(error_of([&] { ex.step({torch::randn({4, 4})}); }) ==
+  ex.set_loss(
+      [](const Values& out, const Values&) { return std::get<at::Tensor>(out[0]).pow(2).mean(); });
+  CHECK(error_of([&] {
+          ex.step({torch::randn({4, 4})});
+        }) ==
         "rank 0: stage 1 uses a tensor of shape [4] that requires grad but is not among the "
         "stage's parameters, so it would never be trained; list it in StageModule::parameters, "
         "build the stage with module_stage() so parameters are collected, or detach it "
@@ -159,12 +171,13 @@ TEST_CASE("exec modules: inputs feed several stages; loss sum; forward-only", "[
   Plan p = plan(Problem{"interleaved-1f1b", 1, 2, 3});
   // x feeds stage 0; a mask feeds stages 1 and 2; stage 2 also takes a scale.
   std::vector<at::Tensor> ws;
-  for (int s = 0; s < 3; ++s) ws.push_back(torch::randn({6, 6}, torch::dtype(torch::kDouble)).requires_grad_());
+  for (int s = 0; s < 3; ++s)
+    ws.push_back(torch::randn({6, 6}, torch::dtype(torch::kDouble)).requires_grad_());
   auto stage = [&](int s) {
     return StageModule{[s, w = ws[s]](const Values& in) -> Values {
                          at::Tensor h = at::tanh(at::matmul(std::get<at::Tensor>(in[0]), w));
-                         if (s > 0) h = h * std::get<at::Tensor>(in[1]);          // mask
-                         if (s == 2) h = h * std::get<at::Tensor>(in[2]);         // scale
+                         if (s > 0) h = h * std::get<at::Tensor>(in[1]);   // mask
+                         if (s == 2) h = h * std::get<at::Tensor>(in[2]);  // scale
                          return {h};
                        },
                        {ws[s]}};
@@ -180,7 +193,8 @@ TEST_CASE("exec modules: inputs feed several stages; loss sum; forward-only", "[
   ex.set_stages(all);
   ex.set_loss(loss_sum);
   auto opts = torch::dtype(torch::kDouble);
-  at::Tensor x = torch::randn({4, 6}, opts), mask = (torch::rand({4, 6}, opts) > 0.3).to(torch::kDouble);
+  at::Tensor x = torch::randn({4, 6}, opts),
+             mask = (torch::rand({4, 6}, opts) > 0.3).to(torch::kDouble);
   at::Tensor scale = torch::rand({4, 1}, opts) + 0.5, y = torch::randn({4, 6}, opts);
   // The unpipelined reference, summed over the batch.
   double want = run_unpipelined(all, loss_sum, o.input_stages, {x, mask, scale}, {y});
@@ -217,7 +231,8 @@ TEST_CASE("exec modules: inputs feed several stages; loss sum; forward-only", "[
 
 TEST_CASE("exec modules: train()/eval() reach module stages", "[exec][module]") {
   Plan p = plan(Problem{"interleaved-1f1b", 1, 2, 2});
-  torch::nn::Sequential m(torch::nn::Linear(4, 4), torch::nn::Dropout(0.5), torch::nn::Linear(4, 2));
+  torch::nn::Sequential m(torch::nn::Linear(4, 4), torch::nn::Dropout(0.5),
+                          torch::nn::Linear(4, 2));
   Executor ex(p, solo_group());
   ex.set_stages(split_sequential(m, 2));
   ex.eval();

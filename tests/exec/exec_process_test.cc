@@ -24,8 +24,8 @@ const std::string kCli = PIPEPLAN_BINARY;
 const std::string kWorker = PIPEPLAN_EXEC_WORKER;
 
 // The schedules issue 4 names; every one must be in the table and pass.
-const std::vector<std::string> kRequired = {"gpipe",     "1f1b",          "interleaved-1f1b",
-                                            "zbv",       "interleaved-zb", "dualpipev"};
+const std::vector<std::string> kRequired = {"gpipe", "1f1b",           "interleaved-1f1b",
+                                            "zbv",   "interleaved-zb", "dualpipev"};
 
 std::string lower_case(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -49,10 +49,10 @@ std::vector<std::vector<std::string>> run_workers(int p, const std::vector<std::
   exec::LaunchOptions lo;
   lo.nproc = p;
   lo.grace = std::chrono::milliseconds(40000);
-  exec::LaunchResult r = exec::launch_local(
-      {kWorker, "--schedules", list, "--steps", "3", "--out", dir, "--timeout", "30", "--dynamic",
-       dynamic ? "1" : "0"},
-      lo);
+  exec::LaunchResult r =
+      exec::launch_local({kWorker, "--schedules", list, "--steps", "3", "--out", dir, "--timeout",
+                          "30", "--dynamic", dynamic ? "1" : "0"},
+                         lo);
   std::vector<std::vector<std::string>> lines(p);
   std::string all;
   for (int k = 0; k < p; ++k) {
@@ -174,8 +174,8 @@ TEST_CASE("exec: a plan that deadlocks under rendezvous is refused before commun
   // A lone rank refuses as well, without waiting for peers that never come
   // (it would sit in the store for --timeout 600 otherwise).
   int port = exec::free_loopback_port();
-  Ran lone = run({kCli, "train", "--plan", file, "--timeout", "600"}, rank_env(1, 2, port),
-                 seconds(60));
+  Ran lone =
+      run({kCli, "train", "--plan", file, "--timeout", "600"}, rank_env(1, 2, port), seconds(60));
   CHECK(lone.exit_code == 1);
   CHECK(lone.err.rfind("pipeplan: error: rank 1: the plan is not proved deadlock-free", 0) == 0);
 }
@@ -195,10 +195,9 @@ TEST_CASE("exec: a world size other than the plan's pp degree is refused", "[exe
         "size 3; start exactly 2 ranks\n");
 }
 
-TEST_CASE("exec: a batch that does not split into microbatches is an input error",
-          "[exec][cli]") {
-  Ran r = run({kCli, "train", "-s", "1f1b", "-p", "2", "-m", "4", "--batch", "10", "--timeout",
-               "30"});
+TEST_CASE("exec: a batch that does not split into microbatches is an input error", "[exec][cli]") {
+  Ran r =
+      run({kCli, "train", "-s", "1f1b", "-p", "2", "-m", "4", "--batch", "10", "--timeout", "30"});
   CHECK(r.exit_code == 2);
   CHECK(r.out.empty());
   // Each rank checks its batch before communicating; the launcher may stop
@@ -218,8 +217,8 @@ TEST_CASE("exec: a killed rank makes every other rank fail instead of hanging", 
   const int port = exec::free_loopback_port();
   std::vector<Child> ranks;
   for (int r = 0; r < 3; ++r)
-    ranks.push_back(spawn({kCli, "train", "-s", "1f1b", "-p", "3", "-m", "6", "--steps",
-                           "1000000", "--timeout", "20"},
+    ranks.push_back(spawn({kCli, "train", "-s", "1f1b", "-p", "3", "-m", "6", "--steps", "1000000",
+                           "--timeout", "20"},
                           rank_env(r, 3, port), dir, "rank" + std::to_string(r)));
   // Rank 2 holds the last stage and prints the losses: training is under way.
   REQUIRE(wait_for_text(ranks[2].out_path, "step 3 ", seconds(90)));
@@ -238,8 +237,8 @@ TEST_CASE("exec: a stalled rank makes its peer time out", "[exec][cli]") {
   const int port = exec::free_loopback_port();
   std::vector<Child> ranks;
   for (int r = 0; r < 2; ++r)
-    ranks.push_back(spawn({kCli, "train", "-s", "gpipe", "-p", "2", "-m", "2", "--steps",
-                           "1000000", "--timeout", "3"},
+    ranks.push_back(spawn({kCli, "train", "-s", "gpipe", "-p", "2", "-m", "2", "--steps", "1000000",
+                           "--timeout", "3"},
                           rank_env(r, 2, port), dir, "rank" + std::to_string(r)));
   REQUIRE(wait_for_text(ranks[1].out_path, "step 2 ", seconds(90)));
   ::kill(ranks[0].pid, SIGSTOP);
@@ -258,10 +257,9 @@ TEST_CASE("exec: a wrong output_specs fails the step naming the mismatch and the
   exec::LaunchOptions lo;
   lo.nproc = 2;
   lo.grace = std::chrono::milliseconds(30000);
-  exec::LaunchResult r = exec::launch_local(
-      {kWorker, "--schedules", "1f1b", "--steps", "1", "--out", dir, "--timeout", "5",
-       "--bad-spec", "1"},
-      lo);
+  exec::LaunchResult r = exec::launch_local({kWorker, "--schedules", "1f1b", "--steps", "1",
+                                             "--out", dir, "--timeout", "5", "--bad-spec", "1"},
+                                            lo);
   const std::string sender = slurp(dir + "/rank0.txt"), receiver = slurp(dir + "/rank1.txt");
   INFO("rank 0: " << sender << "rank 1: " << receiver);
   CHECK(r.exit_code() == 0);

@@ -67,7 +67,8 @@ class FakeComm : public Communicator {
   }
 };
 
-ActionEvent event(const Action& a, std::size_t index, Clock::time_point start, Clock::time_point end) {
+ActionEvent event(const Action& a, std::size_t index, Clock::time_point start,
+                  Clock::time_point end) {
   ActionEvent e;
   e.action = a;
   e.index = index;
@@ -172,7 +173,8 @@ TEST_CASE("exec trace: a stalled peer is named in a warning well before the time
   CHECK(tracer.records().empty());  // record = false
 }
 
-TEST_CASE("exec trace: pipeplan train --trace records every action of every step", "[exec][trace]") {
+TEST_CASE("exec trace: pipeplan train --trace records every action of every step",
+          "[exec][trace]") {
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"-s", "1f1b", "-p", "2", "-m", "4"},
            {"-s", "interleaved-1f1b", "-p", "2", "-m", "4", "-v", "2"},

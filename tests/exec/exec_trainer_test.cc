@@ -55,8 +55,9 @@ TEST_CASE("exec trainer: the documented example trains like one process", "[exec
   REQUIRE(run({kCli, "plan", "-s", "interleaved-1f1b", "-p", "2", "-m", "4", "-v", "2", "-o",
                dir + "/piped.json"})
               .exit_code == 0);
-  REQUIRE(run({kCli, "plan", "-s", "gpipe", "-p", "1", "-m", "4", "-o", dir + "/one.json"})
-              .exit_code == 0);
+  REQUIRE(
+      run({kCli, "plan", "-s", "gpipe", "-p", "1", "-m", "4", "-o", dir + "/one.json"}).exit_code ==
+      0);
   std::vector<std::string> one = run_ranks({kExample, dir + "/one.json", "4"}, 1);
   std::vector<std::string> piped = run_ranks({kExample, dir + "/piped.json", "4"}, 2);
   std::vector<double> want = losses_of(one[0]);
@@ -76,8 +77,8 @@ TEST_CASE("exec trainer: DP x PP on 4 ranks equals unpipelined training on the g
     INFO(shape[1]);
     std::vector<std::string> ref{kCli, "train", "--reference", "--dp", "2", "--steps", "3"};
     ref.insert(ref.end(), shape.begin(), shape.end());
-    std::vector<std::string> piped{kCli,    "train",    "--dp", "2", "--nproc", "4", "--steps",
-                                   "3",     "--timeout", "30"};
+    std::vector<std::string> piped{kCli, "train",   "--dp", "2",         "--nproc",
+                                   "4",  "--steps", "3",    "--timeout", "30"};
     piped.insert(piped.end(), shape.begin(), shape.end());
     Ran want = run(ref), got = run(piped);
     INFO(got.err);
@@ -85,8 +86,8 @@ TEST_CASE("exec trainer: DP x PP on 4 ranks equals unpipelined training on the g
     REQUIRE(got.exit_code == 0);
     check_close(losses_of(got.out), losses_of(want.out), 1e-5);
     // The global batch differs from one replica's: --dp changes the losses.
-    Ran single = run({kCli, "train", "--reference", "--steps", "3", "-s", "1f1b", "-p", "2", "-m",
-                      "4"});
+    Ran single =
+        run({kCli, "train", "--reference", "--steps", "3", "-s", "1f1b", "-p", "2", "-m", "4"});
     CHECK(losses_of(single.out)[0] != losses_of(want.out)[0]);
   }
 }
@@ -115,8 +116,9 @@ TEST_CASE("exec trainer: a killed rank fails every other rank cleanly, without _
   // The example trainer unwinds normally on an error (executor and group
   // destructors run): the surviving ranks must still exit promptly.
   const std::string dir = make_temp_dir("pipeplan-exec-example-kill");
-  REQUIRE(run({kCli, "plan", "-s", "1f1b", "-p", "3", "-m", "3", "-o", dir + "/plan.json"})
-              .exit_code == 0);
+  REQUIRE(
+      run({kCli, "plan", "-s", "1f1b", "-p", "3", "-m", "3", "-o", dir + "/plan.json"}).exit_code ==
+      0);
   const int port = exec::free_loopback_port();
   std::vector<Child> ranks;
   for (int r = 0; r < 3; ++r)

@@ -46,8 +46,10 @@ std::string error_of(const std::function<void()>& fn) {
 }  // namespace
 
 TEST_CASE("exec: boundary specs survive the wire encoding", "[exec]") {
-  BoundarySpec spec = {{false, at::kFloat, {4, 16}}, {true, at::kLong, {}},
-                       {false, at::kDouble, {}}, {false, at::kInt, {2, 3, 5}}};
+  BoundarySpec spec = {{false, at::kFloat, {4, 16}},
+                       {true, at::kLong, {}},
+                       {false, at::kDouble, {}},
+                       {false, at::kInt, {2, 3, 5}}};
   // Compared as a bool: glog makes vectors streamable in a way Catch2 trips over.
   const bool round_trip = xd::decode_spec(xd::encode_spec(spec, at::kCPU)) == spec;
   CHECK(round_trip);
@@ -103,9 +105,9 @@ TEST_CASE("exec: prepare_plan refuses without communicating", "[exec]") {
 TEST_CASE("exec: one rank running every stage matches the unpipelined reference", "[exec]") {
   // pp=1: every boundary is a same-rank handoff; I/W splits and V placement
   // run without any communication.
-  for (const Problem& pr : {Problem{"interleaved-1f1b", 1, 2, 3},
-                            Problem{"interleaved-zb", 1, 3, 3}, Problem{"zbv", 1, 2, 2},
-                            Problem{"gpipe", 1, 3, 1}}) {
+  for (const Problem& pr :
+       {Problem{"interleaved-1f1b", 1, 2, 3}, Problem{"interleaved-zb", 1, 3, 3},
+        Problem{"zbv", 1, 2, 2}, Problem{"gpipe", 1, 3, 1}}) {
     INFO(pr.schedule);
     Plan p = plan(pr);
     DemoConfig c;
@@ -197,8 +199,9 @@ TEST_CASE("exec: runs on a wrapped c10d process group and on a subgroup of it", 
   CHECK(t.sum().item<double>() == 3.0);
   // Without the store a wrapped group cannot form subgroups, and says why.
   auto bare = wrap_process_group(pg, Backend::Gloo, at::kCPU);
-  CHECK(error_of([&] { bare->subgroup({0}, "y", std::chrono::seconds(5)); }).rfind(
-            "this communicator wraps a process group without its store", 0) == 0);
+  CHECK(error_of([&] {
+          bare->subgroup({0}, "y", std::chrono::seconds(5));
+        }).rfind("this communicator wraps a process group without its store", 0) == 0);
   // The executor runs on either.
   for (const auto& group : {world, sub}) {
     Plan p = plan(Problem{"interleaved-1f1b", 1, 2, 2});

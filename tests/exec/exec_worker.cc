@@ -27,7 +27,7 @@ struct Args {
   int steps = 3;
   std::string out = ".";
   double timeout_s = 30;
-  bool dynamic = false;  // batch size changes every step; shapes re-exchanged
+  bool dynamic = false;   // batch size changes every step; shapes re-exchanged
   bool bad_spec = false;  // output_specs[0] given wrong: the step must fail and say so
 };
 
@@ -126,10 +126,11 @@ std::string run_one(const std::string& name, int index, const Args& a, const Dis
       throw;
     }
     if (a.bad_spec) return "FAIL " + name + ": a wrong output_specs went unnoticed";
-    double ref = run_unpipelined(ref_stages, demo_loss(c), demo_input_stages(c), b.inputs,
-                                 b.targets);
+    double ref =
+        run_unpipelined(ref_stages, demo_loss(c), demo_input_stages(c), b.inputs, b.targets);
     if (ex.holds_last_stage() != loss.has_value()) return "FAIL " + name + ": loss on wrong rank";
-    const long want_forwards = static_cast<long>(k) * m * static_cast<long>(ex.local_stages().size());
+    const long want_forwards =
+        static_cast<long>(k) * m * static_cast<long>(ex.local_stages().size());
     if (*forwards != want_forwards)
       return "FAIL " + name + ": " + std::to_string(*forwards) + " stage forwards after step " +
              std::to_string(k) + ", expected " + std::to_string(want_forwards);

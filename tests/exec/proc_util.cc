@@ -27,8 +27,8 @@ std::string make_temp_dir(const std::string& prefix) {
 
 Child spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
             const std::string& dir, const std::string& name) {
-  static const char* const kDropped[] = {"RANK",        "LOCAL_RANK",  "WORLD_SIZE",
-                                         "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
+  static const char* const kDropped[] = {
+      "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
   std::vector<std::string> envs;
   for (char** e = environ; *e != nullptr; ++e) {
     bool drop = false;
@@ -92,8 +92,7 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-bool wait_for_text(const std::string& path, const std::string& needle,
-                   std::chrono::seconds limit) {
+bool wait_for_text(const std::string& path, const std::string& needle, std::chrono::seconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {
     if (slurp(path).find(needle) != std::string::npos) return true;

@@ -26,7 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fuzz::check(a.microbatch < limits::kMaxMicrobatches, "microbatch beyond the limit accepted");
   const std::string printed = to_string(a);
   const io::ActionParse reread = io::parse_action_located(printed);
-  fuzz::check(reread.action && *reread.action == a, "located parse of to_string differs: " + printed);
+  fuzz::check(reread.action && *reread.action == a,
+              "located parse of to_string differs: " + printed);
   const std::optional<Action> strict = parse_action(printed);
   fuzz::check(strict && *strict == a, "parse_action of to_string differs: " + printed);
   // The strict grammar has no spaces: when it accepts the text, both agree.

@@ -29,7 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fuzz::check(parse_csv_plan(csv.str(), "written.csv", options) == plan,
                 "CSV -> CSV round trip changed the plan");
     // Without options the inference must find the same metadata again.
-    fuzz::check(parse_csv_plan(csv.str(), "written.csv") == plan, "CSV metadata inference is not stable");
+    fuzz::check(parse_csv_plan(csv.str(), "written.csv") == plan,
+                "CSV metadata inference is not stable");
   } catch (const InputError& e) {
     fuzz::fail(std::string("write_csv output does not read back: ") + e.what());
   }

@@ -64,10 +64,12 @@ void check_lowering(const Plan& plan, LowerMode mode, bool serial_safe) {
   fuzz::check(compute_order(lowered) == plan.ranks, "lower changed the compute order");
   fuzz::check(verify(lowered, {Transport::Rendezvous}).ok(), "lowered plan hangs under rendezvous");
   fuzz::check(verify(lowered, {Transport::Eager}).ok(), "lowered plan hangs under eager");
-  if (serial_safe) fuzz::check(verify(lowered, {Transport::Serial}).ok(), "serial_safe plan hangs under serial");
+  if (serial_safe)
+    fuzz::check(verify(lowered, {Transport::Serial}).ok(), "serial_safe plan hangs under serial");
   std::ostringstream json;
   write_json(lowered, json);
-  fuzz::check(parse_json_plan(json.str(), "lowered.json") == lowered, "lowered plan JSON round trip");
+  fuzz::check(parse_json_plan(json.str(), "lowered.json") == lowered,
+              "lowered plan JSON round trip");
 }
 
 }  // namespace

@@ -31,13 +31,13 @@ using Clock = std::chrono::steady_clock;
 
 /// One action of this rank's program as it runs.
 struct ActionEvent {
-  Action action;           ///< as written in the plan
-  int rank = 0;            ///< this process's rank in the pipeline group
-  int step = 0;            ///< step number, from 0 (forward-only steps count too)
-  std::size_t index = 0;   ///< position in the rank's program
+  Action action;              ///< as written in the plan
+  int rank = 0;               ///< this process's rank in the pipeline group
+  int step = 0;               ///< step number, from 0 (forward-only steps count too)
+  std::size_t index = 0;      ///< position in the rank's program
   bool forward_only = false;  ///< part of a forward-only (eval) step
-  Clock::time_point start;  ///< when the executor began the action
-  Clock::time_point end;    ///< when it finished (on_exit only; start in on_entry)
+  Clock::time_point start;    ///< when the executor began the action
+  Clock::time_point end;      ///< when it finished (on_exit only; start in on_entry)
   /// SEND_F/SEND_B/RECV_F/RECV_B: bytes of the message's payload (0 when the
   /// boundary carries no values). Zero for every other action.
   std::int64_t bytes = 0;
@@ -62,8 +62,7 @@ class Observer {
   /// stage's gradients of this step are now added to each parameter's .grad.
   /// `parameters` are the stage's trainable parameters. Fires before the
   /// on_exit of that action, so work started here overlaps later actions.
-  virtual void on_stage_grads_ready(int /*stage*/, const std::vector<at::Tensor>& /*parameters*/) {
-  }
+  virtual void on_stage_grads_ready(int /*stage*/, const std::vector<at::Tensor>& /*parameters*/) {}
   /// After every action ran and every send completed, before step() returns.
   virtual void on_step_end(int /*step*/, bool /*forward_only*/) {}
 };

@@ -20,8 +20,8 @@ struct LaunchOptions {
 /// How each rank ended: exit status, or 128 + signal number.
 struct LaunchResult {
   std::vector<int> exit_codes;
-  int first_failed = -1;      ///< rank that failed first, or -1
-  std::vector<int> killed;    ///< ranks killed after the grace period
+  int first_failed = -1;    ///< rank that failed first, or -1
+  std::vector<int> killed;  ///< ranks killed after the grace period
   int exit_code() const { return first_failed < 0 ? 0 : exit_codes[first_failed]; }
 };
 

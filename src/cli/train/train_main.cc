@@ -1,8 +1,8 @@
 // pipeplan-train: the LibTorch half of `pipeplan train`. `pipeplan train ARGS`
 // execs `pipeplan-train ARGS`, so only training pays LibTorch's start-up.
-#include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "cli/common.h"
