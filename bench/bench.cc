@@ -63,7 +63,8 @@ std::vector<Case> make_cases(const Options& o) {
   for (const auto& n : names) {
     const ScheduleInfo& info = find_schedule(n);
     int v = o.stages_per_rank;
-    if (v == 0) v = info.mapping == StageMapping::V ? 2 : (info.allowed_stages_per_rank.empty() ? 4 : 1);
+    if (v == 0)
+      v = info.mapping == StageMapping::V ? 2 : (info.allowed_stages_per_rank.empty() ? 4 : 1);
     for (int m : o.microbatches) out.push_back({info.name, o.pp, v, m});
   }
   return out;
@@ -119,7 +120,8 @@ std::vector<Row> run_case(const Case& c, const Options& o) {
   safe.serial_safe = true;
   const Plan serial_safe = info.lowering.mode == LowerMode::Seed ? Plan{} : lower(compute, safe);
   for (Transport t : {Transport::Rendezvous, Transport::Eager, Transport::Serial}) {
-    const Plan& p = t == Transport::Serial && info.lowering.mode != LowerMode::Seed ? serial_safe : full;
+    const Plan& p =
+        t == Transport::Serial && info.lowering.mode != LowerMode::Seed ? serial_safe : full;
     require(verify(p, {t}).ok(), c, "verify " + std::string(to_string(t)) + " failed");
     measure("verify " + std::string(to_string(t)), n_full, [&] { verify(p, {t}); });
   }
@@ -152,8 +154,9 @@ std::vector<Row> run_case(const Case& c, const Options& o) {
   csv_options.schedule = full.meta.schedule;
   require(parse_csv_plan(csv.text(), "<bench>", csv_options) == full, c, "CSV round trip differs");
   require(parse_json_plan(json.text(), "<bench>") == full, c, "JSON round trip differs");
-  measure("parse csv", n_full, [&] { Plan p = parse_csv_plan(csv.text(), "<bench>", csv_options); })
-      ->bytes = csv.text().size();
+  measure("parse csv", n_full, [&] {
+    Plan p = parse_csv_plan(csv.text(), "<bench>", csv_options);
+  })->bytes = csv.text().size();
   measure("parse json", n_full, [&] { Plan p = parse_json_plan(json.text(), "<bench>"); })->bytes =
       json.text().size();
   for (Row& r : rows) r.total_actions = n_full;
@@ -173,20 +176,20 @@ std::string pad(const std::string& s, std::size_t w, bool left = false) {
 
 void print_header(std::ostream& out) {
   out << pad("schedule", 17, true) << pad("m", 5) << pad("actions", 9) << "  "
-            << pad("pass", 22, true) << pad("ms", 9) << pad("Mact/s", 8) << pad("MB/s", 7)
-            << pad("peak+MB", 9) << pad("B/act", 7) << "\n";
+      << pad("pass", 22, true) << pad("ms", 9) << pad("Mact/s", 8) << pad("MB/s", 7)
+      << pad("peak+MB", 9) << pad("B/act", 7) << "\n";
 }
 
 void print_rows(const std::vector<Row>& rows, bool csv, std::ostream& out) {
   if (csv) {
     out << "schedule,pp,v,m,actions,pass,items,seconds,items_per_s,bytes,mb_per_s,"
-                 "peak_growth_bytes,growth_bytes_per_action\n";
+           "peak_growth_bytes,growth_bytes_per_action\n";
     for (const Row& r : rows)
-      out << r.c.schedule << ',' << r.c.pp << ',' << r.c.v << ',' << r.c.m << ','
-                << r.total_actions << ',' << r.pass << ',' << r.items << ',' << fixed(r.seconds, 6)
-                << ',' << fixed(r.items / r.seconds, 0) << ',' << r.bytes << ','
-                << fixed(r.bytes / r.seconds / 1e6, 1) << ',' << r.growth << ','
-                << fixed(static_cast<double>(r.growth) / r.total_actions, 1) << '\n';
+      out << r.c.schedule << ',' << r.c.pp << ',' << r.c.v << ',' << r.c.m << ',' << r.total_actions
+          << ',' << r.pass << ',' << r.items << ',' << fixed(r.seconds, 6) << ','
+          << fixed(r.items / r.seconds, 0) << ',' << r.bytes << ','
+          << fixed(r.bytes / r.seconds / 1e6, 1) << ',' << r.growth << ','
+          << fixed(static_cast<double>(r.growth) / r.total_actions, 1) << '\n';
     return;
   }
   const Case* last = nullptr;
@@ -194,12 +197,12 @@ void print_rows(const std::vector<Row>& rows, bool csv, std::ostream& out) {
     const bool first = !last || last->schedule != r.c.schedule || last->m != r.c.m;
     last = &r.c;
     out << pad(first ? r.c.schedule : "", 17, true) << pad(first ? std::to_string(r.c.m) : "", 5)
-              << pad(first ? std::to_string(r.total_actions) : "", 9) << "  " << pad(r.pass, 22, true)
-              << pad(fixed(r.seconds * 1e3, 2), 9) << pad(fixed(r.items / r.seconds / 1e6, 1), 8)
-              << pad(r.bytes ? fixed(r.bytes / r.seconds / 1e6, 0) : "", 7)
-              << pad(r.growth ? fixed(r.growth / 1048576.0, 1) : "", 9)
-              << pad(r.growth ? fixed(static_cast<double>(r.growth) / r.total_actions, 1) : "", 7)
-              << "\n";
+        << pad(first ? std::to_string(r.total_actions) : "", 9) << "  " << pad(r.pass, 22, true)
+        << pad(fixed(r.seconds * 1e3, 2), 9) << pad(fixed(r.items / r.seconds / 1e6, 1), 8)
+        << pad(r.bytes ? fixed(r.bytes / r.seconds / 1e6, 0) : "", 7)
+        << pad(r.growth ? fixed(r.growth / 1048576.0, 1) : "", 9)
+        << pad(r.growth ? fixed(static_cast<double>(r.growth) / r.total_actions, 1) : "", 7)
+        << "\n";
   }
 }
 
@@ -221,10 +224,10 @@ void print_scaling(const std::vector<Row>& rows, std::ostream& out) {
       worst_at = r.c.schedule + " " + r.pass + " m=" + std::to_string(r.c.m) + "->" +
                  std::to_string(big.c.m);
     }
-    out << "  " << pad(r.c.schedule, 17, true) << pad(r.pass, 22, true) << " m="
-              << pad(std::to_string(r.c.m), 4) << "->" << pad(std::to_string(big.c.m), 5, true)
-              << pad(fixed(ratio, 2), 6) << "  [" << fixed(r.seconds * 1e9 / r.items, 1) << " -> "
-              << fixed(big.seconds * 1e9 / big.items, 1) << "]\n";
+    out << "  " << pad(r.c.schedule, 17, true) << pad(r.pass, 22, true)
+        << " m=" << pad(std::to_string(r.c.m), 4) << "->" << pad(std::to_string(big.c.m), 5, true)
+        << pad(fixed(ratio, 2), 6) << "  [" << fixed(r.seconds * 1e9 / r.items, 1) << " -> "
+        << fixed(big.seconds * 1e9 / big.items, 1) << "]\n";
   }
   if (!worst_at.empty()) out << "worst ratio " << fixed(worst, 2) << " (" << worst_at << ")\n";
 }
@@ -241,8 +244,8 @@ void run_bench(const BenchOptions& o, std::ostream& out) {
   mallopt(M_TRIM_THRESHOLD, 64 * 1024);
   const std::vector<Case> cases = make_cases(o);
   if (!o.csv)
-    out << "pipeplan bench: " << machine_description() << "; one thread; minimum of >= "
-        << o.repeat << " runs and >= " << o.min_time
+    out << "pipeplan bench: " << machine_description() << "; one thread; minimum of >= " << o.repeat
+        << " runs and >= " << o.min_time
         << " s per pass; peak+MB = peak RSS growth of one run of the pass (forked), B/act = "
            "that / actions with comms\n\n";
   if (!o.csv) print_header(out);

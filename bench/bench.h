@@ -17,10 +17,10 @@ struct BenchOptions {
   int pp = 64;
   int stages_per_rank = 0;  ///< 0: 4 for loop-mapped schedules, 2 for V ones
   std::vector<int> microbatches = {128, 256, 512, 1024, 2048};
-  int repeat = 3;          ///< each pass runs at least this often...
-  double min_time = 0.5;   ///< ...and until this many seconds went by (max 200 runs)
-  bool memory = true;      ///< measure each pass's peak RSS growth in a forked child
-  bool csv = false;        ///< one CSV row per (case, pass) instead of the tables
+  int repeat = 3;         ///< each pass runs at least this often...
+  double min_time = 0.5;  ///< ...and until this many seconds went by (max 200 runs)
+  bool memory = true;     ///< measure each pass's peak RSS growth in a forked child
+  bool csv = false;       ///< one CSV row per (case, pass) instead of the tables
 };
 
 /// Runs every case and writes the report to `out`. Throws std::runtime_error

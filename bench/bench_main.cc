@@ -47,7 +47,8 @@ BenchOptions parse_args(int argc, char** argv) {
     else if (a[i] == "-m" || a[i] == "--microbatches") {
       o.microbatches.clear();
       std::stringstream ss(value());
-      for (std::string item; std::getline(ss, item, ',');) o.microbatches.push_back(to_int(item, "m"));
+      for (std::string item; std::getline(ss, item, ',');)
+        o.microbatches.push_back(to_int(item, "m"));
     } else if (a[i] == "--repeat") o.repeat = to_int(value(), "repeat");
     else if (a[i] == "--min-time") {
       try {
@@ -57,8 +58,7 @@ BenchOptions parse_args(int argc, char** argv) {
       }
     } else if (a[i] == "--no-memory") {
       o.memory = false;
-    }
-    else if (a[i] == "--csv") o.csv = true;
+    } else if (a[i] == "--csv") o.csv = true;
     else if (a[i] == "-h" || a[i] == "--help") usage("help");
     else usage("unknown argument '" + a[i] + "'");
   }

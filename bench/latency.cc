@@ -36,7 +36,7 @@ struct Row {
   int shapes = 0;
   Tally seed, hiding, torch;
   int slower_than_torch = 0;
-  int out_of_reach = 0;  // hiding misses the bound and no pair-stream execution reaches it
+  int out_of_reach = 0;         // hiding misses the bound and no pair-stream execution reaches it
   double worst_vs_torch = 1.0;  // hiding / torch
   std::string worst_vs_torch_shape;
 };
@@ -49,7 +49,8 @@ std::string fixed(double x, int digits) {
 
 double makespan_of(const Plan& p, const SimOptions& o, const std::string& what) {
   SimResult r = simulate(p, o);
-  if (!r.ok()) throw std::runtime_error(what + ": simulation failed: " + r.problems.front().message);
+  if (!r.ok())
+    throw std::runtime_error(what + ": simulation failed: " + r.problems.front().message);
   return r.makespan;
 }
 
@@ -87,8 +88,8 @@ void run_latency_bench(const LatencyBenchOptions& options, std::ostream& out) {
             continue;  // the schedule rejects the shape
           }
           if (compute.meta.stages_per_rank != v) continue;
-          const std::string shape = "p=" + std::to_string(p) + " m=" + std::to_string(m) +
-                                    " v=" + std::to_string(v);
+          const std::string shape =
+              "p=" + std::to_string(p) + " m=" + std::to_string(m) + " v=" + std::to_string(v);
           const Plan torch = torch_lowering(compute);
           // "Before": the seed lowering as every schedule had it by default
           // until the latency-hiding one (serial-safe except gpipe/1f1b).
@@ -108,9 +109,9 @@ void run_latency_bench(const LatencyBenchOptions& options, std::ostream& out) {
             for (Transport t : {Transport::Rendezvous, Transport::Eager}) {
               VerifyResult vr = verify(hidden, {t});
               if (!vr.ok())
-                throw std::runtime_error(info.name + " " + shape + ": latency-hiding plan fails under " +
-                                         std::string(to_string(t)) + ": " +
-                                         vr.diagnostics.front().message);
+                throw std::runtime_error(
+                    info.name + " " + shape + ": latency-hiding plan fails under " +
+                    std::string(to_string(t)) + ": " + vr.diagnostics.front().message);
             }
             const std::string what = info.name + " " + shape + " " + cases[c].name();
             const double bound = makespan_of(compute, so, what + " (bound)");
@@ -123,7 +124,8 @@ void run_latency_bench(const LatencyBenchOptions& options, std::ostream& out) {
             row.hiding.add(t_hide, bound, shape);
             row.torch.add(t_torch, bound, shape);
             if (t_hide > t_torch * (1 + 1e-9)) ++row.slower_than_torch;
-            if (t_hide > bound * (1 + 1e-9) && bound_out_of_reach(compute, so.costs)) ++row.out_of_reach;
+            if (t_hide > bound * (1 + 1e-9) && bound_out_of_reach(compute, so.costs))
+              ++row.out_of_reach;
             if (t_hide / t_torch > row.worst_vs_torch + 1e-12) {
               row.worst_vs_torch = t_hide / t_torch;
               row.worst_vs_torch_shape = shape;
@@ -135,13 +137,13 @@ void run_latency_bench(const LatencyBenchOptions& options, std::ostream& out) {
 
   if (options.csv) {
     out << "schedule,comm,shapes,seed_at_bound,seed_worst,hiding_at_bound,hiding_worst,"
-           "torch_at_bound,torch_worst,slower_than_torch,worst_vs_torch,hiding_misses_out_of_reach\n";
+           "torch_at_bound,torch_worst,slower_than_torch,worst_vs_torch,hiding_misses_out_of_"
+           "reach\n";
     for (const Row& r : rows)
       out << r.schedule << "," << r.comm << "," << r.shapes << "," << r.seed.at_bound << ","
           << fixed(r.seed.worst, 4) << "," << r.hiding.at_bound << "," << fixed(r.hiding.worst, 4)
-          << "," << r.torch.at_bound << "," << fixed(r.torch.worst, 4) << ","
-          << r.slower_than_torch << "," << fixed(r.worst_vs_torch, 4) << "," << r.out_of_reach
-          << "\n";
+          << "," << r.torch.at_bound << "," << fixed(r.torch.worst, 4) << "," << r.slower_than_torch
+          << "," << fixed(r.worst_vs_torch, 4) << "," << r.out_of_reach << "\n";
     return;
   }
   out << "Rendezvous makespan against the eager bound (F=1, B=2, I=W=1 per stage), p "
@@ -158,17 +160,18 @@ void run_latency_bench(const LatencyBenchOptions& options, std::ostream& out) {
     return std::to_string(n) + " (" + fixed(of ? 100.0 * n / of : 100.0, 1) + "%)";
   };
   for (const Row& r : rows)
-    table.push_back({r.schedule, r.comm, std::to_string(r.shapes), pct(r.seed.at_bound, r.shapes),
-                     fixed(r.seed.worst, 3), pct(r.hiding.at_bound, r.shapes),
-                     fixed(r.hiding.worst, 3) + (r.hiding.worst > 1 ? " (" + r.hiding.worst_shape + ")" : ""),
-                     pct(r.torch.at_bound, r.shapes), fixed(r.torch.worst, 3),
-                     std::to_string(r.slower_than_torch),
-                     fixed(r.worst_vs_torch, 3) +
-                         (r.worst_vs_torch > 1 ? " (" + r.worst_vs_torch_shape + ")" : ""),
-                     std::to_string(r.out_of_reach) + " of " +
-                         std::to_string(r.shapes - r.hiding.at_bound)});
-  out << "| " ;
-  for (std::size_t c = 0; c < table[0].size(); ++c) out << table[0][c] << (c + 1 < table[0].size() ? " | " : " |\n");
+    table.push_back(
+        {r.schedule, r.comm, std::to_string(r.shapes), pct(r.seed.at_bound, r.shapes),
+         fixed(r.seed.worst, 3), pct(r.hiding.at_bound, r.shapes),
+         fixed(r.hiding.worst, 3) + (r.hiding.worst > 1 ? " (" + r.hiding.worst_shape + ")" : ""),
+         pct(r.torch.at_bound, r.shapes), fixed(r.torch.worst, 3),
+         std::to_string(r.slower_than_torch),
+         fixed(r.worst_vs_torch, 3) +
+             (r.worst_vs_torch > 1 ? " (" + r.worst_vs_torch_shape + ")" : ""),
+         std::to_string(r.out_of_reach) + " of " + std::to_string(r.shapes - r.hiding.at_bound)});
+  out << "| ";
+  for (std::size_t c = 0; c < table[0].size(); ++c)
+    out << table[0][c] << (c + 1 < table[0].size() ? " | " : " |\n");
   out << "|";
   for (std::size_t c = 0; c < table[0].size(); ++c) out << (c < 2 ? "---|" : "---:|");
   out << "\n";

@@ -10,8 +10,8 @@ namespace {
 struct Node {  // a compute action
   int rank = 0, index = 0;
   double dur = 0.0, est = 0.0, lst = 0.0;
-  int next = -1, prev = -1;            // along its rank
-  std::vector<int> in, out;            // transfers it consumes / produces
+  int next = -1, prev = -1;  // along its rank
+  std::vector<int> in, out;  // transfers it consumes / produces
 };
 
 struct Xfer {
@@ -52,7 +52,8 @@ std::optional<std::string> bound_out_of_reach(const Plan& compute, const CostMod
   std::vector<int> pair_id(compute.ranks.size() * compute.ranks.size(), -1);
   for (const Transfer& t : bound.transfers) {
     const int lo = std::min(t.src_rank, t.dst_rank), hi = std::max(t.src_rank, t.dst_rank);
-    int& id = pair_id[static_cast<std::size_t>(lo) * compute.ranks.size() + static_cast<std::size_t>(hi)];
+    int& id =
+        pair_id[static_cast<std::size_t>(lo) * compute.ranks.size() + static_cast<std::size_t>(hi)];
     if (id < 0) {
       id = static_cast<int>(pairs.size());
       pairs.emplace_back();
@@ -79,7 +80,9 @@ std::optional<std::string> bound_out_of_reach(const Plan& compute, const CostMod
     for (int id : order) {
       Node& n = nodes[static_cast<std::size_t>(id)];
       double e = n.est;
-      if (n.prev >= 0) e = std::max(e, nodes[static_cast<std::size_t>(n.prev)].est + nodes[static_cast<std::size_t>(n.prev)].dur);
+      if (n.prev >= 0)
+        e = std::max(e, nodes[static_cast<std::size_t>(n.prev)].est +
+                            nodes[static_cast<std::size_t>(n.prev)].dur);
       for (int x : n.in) e = std::max(e, xs[static_cast<std::size_t>(x)].est + hop);
       if (e > n.est + eps) n.est = e, moved = true;
       for (int x : n.out) {
@@ -144,9 +147,10 @@ std::optional<std::string> bound_out_of_reach(const Plan& compute, const CostMod
                std::to_string(n.est) + " but must start by " + std::to_string(n.lst);
     for (const Xfer& t : xs)
       if (t.est > t.lst + eps)
-        return "the transfer " + name(compute, nodes[static_cast<std::size_t>(t.producer)]) + " -> " +
-               name(compute, nodes[static_cast<std::size_t>(t.consumer)]) + " cannot start before " +
-               std::to_string(t.est) + " but must start by " + std::to_string(t.lst);
+        return "the transfer " + name(compute, nodes[static_cast<std::size_t>(t.producer)]) +
+               " -> " + name(compute, nodes[static_cast<std::size_t>(t.consumer)]) +
+               " cannot start before " + std::to_string(t.est) + " but must start by " +
+               std::to_string(t.lst);
     if (!moved) break;
   }
   return std::nullopt;

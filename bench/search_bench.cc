@@ -2,8 +2,8 @@
 #include "bench/search_bench.h"
 
 #include <chrono>
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 #include <string>
 
 #include "pipeplan/search.h"
@@ -38,7 +38,8 @@ void run_search_bench(const std::vector<std::pair<std::string, LayerProfile>>& p
       try {
         one_f_one_b = search(profile, base).memory_limit;  // the default budget
       } catch (const InputError& e) {
-        out << "| " << name << " | " << num(comm) << " | - | " << e.what() << " | | | | | | | | |\n";
+        out << "| " << name << " | " << num(comm) << " | - | " << e.what()
+            << " | | | | | | | | |\n";
         continue;
       }
       for (double factor : o.budgets) {
@@ -50,22 +51,25 @@ void run_search_bench(const std::vector<std::pair<std::string, LayerProfile>>& p
                           num(*so.memory_limit) + ") | ";
         try {
           const SearchResult r = search(profile, so);
-          const double ms = std::chrono::duration<double, std::milli>(
-                                std::chrono::steady_clock::now() - t0)
-                                .count();
+          const double ms =
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                  .count();
           const double cpu_ms = 1000.0 * static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
           if (r.best_library)
-            row += r.best_library->schedule + " v" + std::to_string(r.best_library->stages_per_rank) +
-                   " | " + num(r.best_library->makespan) + " | ";
-          else
-            row += "none | - | ";
-          row += num(r.makespan) + " | " + num(r.lower_bound) + " | " + num(r.gap() * 100, 1) + "% | ";
-          row += r.best_library ? num((1 - r.makespan / r.best_library->makespan) * 100, 1) + "% faster"
-                                : std::string("only plan");
+            row += r.best_library->schedule + " v" +
+                   std::to_string(r.best_library->stages_per_rank) + " | " +
+                   num(r.best_library->makespan) + " | ";
+          else row += "none | - | ";
+          row +=
+              num(r.makespan) + " | " + num(r.lower_bound) + " | " + num(r.gap() * 100, 1) + "% | ";
+          row += r.best_library
+                     ? num((1 - r.makespan / r.best_library->makespan) * 100, 1) + "% faster"
+                     : std::string("only plan");
           row += " | " + std::string(to_string(r.plan.meta.mapping)) + " v" +
                  std::to_string(r.plan.meta.stages_per_rank) +
                  (r.plan.meta.schedule == "search" ? "" : " (" + r.plan.meta.schedule + ")") +
-                 " | " + num(ms, 0) + (r.time_limited ? " (limit)" : "") + " | " + num(cpu_ms, 0) + " |";
+                 " | " + num(ms, 0) + (r.time_limited ? " (limit)" : "") + " | " + num(cpu_ms, 0) +
+                 " |";
         } catch (const BudgetError& e) {
           row += "none | - | no plan fits (smallest: " + num(e.smallest_budget) + ") | | | | | | |";
         }

@@ -44,7 +44,8 @@ Plan torch_lowering(const Plan& compute) {
     f_done[at(s, mb)] = 1;
     if (s + 1 >= n_stages || meta.rank_of(s + 1) == meta.rank_of(s)) return;
     list.push_back(make(ActionType::SendF, s, mb));
-    out.ranks[static_cast<std::size_t>(meta.rank_of(s + 1))].push_back(make(ActionType::RecvF, s + 1, mb));
+    out.ranks[static_cast<std::size_t>(meta.rank_of(s + 1))].push_back(
+        make(ActionType::RecvF, s + 1, mb));
     recv_f[at(s + 1, mb)] = 1;
   };
   auto backward_out = [&](std::vector<Action>& list, int s, int mb) {
@@ -52,7 +53,8 @@ Plan torch_lowering(const Plan& compute) {
     bi_done[at(s, mb)] = 1;
     if (s == 0 || meta.rank_of(s - 1) == meta.rank_of(s)) return;
     list.push_back(make(ActionType::SendB, s, mb));
-    out.ranks[static_cast<std::size_t>(meta.rank_of(s - 1))].push_back(make(ActionType::RecvB, s - 1, mb));
+    out.ranks[static_cast<std::size_t>(meta.rank_of(s - 1))].push_back(
+        make(ActionType::RecvB, s - 1, mb));
     recv_b[at(s - 1, mb)] = 1;
   };
 

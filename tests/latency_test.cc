@@ -38,8 +38,9 @@ double makespan(const Plan& p, const SimOptions& o) {
 
 Plan without_comms(Plan p) {
   for (auto& list : p.ranks)
-    list.erase(std::remove_if(list.begin(), list.end(), [](const Action& a) { return is_comm(a.type); }),
-               list.end());
+    list.erase(
+        std::remove_if(list.begin(), list.end(), [](const Action& a) { return is_comm(a.type); }),
+        list.end());
   return p;
 }
 
@@ -68,11 +69,12 @@ TEST_CASE("latency: torch's lowering, re-stated, reproduces torch's own files", 
   // feed the re-statement torch's own file without its SEND/RECV.
   for (const std::string base :
        {"torch_interleaved-1f1b_p2_m4_v2", "torch_interleaved-1f1b_p4_m8_v2",
-        "torch_interleaved-zb_p2_m4_v2", "torch_interleaved-zb_p4_m8_v2", "torch_looped-bfs_p2_m4_v2",
-        "torch_zbv_p2_m4_v2", "torch_zbv_p4_m8_v2", "torch_dualpipev_p2_m4_v2",
-        "torch_dualpipev_p4_m8_v2"}) {
+        "torch_interleaved-zb_p2_m4_v2", "torch_interleaved-zb_p4_m8_v2",
+        "torch_looped-bfs_p2_m4_v2", "torch_zbv_p2_m4_v2", "torch_zbv_p4_m8_v2",
+        "torch_dualpipev_p2_m4_v2", "torch_dualpipev_p4_m8_v2"}) {
     INFO(base);
-    const Plan theirs = parse_plan(read_source_file("tests/interop/" + base + ".compute_comms.csv"), base);
+    const Plan theirs =
+        parse_plan(read_source_file("tests/interop/" + base + ".compute_comms.csv"), base);
     const Plan ours = bench::torch_lowering(without_comms(theirs));
     REQUIRE(ours.ranks.size() == theirs.ranks.size());
     for (std::size_t r = 0; r < ours.ranks.size(); ++r)
@@ -110,7 +112,8 @@ TEST_CASE("latency: every schedule lowers deadlock-free, at the eager bound, nev
         const double bound = makespan(compute, o);
         const double ours = makespan(hidden, o);
         CHECK(ours >= bound - 1e-9);
-        if (c.latency <= 0.25 && info.name != "dualpipev") CHECK(ours == Approx(bound).epsilon(1e-12));
+        if (c.latency <= 0.25 && info.name != "dualpipev")
+          CHECK(ours == Approx(bound).epsilon(1e-12));
         CHECK(ours <= makespan(torch, o) + 1e-9);
         // At the bound wherever it is reachable: every miss comes with a
         // proof that no execution with one stream per rank pair reaches it
@@ -170,7 +173,8 @@ TEST_CASE("latency: the documented examples of a bound out of reach", "[latency]
   };
   for (const Case& c : {
            Case{"dualpipev", 2, 4, 2, 0.5, 28.0, 29.0, "fit in neither order"},
-           Case{"zb-h1", 2, 6, 1, 1.0, 24.0, 25.0, "0F3 -> 1F3 and 1I2 -> 0I2, fit in neither order"},
+           Case{"zb-h1", 2, 6, 1, 1.0, 24.0, 25.0,
+                "0F3 -> 1F3 and 1I2 -> 0I2, fit in neither order"},
            Case{"zbv", 4, 4, 2, 1.0, 42.0, 43.0, "fit in neither order"},
            Case{"interleaved-zb", 2, 2, 2, 1.0, 17.0, 18.0, "fit in neither order"},
            Case{"interleaved-1f1b", 2, 4, 2, 1.0, 33.0, 34.0, "fit in neither order"},

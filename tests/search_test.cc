@@ -64,15 +64,18 @@ TEST_CASE("profile: bad rows are located errors", "[search]") {
         "m.csv:2: column 'B' of layer 'a': 'x' is not a finite non-negative number");
   CHECK(error_of("name,F,B,W,activation\na,1,2,1,1\nb,1,2,3,1\n") ==
         "m.csv:3: layer 'b': W (3) exceeds B (2); W is the weight-gradient part of the backward");
-  CHECK(error_of("name,F,B,W,activation\na,1,2,1,-1\n").find("column 'activation'") != std::string::npos);
-  CHECK(error_of("# nothing\n") == "m.csv: empty layer profile (expected the header 'name,F,B,W,activation')");
+  CHECK(error_of("name,F,B,W,activation\na,1,2,1,-1\n").find("column 'activation'") !=
+        std::string::npos);
+  CHECK(error_of("# nothing\n") ==
+        "m.csv: empty layer profile (expected the header 'name,F,B,W,activation')");
   CHECK(error_of("name,F,B,W,activation\n") == "m.csv: the layer profile lists no layers");
   // The shared limits: costs beyond kMaxCost, long text quoted in part.
   CHECK(error_of("name,F,B,W,activation\na,1e13,2,1,1\n") ==
         "m.csv:2: column 'F' of layer 'a': 1e13 is more than the supported 1e+12");
   const std::string long_name(100, 'n');
   CHECK(error_of("name,F,B,W,activation\n" + long_name + ",1,x,1,1\n") ==
-        "m.csv:2: column 'B' of layer '" + std::string(64, 'n') + "... (100 bytes)': 'x' is not a finite non-negative number");
+        "m.csv:2: column 'B' of layer '" + std::string(64, 'n') +
+            "... (100 bytes)': 'x' is not a finite non-negative number");
 }
 
 TEST_CASE("search: shapes beyond the shared limits are refused up front", "[search]") {
@@ -123,11 +126,13 @@ TEST_CASE("profile: a plan's partition survives the JSON round trip", "[search]"
   CHECK(parse_json_plan(out.str()) == p);
   std::string bad = out.str();
   bad.replace(bad.find("[3, 1]"), 6, "[3, 0]");
-  CHECK_THROWS_WITH(parse_json_plan(bad, "x.json"), "x.json: partition[1]: 0 is below the minimum 1");
+  CHECK_THROWS_WITH(parse_json_plan(bad, "x.json"),
+                    "x.json: partition[1]: 0 is below the minimum 1");
   bad = out.str();
   bad.replace(bad.find("[3, 1]"), 6, "[4]");
-  CHECK_THROWS_WITH(parse_json_plan(bad, "x.json"),
-                    "x.json: partition: holds 1 layer counts for 2 stages (pp_degree * stages_per_rank)");
+  CHECK_THROWS_WITH(
+      parse_json_plan(bad, "x.json"),
+      "x.json: partition: holds 1 layer counts for 2 stages (pp_degree * stages_per_rank)");
 }
 
 TEST_CASE("search: the list scheduler's makespan is the simulator's", "[search]") {
@@ -173,7 +178,8 @@ void check_result(const SearchResult& r, const SearchOptions& o) {
 }
 }  // namespace
 
-TEST_CASE("search: never worse than the library, fits the budget, verifies everywhere", "[search]") {
+TEST_CASE("search: never worse than the library, fits the budget, verifies everywhere",
+          "[search]") {
   SearchOptions o;
   o.pp_degree = 4;
   o.num_microbatches = 8;
@@ -269,7 +275,8 @@ TEST_CASE("search: the CLI writes a plan every command accepts", "[search][cli]"
   CHECK(sdoc["peak_memory"].get<double>() == Approx(doc["peak_memory"].get<double>()));
   CHECK(run_cli({"render", plan_path, "--layers", layers, "--svg", "-"}).exit_code == 0);
   CHECK(run_cli({"convert", plan_path, "-f", "csv"}).exit_code == 0);
-  auto none = run_cli({"search", "-p", "4", "-m", "8", "--layers", layers, "--memory-limit", "0.1"});
+  auto none =
+      run_cli({"search", "-p", "4", "-m", "8", "--layers", layers, "--memory-limit", "0.1"});
   CHECK(none.exit_code == 2);
   CHECK(none.err.find("smallest budget that works") != std::string::npos);
 }
@@ -284,7 +291,8 @@ TEST_CASE("search: compare --layers reports peak memory per schedule", "[search]
     CHECK(row.contains("peak_memory"));
     CHECK(row["partition"].size() == 4 * row["stages_per_rank"].get<std::size_t>());
   }
-  auto bad = run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--layers", layers, "--cost", "F=1"});
+  auto bad = run_cli(
+      {"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--layers", layers, "--cost", "F=1"});
   CHECK(bad.exit_code == 2);
 }
 
@@ -299,7 +307,8 @@ TEST_CASE("search: the exhaustive search finds the optimum without an incumbent"
   REQUIRE(r.exact);
   REQUIRE(r.exact->complete);
   // A weaker incumbent: the exhaustive search must find the optimum itself.
-  const ExactResult free_run = detail::exact_search(prof, o, r.memory_limit, r.exact->search_value + 2);
+  const ExactResult free_run =
+      detail::exact_search(prof, o, r.memory_limit, r.exact->search_value + 2);
   REQUIRE(free_run.complete);
   CHECK(free_run.max_stages_per_rank == 2);
   CHECK(free_run.nodes > 100);
@@ -320,7 +329,8 @@ TEST_CASE("search: the exhaustive search finds the optimum without an incumbent"
   CHECK(tight.peak_memory <= 2.0);
 }
 
-TEST_CASE("search: refining a library plan's partition keeps its actions and the budget", "[search]") {
+TEST_CASE("search: refining a library plan's partition keeps its actions and the budget",
+          "[search]") {
   // ZBV's V mapping puts the first and last layers on rank 0: the balanced
   // split (by stage) is not the best one for it.
   const LayerProfile prof = example("llama35");
@@ -334,8 +344,8 @@ TEST_CASE("search: refining a library plan's partition keeps its actions and the
   double budget = 0;
   for (const auto& s : before.ranks) budget = std::max(budget, s.peak_memory);
   int evaluations = 0;
-  const auto refined =
-      detail::refine_partition(lib, prof, o, budget, [] { return false; }, &evaluations);
+  const auto refined = detail::refine_partition(
+      lib, prof, o, budget, [] { return false; }, &evaluations);
   REQUIRE(refined);
   CHECK(evaluations > 1);
   CHECK(refined->makespan < before.makespan - 1e-9);
@@ -347,14 +357,16 @@ TEST_CASE("search: refining a library plan's partition keeps its actions and the
   CHECK(simulate(refined->plan, again).makespan == Approx(refined->makespan));
 }
 
-TEST_CASE("search: improving a library order keeps its work, the budget and the simulator's times", "[search]") {
+TEST_CASE("search: improving a library order keeps its work, the budget and the simulator's times",
+          "[search]") {
   // W-heavy blocks (W = 2/3 B): ZBV's order at its own peak memory.
   const LayerProfile prof = uniform(8, 1, 3, 2, 1);
   Plan lib = plan(Problem{"zbv", 4, 8, 2});
   lib.meta.partition = balanced_partition(prof, 8);
   for (auto& list : lib.ranks)
-    list.erase(std::remove_if(list.begin(), list.end(), [](const Action& a) { return is_comm(a.type); }),
-               list.end());
+    list.erase(
+        std::remove_if(list.begin(), list.end(), [](const Action& a) { return is_comm(a.type); }),
+        list.end());
   SimOptions o;
   o.costs = stage_costs(prof, lib.meta.partition, CostModel{});
   o.costs.comm_latency = 0.5;
@@ -368,7 +380,8 @@ TEST_CASE("search: improving a library order keeps its work, the budget and the 
   CHECK(timed->makespan == Approx(before.makespan));
   CHECK(timed->peak == Approx(budget));
   int evaluations = 0;
-  const auto improved = detail::improve_orders(lib, table, budget, 100000, [] { return false; }, &evaluations);
+  const auto improved = detail::improve_orders(
+      lib, table, budget, 100000, [] { return false; }, &evaluations);
   REQUIRE(improved);
   CHECK(improved->moves > 0);
   CHECK(evaluations >= improved->moves);
@@ -383,7 +396,9 @@ TEST_CASE("search: improving a library order keeps its work, the budget and the 
   // Same work on every rank, microbatches still in order per stage and kind.
   for (std::size_t r = 0; r < lib.ranks.size(); ++r) {
     auto a = lib.ranks[r], b = improved->plan.ranks[r];
-    const auto key = [](const Action& x) { return std::make_tuple(x.stage, static_cast<int>(x.type), x.microbatch); };
+    const auto key = [](const Action& x) {
+      return std::make_tuple(x.stage, static_cast<int>(x.type), x.microbatch);
+    };
     const auto by_key = [&key](const Action& x, const Action& y) { return key(x) < key(y); };
     std::sort(a.begin(), a.end(), by_key);
     std::sort(b.begin(), b.end(), by_key);
@@ -393,7 +408,8 @@ TEST_CASE("search: improving a library order keeps its work, the budget and the 
       CHECK(next[{x.stage, static_cast<int>(x.type)}]++ == x.microbatch);
   }
   // A budget the order already uses fully: nothing may exceed it.
-  const auto capped = detail::improve_orders(lib, table, budget - 1, 1000, [] { return false; }, &evaluations);
+  const auto capped = detail::improve_orders(
+      lib, table, budget - 1, 1000, [] { return false; }, &evaluations);
   CHECK_FALSE(capped);
 }
 
@@ -449,8 +465,11 @@ TEST_CASE("search: bad limits are named input errors", "[search][cli]") {
   const std::string layers = std::string(PIPEPLAN_SOURCE_DIR) + "/examples/layers/tiny4.csv";
   auto zero = run_cli({"search", "-p", "2", "-m", "2", "--layers", layers, "--time-limit", "0"});
   CHECK(zero.exit_code == 2);
-  CHECK(zero.err.find("the time limit must be a positive number of seconds, got 0") != std::string::npos);
-  auto negative = run_cli({"search", "-p", "2", "-m", "2", "--layers", layers, "--memory-limit", "-1"});
+  CHECK(zero.err.find("the time limit must be a positive number of seconds, got 0") !=
+        std::string::npos);
+  auto negative =
+      run_cli({"search", "-p", "2", "-m", "2", "--layers", layers, "--memory-limit", "-1"});
   CHECK(negative.exit_code == 2);
-  CHECK(negative.err.find("the memory limit must be a positive number, got -1") != std::string::npos);
+  CHECK(negative.err.find("the memory limit must be a positive number, got -1") !=
+        std::string::npos);
 }

@@ -47,8 +47,9 @@ py::object meta_item(const PlanMeta& m, const std::string& key) {
   if (key == "forward_only") return py::bool_(m.forward_only);
   throw py::key_error(key);
 }
-const char* const kMetaKeys[] = {"schedule",   "pp_degree",     "num_microbatches", "stages_per_rank",
-                                 "num_stages", "stage_to_rank", "forward_only"};
+const char* const kMetaKeys[] = {"schedule",        "pp_degree",  "num_microbatches",
+                                 "stages_per_rank", "num_stages", "stage_to_rank",
+                                 "forward_only"};
 
 }  // namespace
 
@@ -129,13 +130,14 @@ stages_per_rank, num_stages, stage_to_rank ("loop" or "v"), forward_only.)doc")
              for (const char* k : kMetaKeys) keys.append(k);
              return keys;
            })
-      .def("to_dict",
-           [](const PlanMeta& m) {
-             py::dict d;
-             for (const char* k : kMetaKeys) d[k] = meta_item(m, k);
-             return d;
-           },
-           "The metadata as a dict (the JSON format's keys).")
+      .def(
+          "to_dict",
+          [](const PlanMeta& m) {
+            py::dict d;
+            for (const char* k : kMetaKeys) d[k] = meta_item(m, k);
+            return d;
+          },
+          "The metadata as a dict (the JSON format's keys).")
       .def(py::self == py::self)
       .def("__repr__", [](const PlanMeta& m) {
         std::ostringstream s;
@@ -159,17 +161,18 @@ One defect found by verify(): a stable ``code`` (e.g. "fifo-both-send"), the
                                return d.action.empty() ? py::none() : py::object(py::str(d.action));
                              })
       .def_readonly("message", &Diagnostic::message)
-      .def("to_dict",
-           [](const Diagnostic& d) {
-             py::dict out;
-             out["code"] = d.code;
-             out["rank"] = optional_int(d.rank);
-             out["index"] = optional_int(d.index);
-             out["action"] = d.action.empty() ? py::none() : py::object(py::str(d.action));
-             out["message"] = d.message;
-             return out;
-           },
-           "The diagnostic as `pipeplan verify -f json` writes it.")
+      .def(
+          "to_dict",
+          [](const Diagnostic& d) {
+            py::dict out;
+            out["code"] = d.code;
+            out["rank"] = optional_int(d.rank);
+            out["index"] = optional_int(d.index);
+            out["action"] = d.action.empty() ? py::none() : py::object(py::str(d.action));
+            out["message"] = d.message;
+            return out;
+          },
+          "The diagnostic as `pipeplan verify -f json` writes it.")
       .def(py::self == py::self)
       .def("__str__",
            [](const Diagnostic& d) {
@@ -258,7 +261,8 @@ Make one with plan(), lower(), loads(), read() or from_torch().)doc")
       .def("__repr__", &plan_repr)
       .def(py::self == py::self)
       .def("__copy__", [](const Plan& p) { return p; })
-      .def("__deepcopy__", [](const Plan& p, const py::dict&) { return p; }, py::arg("memo"))
+      .def(
+          "__deepcopy__", [](const Plan& p, const py::dict&) { return p; }, py::arg("memo"))
       .def(py::pickle(
           [](const Plan& p) {
             std::ostringstream s;

@@ -29,7 +29,8 @@ Plan make_plan(const std::string& schedule, int pp_degree, int num_microbatches,
                const py::object& stage_costs, const py::object& comm, const py::object& bytes) {
   // The library reads 0 as "the schedule's default"; here that is None.
   if (stages_per_rank && *stages_per_rank == 0)
-    throw ShapeError(schedule + ": stages_per_rank must be positive, got 0; pass 1 or more, or "
+    throw ShapeError(schedule +
+                     ": stages_per_rank must be positive, got 0; pass 1 or more, or "
                      "None for the schedule's default");
   Problem problem{schedule, pp_degree, num_microbatches, stages_per_rank.value_or(0)};
   problem.forward_only = forward_only;
@@ -37,7 +38,8 @@ Plan make_plan(const std::string& schedule, int pp_degree, int num_microbatches,
   const LowerOptions options = lower_options(resolve(problem), lowering, prefetch, serial_safe,
                                              cost, stage_costs, comm, bytes);
   Release release;
-  if (rank) return compute_only ? plan_compute_rank(problem, *rank) : plan_rank(problem, *rank, options);
+  if (rank)
+    return compute_only ? plan_compute_rank(problem, *rank) : plan_rank(problem, *rank, options);
   return compute_only ? plan_compute(problem) : plan(problem, options);
 }
 
@@ -200,7 +202,8 @@ void bind_passes(py::module_& m) {
       .def_readonly("allowed_stages_per_rank", &ScheduleInfo::allowed_stages_per_rank,
                     "Allowed v values; empty means any v >= 1.")
       .def_readonly("constraints", &ScheduleInfo::constraints, "Shape constraints, in words.")
-      .def("__repr__", [](const ScheduleInfo& s) { return "<pipeplan.ScheduleInfo " + s.name + ">"; });
+      .def("__repr__",
+           [](const ScheduleInfo& s) { return "<pipeplan.ScheduleInfo " + s.name + ">"; });
 
   m.def(
       "schedules", [] { return schedules(); },
@@ -208,13 +211,12 @@ void bind_passes(py::module_& m) {
 ``[s.name for s in pipeplan.schedules()]`` are the names plan() accepts (it
 also accepts each row's aliases, case-insensitively).)doc");
 
-  m.def("plan", &make_plan, py::arg("schedule"), py::arg("pp_degree"),
-        py::arg("num_microbatches"), py::arg("stages_per_rank") = py::none(),
-        py::arg("rank") = py::none(), py::arg("compute_only") = false,
-        py::arg("forward_only") = false, py::kw_only(), py::arg("lowering") = py::none(),
-        py::arg("prefetch") = 0, py::arg("serial_safe") = false, py::arg("cost") = py::none(),
-        py::arg("stage_costs") = py::none(), py::arg("comm") = py::none(),
-        py::arg("bytes") = 0.0,
+  m.def("plan", &make_plan, py::arg("schedule"), py::arg("pp_degree"), py::arg("num_microbatches"),
+        py::arg("stages_per_rank") = py::none(), py::arg("rank") = py::none(),
+        py::arg("compute_only") = false, py::arg("forward_only") = false, py::kw_only(),
+        py::arg("lowering") = py::none(), py::arg("prefetch") = 0, py::arg("serial_safe") = false,
+        py::arg("cost") = py::none(), py::arg("stage_costs") = py::none(),
+        py::arg("comm") = py::none(), py::arg("bytes") = 0.0,
         R"doc(Plans a schedule: the compute order of every rank, lowered (SEND/RECV
 inserted, each rank pair in one FIFO order) unless ``compute_only``.
 Equivalent to ``pipeplan plan -s SCHEDULE -p PP -m M [-v V] [-r R] [--compute-only]
@@ -242,8 +244,7 @@ out of range. Prove the result with verify().
   m.def("lower", &lower_plan, py::arg("plan"), py::arg("send_placement") = py::none(),
         py::arg("reduce_grad") = false, py::kw_only(), py::arg("lowering") = py::none(),
         py::arg("prefetch") = 0, py::arg("serial_safe") = false, py::arg("cost") = py::none(),
-        py::arg("stage_costs") = py::none(), py::arg("comm") = py::none(),
-        py::arg("bytes") = 0.0,
+        py::arg("stage_costs") = py::none(), py::arg("comm") = py::none(), py::arg("bytes") = 0.0,
         R"doc(Inserts SEND/RECV into a whole compute-only plan, as ``pipeplan lower``:
 each rank pair's transfers in one common order (deadlock-free under
 rendezvous and eager transport). A plan of a known schedule is lowered
@@ -290,9 +291,9 @@ partial plan (plan(rank=R)) gets a "partial-plan" diagnostic.
       [](const Plan& plan, const std::string& transport) {
         std::vector<Diagnostic> diagnostics = verify_plan(plan, transport);
         if (!diagnostics.empty())
-          throw PlanFailure{"FAILED under " + transport + " transport: " +
-                                std::to_string(diagnostics.size()) + " problem(s)\n" +
-                                describe(diagnostics),
+          throw PlanFailure{"FAILED under " + transport +
+                                " transport: " + std::to_string(diagnostics.size()) +
+                                " problem(s)\n" + describe(diagnostics),
                             diagnostics};
       },
       py::arg("plan"), py::arg("transport") = "rendezvous",

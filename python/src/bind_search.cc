@@ -29,13 +29,15 @@ std::string csv_row(const py::handle& row, std::size_t index) {
       cells.push_back(d[k]);
     }
   } else if (py::isinstance<py::sequence>(row) && !py::isinstance<py::str>(row)) {
-    for (const auto& x : row.cast<py::sequence>()) cells.push_back(py::reinterpret_borrow<py::object>(x));
+    for (const auto& x : row.cast<py::sequence>())
+      cells.push_back(py::reinterpret_borrow<py::object>(x));
     if (cells.size() != 5)
       throw InputError("layers[" + std::to_string(index) + "]: expected 5 values (name, F, B, W, " +
                        "activation), got " + std::to_string(cells.size()));
   } else {
-    throw InputError("layers[" + std::to_string(index) + "]: expected a (name, F, B, W, activation) " +
-                     "tuple or a dict, got " + py::repr(row).cast<std::string>());
+    throw InputError("layers[" + std::to_string(index) +
+                     "]: expected a (name, F, B, W, activation) " + "tuple or a dict, got " +
+                     py::repr(row).cast<std::string>());
   }
   std::string line;
   for (std::size_t c = 0; c < cells.size(); ++c) {
@@ -57,8 +59,10 @@ LayerProfile layers_from(const py::object& layers) {
     return parse_layer_profile(read_text_file(path), path);
   }
   if (!py::isinstance<py::sequence>(layers))
-    throw InputError("layers must be a CSV path, a LayerProfile or a list of (name, F, B, W, "
-                     "activation) rows, got " + py::repr(layers).cast<std::string>());
+    throw InputError(
+        "layers must be a CSV path, a LayerProfile or a list of (name, F, B, W, "
+        "activation) rows, got " +
+        py::repr(layers).cast<std::string>());
   std::string text = "name,F,B,W,activation\n";
   std::size_t index = 0;
   for (const auto& row : layers.cast<py::sequence>()) text += csv_row(row, index++) + "\n";
@@ -146,18 +150,21 @@ library schedule within the budget, or None), ``to_text()``/``to_json()`` as
 `pipeplan search` writes them.)doc")
       .def_property_readonly("plan", [](const Searched& s) { return s.result.plan; })
       .def_property_readonly("makespan", [](const Searched& s) { return s.result.makespan; })
-      .def_property_readonly("peak_memory", [](const Searched& s) { return s.result.peak_memory; },
-                             "Largest peak activation memory over ranks.")
+      .def_property_readonly(
+          "peak_memory", [](const Searched& s) { return s.result.peak_memory; },
+          "Largest peak activation memory over ranks.")
       .def_property_readonly("rank_peak_memory",
                              [](const Searched& s) { return s.result.rank_peak_memory; })
-      .def_property_readonly("memory_limit", [](const Searched& s) { return s.result.memory_limit; })
+      .def_property_readonly("memory_limit",
+                             [](const Searched& s) { return s.result.memory_limit; })
       .def_property_readonly("lower_bound", [](const Searched& s) { return s.result.lower_bound; })
       .def_property_readonly("lower_bound_reason",
                              [](const Searched& s) { return s.result.lower_bound_reason; })
-      .def_property_readonly("gap", [](const Searched& s) { return s.result.gap(); },
-                             "makespan / lower_bound - 1.")
       .def_property_readonly(
-          "mapping", [](const Searched& s) { return std::string(to_string(s.result.plan.meta.mapping)); })
+          "gap", [](const Searched& s) { return s.result.gap(); }, "makespan / lower_bound - 1.")
+      .def_property_readonly(
+          "mapping",
+          [](const Searched& s) { return std::string(to_string(s.result.plan.meta.mapping)); })
       .def_property_readonly("stages_per_rank",
                              [](const Searched& s) { return s.result.plan.meta.stages_per_rank; })
       .def_property_readonly("partition",
@@ -170,7 +177,8 @@ library schedule within the budget, or None), ``to_text()``/``to_json()`` as
                              })
       .def_property_readonly("library", [](const Searched& s) { return s.result.library; })
       .def_property_readonly("candidates", [](const Searched& s) { return s.result.candidates; })
-      .def_property_readonly("time_limited", [](const Searched& s) { return s.result.time_limited; })
+      .def_property_readonly("time_limited",
+                             [](const Searched& s) { return s.result.time_limited; })
       .def("to_text",
            [](const Searched& s) {
              std::ostringstream o;

@@ -25,12 +25,15 @@ using Release = py::gil_scoped_release;
 std::string cost_spec(const py::object& cost) {
   if (py::isinstance<py::str>(cost)) return cost.cast<std::string>();
   if (!py::isinstance<py::dict>(cost))
-    throw InputError("cost must be a spec like \"F=1,B=2,I=1,W=1\" or a dict like {\"F\": 1, "
-                     "\"B\": 2}, got " + py::repr(cost).cast<std::string>());
+    throw InputError(
+        "cost must be a spec like \"F=1,B=2,I=1,W=1\" or a dict like {\"F\": 1, "
+        "\"B\": 2}, got " +
+        py::repr(cost).cast<std::string>());
   std::string spec;
   for (const auto& item : cost.cast<py::dict>()) {
     if (!spec.empty()) spec += ",";
-    spec += py::str(item.first).cast<std::string>() + "=" + py::str(item.second).cast<std::string>();
+    spec +=
+        py::str(item.first).cast<std::string>() + "=" + py::str(item.second).cast<std::string>();
   }
   return spec;
 }
@@ -126,10 +129,10 @@ Simulation run_simulation(const py::object& plan_obj, const py::object& cost,
     }
     if (defects.empty()) s.result = simulate(changed ? *changed : given, s.options);
   }
-  if (!defects.empty())
-    throw PlanFailure{"the plan is not valid:\n" + describe(defects), defects};
+  if (!defects.empty()) throw PlanFailure{"the plan is not valid:\n" + describe(defects), defects};
   s.plan = changed ? py::cast(std::move(*changed)) : plan_obj;
-  if (check && !s.result.ok()) throw PlanFailure{failure_message(s.result, s.options), s.result.problems};
+  if (check && !s.result.ok())
+    throw PlanFailure{failure_message(s.result, s.options), s.result.problems};
   return s;
 }
 
@@ -142,10 +145,9 @@ struct Comparison {
 Comparison run_comparison(int pp_degree, int num_microbatches, std::optional<int> stages_per_rank,
                           const std::optional<std::vector<std::string>>& names_given,
                           const py::object& cost, const py::object& stage_costs,
-                          const py::object& comm, const py::object& bytes,
-                          const std::string& model, const py::object& layers,
-                          const std::optional<std::string>& lowering, const py::object& prefetch,
-                          bool serial_safe) {
+                          const py::object& comm, const py::object& bytes, const std::string& model,
+                          const py::object& layers, const std::optional<std::string>& lowering,
+                          const py::object& prefetch, bool serial_safe) {
   const LoweringChoice choice = lowering_choice(lowering, prefetch, serial_safe);
   Comparison c;
   c.pp_degree = pp_degree;
@@ -168,9 +170,9 @@ Comparison run_comparison(int pp_degree, int num_microbatches, std::optional<int
   if (ran == 0)
     throw InputError("no schedule accepts pp " + std::to_string(pp_degree) + " with " +
                      std::to_string(num_microbatches) + " microbatches" +
-                     (stages_per_rank ? " and " + std::to_string(*stages_per_rank) +
-                                            " stages per rank"
-                                      : std::string()));
+                     (stages_per_rank
+                          ? " and " + std::to_string(*stages_per_rank) + " stages per rank"
+                          : std::string()));
   return c;
 }
 
@@ -237,13 +239,13 @@ A simulation: ``makespan``, ``bubble_fraction``, ``ranks`` (RankStats),
 ``to_json()`` are `pipeplan simulate`'s reports, ``to_svg()`` and
 ``to_chrome_trace()`` its pictures.)doc")
       .def_property_readonly("makespan", [](const Simulation& s) { return s.result.makespan; })
-      .def_property_readonly("bubble_fraction",
-                             [](const Simulation& s) { return s.result.bubble_fraction; },
-                             "1 - sum(busy) / (ranks x makespan).")
+      .def_property_readonly(
+          "bubble_fraction", [](const Simulation& s) { return s.result.bubble_fraction; },
+          "1 - sum(busy) / (ranks x makespan).")
       .def_property_readonly("ranks", [](const Simulation& s) { return s.result.ranks; })
-      .def_property_readonly("peak_activations",
-                             [](const Simulation& s) { return peaks(s.result.ranks); },
-                             "Per rank, the most activations alive at once.")
+      .def_property_readonly(
+          "peak_activations", [](const Simulation& s) { return peaks(s.result.ranks); },
+          "Per rank, the most activations alive at once.")
       .def_property_readonly(
           "peak_rank_activations",
           [](const Simulation& s) {
@@ -260,15 +262,18 @@ A simulation: ``makespan``, ``bubble_fraction``, ``ranks`` (RankStats),
             return peak;
           },
           "Largest peak activation memory over ranks (a layer profile's unit).")
-      .def_property_readonly("ok", [](const Simulation& s) { return s.result.ok(); },
-                             "True when every rank ran to the end of its list.")
-      .def_property_readonly("problems", [](const Simulation& s) { return s.result.problems; },
-                             "Why the run did not complete (empty when ok).")
-      .def_property_readonly("compute_only",
-                             [](const Simulation& s) { return s.result.compute_only; },
-                             "True when the plan had no SEND/RECV (values moved when produced).")
-      .def_property_readonly("plan", [](const Simulation& s) { return s.plan; },
-                             "The plan simulated (lowered or stripped when asked).")
+      .def_property_readonly(
+          "ok", [](const Simulation& s) { return s.result.ok(); },
+          "True when every rank ran to the end of its list.")
+      .def_property_readonly(
+          "problems", [](const Simulation& s) { return s.result.problems; },
+          "Why the run did not complete (empty when ok).")
+      .def_property_readonly(
+          "compute_only", [](const Simulation& s) { return s.result.compute_only; },
+          "True when the plan had no SEND/RECV (values moved when produced).")
+      .def_property_readonly(
+          "plan", [](const Simulation& s) { return s.plan; },
+          "The plan simulated (lowered or stripped when asked).")
       .def(
           "action_times",
           [](const Simulation& s) {
@@ -281,16 +286,18 @@ A simulation: ``makespan``, ``bubble_fraction``, ``ranks`` (RankStats),
             return out;
           },
           "Per rank, (start, end) of each action, parallel to plan.ranks.")
-      .def("to_text",
-           [](const Simulation& s) {
-             return written([&](std::ostream& o) { write_sim_text(s.p(), s.options, s.result, o); });
-           },
-           "`pipeplan simulate`'s text report.")
-      .def("to_json",
-           [](const Simulation& s) {
-             return written([&](std::ostream& o) { write_sim_json(s.p(), s.options, s.result, o); });
-           },
-           "`pipeplan simulate -f json`'s report.")
+      .def(
+          "to_text",
+          [](const Simulation& s) {
+            return written([&](std::ostream& o) { write_sim_text(s.p(), s.options, s.result, o); });
+          },
+          "`pipeplan simulate`'s text report.")
+      .def(
+          "to_json",
+          [](const Simulation& s) {
+            return written([&](std::ostream& o) { write_sim_json(s.p(), s.options, s.result, o); });
+          },
+          "`pipeplan simulate -f json`'s report.")
       .def(
           "to_svg",
           [](const Simulation& s, bool arrows) {
@@ -310,15 +317,15 @@ A simulation: ``makespan``, ``bubble_fraction``, ``ranks`` (RankStats),
       .def("__repr__", [](const Simulation& s) {
         std::ostringstream o;
         o << "<pipeplan.SimResult makespan=" << s.result.makespan
-          << " bubble_fraction=" << s.result.bubble_fraction
-          << (s.result.ok() ? "" : " FAILED") << ">";
+          << " bubble_fraction=" << s.result.bubble_fraction << (s.result.ok() ? "" : " FAILED")
+          << ">";
         return o.str();
       });
 
   m.def("simulate", &run_simulation, py::arg("plan"), py::kw_only(), py::arg("cost") = py::none(),
-        py::arg("stage_costs") = py::none(), py::arg("comm") = py::none(),
-        py::arg("bytes") = 0.0, py::arg("model") = "rendezvous", py::arg("lower") = false,
-        py::arg("compute_only") = false, py::arg("check") = true, py::arg("layers") = py::none(),
+        py::arg("stage_costs") = py::none(), py::arg("comm") = py::none(), py::arg("bytes") = 0.0,
+        py::arg("model") = "rendezvous", py::arg("lower") = false, py::arg("compute_only") = false,
+        py::arg("check") = true, py::arg("layers") = py::none(),
         R"doc(Runs a whole plan through the cost model, as ``pipeplan simulate``. The
 keyword arguments are the CLI's options:
 
@@ -400,8 +407,7 @@ skipped schedules last), ``best`` (the first row that ran), ``to_text()`` and
              });
            })
       .def("__len__", [](const Comparison& c) { return c.rows.size(); })
-      .def("__iter__",
-           [](const Comparison& c) { return py::iter(py::cast(c.rows)); })
+      .def("__iter__", [](const Comparison& c) { return py::iter(py::cast(c.rows)); })
       .def("__getitem__", [](const Comparison& c, const std::string& name) {
         for (const auto& r : c.rows)
           if (r.schedule == name || r.schedule == find_schedule(name).name) return r;

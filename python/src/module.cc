@@ -76,7 +76,8 @@ std::string read_text_file(const std::string& path) {
   while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
     text.append(buf, n);
     if (text.size() > limits::kMaxInputBytes)
-      return fail("larger than the supported " + std::to_string(limits::kMaxInputBytes >> 20) + " MiB");
+      return fail("larger than the supported " + std::to_string(limits::kMaxInputBytes >> 20) +
+                  " MiB");
   }
   if (std::ferror(f)) return fail(std::strerror(errno));
   return text;

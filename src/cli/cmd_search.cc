@@ -1,7 +1,7 @@
 // pipeplan search: choose mapping, v, layer partition and compute order for
 // a layer profile under a memory budget; write the verified plan.
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -43,7 +43,8 @@ std::function<int()> setup_search(CLI::App& app) {
   app.add_option("--model", args->costs.model,
                  "Transport the makespan is measured under (the plan is verified under all three)")
       ->check(CLI::IsMember({"rendezvous", "eager", "serial"}));
-  app.add_option("--time-limit", args->options.time_limit, "Search time bound in seconds (default 3)");
+  app.add_option("--time-limit", args->options.time_limit,
+                 "Search time bound in seconds (default 3)");
   app.add_option("--max-v", args->options.max_stages_per_rank,
                  "Largest number of stages per rank tried")
       ->check(CLI::Range(1, 16));

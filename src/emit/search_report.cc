@@ -1,8 +1,8 @@
 // write_search_text / write_search_json: what search() chose and why.
 #include <nlohmann/json.hpp>
 
-#include "pipeplan/search.h"
 #include "ir/numbers.h"
+#include "pipeplan/search.h"
 
 namespace pipeplan {
 namespace {
@@ -47,11 +47,10 @@ void write_search_text(const SearchResult& r, const SearchOptions& o, std::ostre
     const ExactResult& e = *r.exact;
     if (e.complete)
       out << "exact (compute-only model, v <= " << e.max_stages_per_rank << ", " << e.nodes
-          << " nodes): optimum "
-          << format_number(e.optimum, 4) << ", search " << format_number(e.search_value, 4)
-          << ", " << format_number(e.gap() * 100, 2) << "% from optimal\n";
-    else
-      out << "exact: gave up after " << e.nodes << " nodes (no claim)\n";
+          << " nodes): optimum " << format_number(e.optimum, 4) << ", search "
+          << format_number(e.search_value, 4) << ", " << format_number(e.gap() * 100, 2)
+          << "% from optimal\n";
+    else out << "exact: gave up after " << e.nodes << " nodes (no claim)\n";
   }
   out << "candidates simulated: " << r.candidates << (r.time_limited ? " (time limit reached)" : "")
       << "\n";

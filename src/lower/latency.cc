@@ -48,8 +48,8 @@
 #include "lower/pair_order.h"
 #include "lower/producers.h"
 #include "lower/timing.h"
-#include "sim/cost_check.h"
 #include "pipeplan/error.h"
+#include "sim/cost_check.h"
 
 namespace pipeplan::detail {
 namespace {
@@ -85,9 +85,14 @@ class Lowering {
   Lowering(const Plan& plan, const LowerOptions& options, const CostModel& costs,
            const ProducerIndex& producers, const Timing& timing,
            const std::vector<std::vector<double>>& latest)
-      : plan_(plan), options_(options), costs_(costs), producers_(producers), timing_(timing),
+      : plan_(plan),
+        options_(options),
+        costs_(costs),
+        producers_(producers),
+        timing_(timing),
         latest_(latest),
-        stages_(plan.meta.num_stages()), mbs_(plan.meta.num_microbatches),
+        stages_(plan.meta.num_stages()),
+        mbs_(plan.meta.num_microbatches),
         hop_(costs.transfer_time()) {}
 
   Plan run() {
@@ -96,8 +101,7 @@ class Lowering {
     cap_receives();
     if (options_.serial_safe)
       for (int r = 0; r < ranks(); ++r) walk_rank_serial(r);
-    else
-      walk_pairs();
+    else walk_pairs();
     Plan out;
     out.meta = plan_.meta;
     out.rank_ids = plan_.rank_ids;
@@ -126,7 +130,8 @@ class Lowering {
     if (memo >= 0 && dirs_[static_cast<std::size_t>(memo)].src == src &&
         dirs_[static_cast<std::size_t>(memo)].dst == dst)
       return memo;
-    auto [it, inserted] = dir_ids_.emplace(std::make_pair(src, dst), static_cast<int>(dirs_.size()));
+    auto [it, inserted] =
+        dir_ids_.emplace(std::make_pair(src, dst), static_cast<int>(dirs_.size()));
     if (inserted) dirs_.push_back(Dir{src, dst, {}});
     memo = it->second;
     return memo;
@@ -308,7 +313,8 @@ class Lowering {
       if (d < 0) continue;
       const int r = dirs_[static_cast<std::size_t>(d)].src;
       ops_.clear();
-      const std::uint32_t up = r < dirs_[static_cast<std::size_t>(d)].dst ? 1u : 0u;  // r sends upwards
+      const std::uint32_t up =
+          r < dirs_[static_cast<std::size_t>(d)].dst ? 1u : 0u;  // r sends upwards
       for (std::uint32_t op : order_) ops_.push_back((op & ~1u) | ((op & 1u) == up ? 1u : 0u));
       walk_history(r);
     }
@@ -369,14 +375,16 @@ class Lowering {
     for (std::size_t k = 0; k < pairs.size(); ++k) {
       const auto& up = dirs_[static_cast<std::size_t>(pairs[k].first)].ids;
       static const std::vector<std::uint32_t> kNone;
-      const auto& down = pairs[k].second < 0 ? kNone : dirs_[static_cast<std::size_t>(pairs[k].second)].ids;
+      const auto& down =
+          pairs[k].second < 0 ? kNone : dirs_[static_cast<std::size_t>(pairs[k].second)].ids;
       auto& order = orders[k];
       order.reserve(up.size() + down.size());
       std::size_t i = 0, j = 0;
       bool any = false;
       double last = 0.0;
       while (i < up.size() || j < down.size()) {
-        const bool take_up = j >= down.size() || (i < up.size() && key_less(xfers_[up[i]], xfers_[down[j]]));
+        const bool take_up =
+            j >= down.size() || (i < up.size() && key_less(xfers_[up[i]], xfers_[down[j]]));
         const std::uint32_t id = take_up ? up[i++] : down[j++];
         const Xfer& x = xfers_[id];
         if (any && x.t < last + hop_) return false;

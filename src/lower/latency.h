@@ -13,11 +13,11 @@ Plan lower_latency_hiding(const Plan& plan, const LowerOptions& options);
 
 /// One transfer while lowering (latency.cc, pair_order.cc).
 struct Xfer {
-  double t = 0.0;                // producer end in the bound's run (the key)
-  double deadline = 0.0;         // consumer's latest start in the bound's run
+  double t = 0.0;         // producer end in the bound's run (the key)
+  double deadline = 0.0;  // consumer's latest start in the bound's run
   std::int32_t src = 0, dst = 0;
-  std::int32_t producer = 0;     // index on the sending rank
-  std::int32_t consumer = 0;     // index on the receiving rank
+  std::int32_t producer = 0;  // index on the sending rank
+  std::int32_t consumer = 0;  // index on the receiving rank
   std::int32_t send_stage = 0, mb = 0;
   std::uint32_t send_pos = 0, recv_pos = 0;  // packed slot/sub
   std::uint32_t recv_lb = 0;                 // prefetch cap: earliest slot

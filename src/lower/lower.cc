@@ -26,8 +26,8 @@
 
 #include "lower/latency.h"
 #include "lower/transfers.h"
-#include "sim/cost_check.h"
 #include "pipeplan/error.h"
+#include "sim/cost_check.h"
 
 namespace pipeplan {
 namespace {
@@ -99,7 +99,8 @@ void walk_history(Transfers& tr, const std::vector<Seq>& seqs_in, const LowerOpt
   std::vector<TransferKey> heads(seqs.size());
   for (std::size_t q = 0; q < seqs.size(); ++q) heads[q] = tr.key(seqs[q].dir, seqs[q].next);
   while (true) {
-    const std::size_t best = smallest(seqs, [&](std::size_t x, std::size_t y) { return heads[x] < heads[y]; });
+    const std::size_t best =
+        smallest(seqs, [&](std::size_t x, std::size_t y) { return heads[x] < heads[y]; });
     if (best == seqs.size()) break;
     Seq& q = seqs[best];
     const TransferKey k = heads[best];
@@ -239,9 +240,7 @@ std::vector<Action> emit_rank(const Transfers& tr, int r, const std::vector<Acti
 
 }  // namespace
 
-std::string_view to_string(LowerMode m) {
-  return m == LowerMode::Seed ? "seed" : "latency-hiding";
-}
+std::string_view to_string(LowerMode m) { return m == LowerMode::Seed ? "seed" : "latency-hiding"; }
 
 std::optional<LowerMode> parse_lower_mode(std::string_view s) {
   if (s == "seed") return LowerMode::Seed;
@@ -259,8 +258,7 @@ Plan lower(const Plan& plan, const LowerOptions& options) {
   if (!plan.is_whole())
     throw InputError("lower: the plan must hold every rank 0.." +
                      std::to_string(plan.meta.pp_degree - 1));
-  if (!plan.is_compute_only())
-    throw InputError("lower: the plan already has SEND/RECV actions");
+  if (!plan.is_compute_only()) throw InputError("lower: the plan already has SEND/RECV actions");
   if (options.mode == LowerMode::LatencyHiding) return detail::lower_latency_hiding(plan, options);
 
   // The ordering argument needs every compute to take time: with zero-length
@@ -272,8 +270,7 @@ Plan lower(const Plan& plan, const LowerOptions& options) {
     if (!(c > 0.0))
       throw InputError("lower: every unit cost must be positive and finite (F=" +
                        std::to_string(given.f) + ", B=" + std::to_string(given.b) +
-                       ", I=" + std::to_string(given.i) + ", W=" +
-                       std::to_string(given.w) + ")");
+                       ", I=" + std::to_string(given.i) + ", W=" + std::to_string(given.w) + ")");
   CostModel costs;
   costs.f = given.f;
   costs.b = given.b;

@@ -22,14 +22,15 @@ struct Event {
 // list holds them in producer order; a pair's ready heap and the arrivals
 // hold the same records.
 struct Flight {
-  double t;  // its deadline while it waits; when it arrives, once taken
+  double t;          // its deadline while it waits; when it arrives, once taken
   std::uint32_t op;  // id << 1 | 1 when it goes from the lower rank to the higher
   std::uint32_t pair, dst, consumer;
 };
 
 }  // namespace
 
-std::vector<std::vector<std::uint32_t>> serialized_pair_orders(const Plan& plan, const CostModel& costs,
+std::vector<std::vector<std::uint32_t>> serialized_pair_orders(const Plan& plan,
+                                                               const CostModel& costs,
                                                                const std::vector<Xfer>& xfers,
                                                                const std::vector<int>& pair_of,
                                                                int n_pairs) {
@@ -45,8 +46,8 @@ std::vector<std::vector<std::uint32_t>> serialized_pair_orders(const Plan& plan,
     const Xfer& x = xfers[id];
     ++need[static_cast<std::size_t>(x.dst)][static_cast<std::size_t>(x.consumer)];
     outgoing[static_cast<std::size_t>(x.src)].push_back(
-        {x.deadline, id << 1 | (x.src < x.dst ? 1u : 0u), static_cast<std::uint32_t>(pair_of[id]), static_cast<std::uint32_t>(x.dst),
-         static_cast<std::uint32_t>(x.consumer)});
+        {x.deadline, id << 1 | (x.src < x.dst ? 1u : 0u), static_cast<std::uint32_t>(pair_of[id]),
+         static_cast<std::uint32_t>(x.dst), static_cast<std::uint32_t>(x.consumer)});
     producer[static_cast<std::size_t>(x.src)].push_back(x.producer);
   }
   std::vector<std::size_t> next(n_ranks, 0), next_out(n_ranks, 0);
@@ -57,7 +58,8 @@ std::vector<std::vector<std::uint32_t>> serialized_pair_orders(const Plan& plan,
     return key_less(xfers[b.op >> 1], xfers[a.op >> 1]);
   };
   std::vector<std::vector<Flight>> ready(static_cast<std::size_t>(n_pairs));
-  std::vector<char> busy(static_cast<std::size_t>(n_pairs), 0), dirty_mark(static_cast<std::size_t>(n_pairs), 0);
+  std::vector<char> busy(static_cast<std::size_t>(n_pairs), 0),
+      dirty_mark(static_cast<std::size_t>(n_pairs), 0);
   std::vector<int> dirty;
   std::vector<std::vector<std::uint32_t>> order(static_cast<std::size_t>(n_pairs));
   // Compute ends (at most one per rank) in a heap; transfer ends in a FIFO:
@@ -115,7 +117,8 @@ std::vector<std::vector<std::uint32_t>> serialized_pair_orders(const Plan& plan,
       }
     }
     if (first_arrival > 256 && 2 * first_arrival > arrivals.size()) {  // drop what was taken
-      arrivals.erase(arrivals.begin(), arrivals.begin() + static_cast<std::ptrdiff_t>(first_arrival));
+      arrivals.erase(arrivals.begin(),
+                     arrivals.begin() + static_cast<std::ptrdiff_t>(first_arrival));
       first_arrival = 0;
     }
     // Every release at `now` is in: free streams pick the earliest deadline.
@@ -136,8 +139,8 @@ std::vector<std::vector<std::uint32_t>> serialized_pair_orders(const Plan& plan,
   }
   for (std::size_t r = 0; r < n_ranks; ++r)
     if (next[r] < plan.ranks[r].size())
-      throw InternalError("lower: the pair-stream run of rank " + std::to_string(r) + " stopped at index " +
-                          std::to_string(next[r]));
+      throw InternalError("lower: the pair-stream run of rank " + std::to_string(r) +
+                          " stopped at index " + std::to_string(next[r]));
   return order;
 }
 

@@ -20,7 +20,8 @@ namespace pipeplan::detail {
 /// rank to the higher (id << 1 otherwise). `xfers` of one sending rank must be listed in
 /// producer order (ids ascending with the producer index). Time O(n log p)
 /// for n actions and p ranks, plus O(log k) per transfer for k ready at once.
-std::vector<std::vector<std::uint32_t>> serialized_pair_orders(const Plan& plan, const CostModel& costs,
+std::vector<std::vector<std::uint32_t>> serialized_pair_orders(const Plan& plan,
+                                                               const CostModel& costs,
                                                                const std::vector<Xfer>& xfers,
                                                                const std::vector<int>& pair_of,
                                                                int n_pairs);

@@ -19,7 +19,8 @@ namespace pipeplan::detail {
 class ProducerIndex {
  public:
   explicit ProducerIndex(const Plan& plan)
-      : stages_(plan.meta.num_stages()), mbs_(plan.meta.num_microbatches),
+      : stages_(plan.meta.num_stages()),
+        mbs_(plan.meta.num_microbatches),
         forward_(static_cast<std::size_t>(stages_) * static_cast<std::size_t>(mbs_), -1),
         grad_(forward_.size(), -1) {
     for (const auto& list : plan.ranks)
@@ -35,10 +36,15 @@ class ProducerIndex {
   /// Producer of Forward(s, mb) / Grad(s, mb), or -1 (also out of range).
   std::int32_t forward(int s, int mb) const { return in_range(s, mb) ? forward_[at(s, mb)] : -1; }
   std::int32_t grad(int s, int mb) const { return in_range(s, mb) ? grad_[at(s, mb)] : -1; }
-  std::int32_t of(bool is_grad, int s, int mb) const { return is_grad ? grad(s, mb) : forward(s, mb); }
+  std::int32_t of(bool is_grad, int s, int mb) const {
+    return is_grad ? grad(s, mb) : forward(s, mb);
+  }
 
  private:
-  std::size_t at(int s, int mb) const { return static_cast<std::size_t>(s) * static_cast<std::size_t>(mbs_) + static_cast<std::size_t>(mb); }
+  std::size_t at(int s, int mb) const {
+    return static_cast<std::size_t>(s) * static_cast<std::size_t>(mbs_) +
+           static_cast<std::size_t>(mb);
+  }
   int stages_, mbs_;
   std::vector<std::int32_t> forward_, grad_;
 };

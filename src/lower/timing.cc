@@ -23,10 +23,12 @@ struct DoneTable {
   std::vector<char> cross;
   double hop = 0.0;
   DoneTable(const PlanMeta& meta, double transfer)
-      : stages(meta.num_stages()), mbs(meta.num_microbatches),
+      : stages(meta.num_stages()),
+        mbs(meta.num_microbatches),
         f_end(static_cast<std::size_t>(stages) * mbs, kNotDone),
         bi_end(static_cast<std::size_t>(stages) * mbs, kNotDone),
-        cross(static_cast<std::size_t>(std::max(stages, 1)), 0), hop(transfer) {
+        cross(static_cast<std::size_t>(std::max(stages, 1)), 0),
+        hop(transfer) {
     for (int s = 0; s + 1 < stages; ++s)
       cross[static_cast<std::size_t>(s)] = meta.rank_of(s) != meta.rank_of(s + 1);
   }
@@ -147,7 +149,8 @@ Timing time_compute(const Plan& plan, const CostModel& costs, TimingFields field
 namespace pipeplan::detail {
 
 std::vector<std::vector<double>> latest_starts(const Plan& plan, const CostModel& costs,
-                                               const Timing& timing, const ProducerIndex& producers) {
+                                               const Timing& timing,
+                                               const ProducerIndex& producers) {
   const PlanMeta& meta = plan.meta;
   const int S = meta.num_stages();
   const std::size_t n_ranks = plan.ranks.size();
@@ -159,7 +162,8 @@ std::vector<std::vector<double>> latest_starts(const Plan& plan, const CostModel
   std::vector<std::size_t> rank_of(static_cast<std::size_t>(std::max(S, 1)), 0);
   for (int s = 0; s < S; ++s) {
     rank_of[static_cast<std::size_t>(s)] = static_cast<std::size_t>(meta.rank_of(s));
-    if (s + 1 < S) hop_after[static_cast<std::size_t>(s)] = meta.rank_of(s) != meta.rank_of(s + 1) ? hop : 0.0;
+    if (s + 1 < S)
+      hop_after[static_cast<std::size_t>(s)] = meta.rank_of(s) != meta.rank_of(s + 1) ? hop : 0.0;
   }
   const Durations duration(costs, S);
 
@@ -190,11 +194,13 @@ std::vector<std::vector<double>> latest_starts(const Plan& plan, const CostModel
   };
   auto after_forward = [&](int s, int mb, double lf) {
     if (s < 0 || s + 1 >= S) return lf;
-    return bound_by(s + 1, producers.forward(s + 1, mb), hop_after[static_cast<std::size_t>(s)], lf);
+    return bound_by(s + 1, producers.forward(s + 1, mb), hop_after[static_cast<std::size_t>(s)],
+                    lf);
   };
   auto after_backward = [&](int s, int mb, double lf) {
     if (s <= 0 || s >= S) return lf;
-    return bound_by(s - 1, producers.grad(s - 1, mb), hop_after[static_cast<std::size_t>(s - 1)], lf);
+    return bound_by(s - 1, producers.grad(s - 1, mb), hop_after[static_cast<std::size_t>(s - 1)],
+                    lf);
   };
   while (!work.empty()) {
     const std::size_t r = work.front();
@@ -207,10 +213,12 @@ std::vector<std::vector<double>> latest_starts(const Plan& plan, const CostModel
       double lf = i + 1 < list.size() ? ls[r][i + 1] : makespan;
       // Same-rank consumers come later in the list, so they are settled
       // and bounded through the chain above; cross-rank ones are looked up.
-      if (a.type == ActionType::F || a.type == ActionType::OverlapFB) lf = after_forward(a.stage, a.microbatch, lf);
+      if (a.type == ActionType::F || a.type == ActionType::OverlapFB)
+        lf = after_forward(a.stage, a.microbatch, lf);
       if (lf != kNotDone && (a.type == ActionType::B || a.type == ActionType::I))
         lf = after_backward(a.stage, a.microbatch, lf);
-      if (lf != kNotDone && a.type == ActionType::OverlapFB) lf = after_backward(a.sub_stage, a.sub_microbatch, lf);
+      if (lf != kNotDone && a.type == ActionType::OverlapFB)
+        lf = after_backward(a.sub_stage, a.sub_microbatch, lf);
       if (lf == kNotDone) break;  // woken when that consumer settles
       ls[r][i] = lf - duration(a);
       --left[r];
@@ -224,7 +232,8 @@ std::vector<std::vector<double>> latest_starts(const Plan& plan, const CostModel
 
 void refuse_if_stuck(const Timing& timing) {
   if (timing.complete) return;
-  const std::string why = "the compute order cannot complete (cyclic wait across ranks): " + timing.stuck;
+  const std::string why =
+      "the compute order cannot complete (cyclic wait across ranks): " + timing.stuck;
   throw PlanRejected("lower: " + why, {Diagnostic{"compute-cycle", -1, -1, "", why}});
 }
 

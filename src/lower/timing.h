@@ -56,7 +56,7 @@ class Durations {
 struct Timing {
   std::vector<std::vector<double>> start, end;  ///< [rank][index]; empty when not asked for
   bool complete = true;                         ///< false: some rank got stuck
-  std::string stuck;  ///< when !complete: "rank R waits at A for P; ..."
+  std::string stuck;                            ///< when !complete: "rank R waits at A for P; ..."
 };
 
 /// Runs every rank of a whole plan in order. Linear in the number of actions.
@@ -65,7 +65,8 @@ struct Timing {
 /// says which of start and end to fill (the seed lowering needs start times,
 /// the latency-hiding one end times).
 enum class TimingFields : std::uint8_t { Start, End, Both };
-Timing time_compute(const Plan& plan, const CostModel& costs, TimingFields fields = TimingFields::Both);
+Timing time_compute(const Plan& plan, const CostModel& costs,
+                    TimingFields fields = TimingFields::Both);
 
 /// Throws PlanRejected (a plan that cannot run: exit 1) with one
 /// "compute-cycle" diagnostic naming the stuck ranks when `timing` did not
@@ -86,6 +87,7 @@ class ProducerIndex;  // lower/producers.h
 /// before the action's start in `timing`. Precondition: `timing` is the
 /// complete run of the same plan and costs, with end times. Linear.
 std::vector<std::vector<double>> latest_starts(const Plan& plan, const CostModel& costs,
-                                               const Timing& timing, const ProducerIndex& producers);
+                                               const Timing& timing,
+                                               const ProducerIndex& producers);
 
 }  // namespace pipeplan::detail

@@ -5,8 +5,11 @@
 namespace pipeplan::detail {
 
 Transfers::Transfers(const Plan& compute, const Timing& timing)
-    : plan_(compute), timing_(timing), stages_(compute.meta.num_stages()),
-      mbs_(compute.meta.num_microbatches), producers_(compute) {
+    : plan_(compute),
+      timing_(timing),
+      stages_(compute.meta.num_stages()),
+      mbs_(compute.meta.num_microbatches),
+      producers_(compute) {
   rank_of_.resize(static_cast<std::size_t>(stages_));
   for (int s = 0; s < stages_; ++s) rank_of_[static_cast<std::size_t>(s)] = compute.meta.rank_of(s);
   memo_.assign(static_cast<std::size_t>(stages_) * 2, {-1, -1});
@@ -100,7 +103,8 @@ TransferKey Transfers::payload_of(const Dir& d, Entry entry) const {
   k.dst = d.dst;
   k.consumer = static_cast<int>(entry.consumer >> 1);
   k.grad = (entry.consumer & 1u) != 0;
-  const Action& a = plan_.ranks[static_cast<std::size_t>(d.dst)][static_cast<std::size_t>(k.consumer)];
+  const Action& a =
+      plan_.ranks[static_cast<std::size_t>(d.dst)][static_cast<std::size_t>(k.consumer)];
   if (k.grad) {
     const bool overlap = a.type == ActionType::OverlapFB;
     k.send_stage = (overlap ? a.sub_stage : a.stage) + 1;
@@ -153,11 +157,13 @@ void Transfers::sort_direction(const Dir& d) {
     const double tc = key_of(d, entries_[t]).tc;
     while (u < d.end && key_of(d, entries_[u]).tc == tc) ++u;
     if (u - t > 1)
-      std::sort(first + static_cast<std::ptrdiff_t>(t), first + static_cast<std::ptrdiff_t>(u), less);
+      std::sort(first + static_cast<std::ptrdiff_t>(t), first + static_cast<std::ptrdiff_t>(u),
+                less);
     t = u;
   }
   if (!sorted())
-    std::sort(first + static_cast<std::ptrdiff_t>(d.begin), first + static_cast<std::ptrdiff_t>(d.end), less);
+    std::sort(first + static_cast<std::ptrdiff_t>(d.begin),
+              first + static_cast<std::ptrdiff_t>(d.end), less);
 }
 
 }  // namespace pipeplan::detail

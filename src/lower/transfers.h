@@ -96,7 +96,7 @@ class Transfers {
   const Plan& plan_;
   const Timing& timing_;
   int stages_ = 0, mbs_ = 0;
-  std::vector<int> rank_of_;              // per stage
+  std::vector<int> rank_of_;  // per stage
   ProducerIndex producers_;
   std::vector<Dir> dirs_;
   std::map<std::pair<int, int>, int> dir_ids_;

@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <sstream>
 
-#include "pipeplan/search.h"
 #include "ir/numbers.h"
+#include "pipeplan/search.h"
 
 namespace pipeplan {
 
@@ -22,8 +22,7 @@ double makespan_lower_bound(const LayerProfile& profile, int pp_degree, int num_
   // ranks without the first layer wait at least its F and a transfer before
   // their first action, which the average must absorb too.
   const double head = profile.layers.empty() ? 0.0 : profile.layers.front().f + transfer_time;
-  const double balance =
-      std::max((m * total + (pp_degree - 1) * head) / pp_degree, m * biggest);
+  const double balance = std::max((m * total + (pp_degree - 1) * head) / pp_degree, m * biggest);
   // One microbatch must go forward through every layer, then back through
   // every input gradient, then do the first layer's W; the stages are spread
   // over all p ranks, so the chain changes rank at least p-1 times each way.
@@ -31,11 +30,15 @@ double makespan_lower_bound(const LayerProfile& profile, int pp_degree, int num_
   if (reason) {
     using detail::format_number;
     if (balance >= fill)
-      *reason = "busiest rank: max((m x total work + (p-1)(F of layer 0 + transfer)) / p, "
-                "m x heaviest layer) = " + format_number(balance);
+      *reason =
+          "busiest rank: max((m x total work + (p-1)(F of layer 0 + transfer)) / p, "
+          "m x heaviest layer) = " +
+          format_number(balance);
     else
-      *reason = "one microbatch's F + I chain through every layer + first layer's W + 2(p-1) "
-                "transfers = " + format_number(fill);
+      *reason =
+          "one microbatch's F + I chain through every layer + first layer's W + 2(p-1) "
+          "transfers = " +
+          format_number(fill);
   }
   return std::max(balance, fill);
 }

@@ -19,8 +19,14 @@ class Exact {
  public:
   Exact(const PlanMeta& meta, const StageTable& t, double budget, double incumbent,
         long long* nodes)
-      : meta_(meta), t_(t), budget_(budget), best_(incumbent), nodes_(nodes),
-        S_(meta.num_stages()), m_(meta.num_microbatches), p_(meta.pp_degree),
+      : meta_(meta),
+        t_(t),
+        budget_(budget),
+        best_(incumbent),
+        nodes_(nodes),
+        S_(meta.num_stages()),
+        m_(meta.num_microbatches),
+        p_(meta.pp_degree),
         values_(meta, t.transfer) {
     const auto n = static_cast<std::size_t>(S_ * m_);
     split_.assign(n, 0);
@@ -58,12 +64,14 @@ class Exact {
       const auto R = static_cast<std::size_t>(r);
       // Everything placed later starts at or after last_start (the order of
       // generation), so a rank idle now cannot use the time before it.
-      if (remaining_[R] > kEps) bound = std::max(bound, std::max(free_[R], last_start) + remaining_[R]);
+      if (remaining_[R] > kEps)
+        bound = std::max(bound, std::max(free_[R], last_start) + remaining_[R]);
       left = left || remaining_[R] > kEps;
     }
     if (bound >= best_ - kEps) return;
     bool any = false;
-    for (int s = 0; s < S_; ++s) any = any || next(s, 0) < m_ || next(s, 1) < m_ || pending_w(s) >= 0;
+    for (int s = 0; s < S_; ++s)
+      any = any || next(s, 0) < m_ || next(s, 1) < m_ || pending_w(s) >= 0;
     if (!any) {
       best_ = makespan;  // bound < best_: strictly better
       return;
@@ -185,7 +193,8 @@ ExactResult exact_search(const LayerProfile& profile, const SearchOptions& o, do
   for (int mapping = 0; mapping < 2 && complete; ++mapping)
     for (int v = mapping == 0 ? 1 : 2; v <= o.max_stages_per_rank && complete; ++v) {
       const int S = o.pp_degree * v;
-      if (S * o.num_microbatches > kTinyPairs || static_cast<std::size_t>(S) > profile.size()) continue;
+      if (S * o.num_microbatches > kTinyPairs || static_cast<std::size_t>(S) > profile.size())
+        continue;
       res.max_stages_per_rank = std::max(res.max_stages_per_rank, v);
       std::vector<Partition> parts;
       Partition cur;

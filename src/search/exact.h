@@ -19,7 +19,7 @@ bool exact_is_tiny(const LayerProfile& profile, const SearchOptions& options);
 /// (start, rank) order, so each is met once; a node is cut when its ranks'
 /// remaining work cannot beat the incumbent. `search_value` (the search's
 /// compute-only makespan, a plan in that space) is the first incumbent.
-ExactResult exact_search(const LayerProfile& profile, const SearchOptions& options,
-                         double budget, double search_value);
+ExactResult exact_search(const LayerProfile& profile, const SearchOptions& options, double budget,
+                         double search_value);
 
 }  // namespace pipeplan::detail

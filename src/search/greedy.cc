@@ -48,15 +48,16 @@ std::optional<GreedyOutcome> list_schedule(const PlanMeta& meta, const StageTabl
   std::vector<int> owner(static_cast<std::size_t>(S));
   for (int s = 0; s < S; ++s) owner[static_cast<std::size_t>(s)] = meta.rank_of(s);
   const auto type_of = [&knobs](int kind) {
-    return kind == kF ? ActionType::F
-           : kind == kW ? ActionType::W
+    return kind == kF    ? ActionType::F
+           : kind == kW  ? ActionType::W
            : knobs.split ? ActionType::I
                          : ActionType::B;
   };
 
   std::vector<std::vector<Local>> locals(static_cast<std::size_t>(p));
   for (int r = 0; r < p; ++r)
-    for (int s : meta.stages_of(r)) locals[static_cast<std::size_t>(r)].push_back(Local{s, {0, 0, 0}});
+    for (int s : meta.stages_of(r))
+      locals[static_cast<std::size_t>(r)].push_back(Local{s, {0, 0, 0}});
   std::vector<double> free_at(static_cast<std::size_t>(p), 0.0), live(free_at), peak(free_at);
   // Reservations: memory promised to admitted microbatches' later local
   // stages, and what one microbatch needs on all of a rank's stages.
@@ -77,7 +78,10 @@ std::optional<GreedyOutcome> list_schedule(const PlanMeta& meta, const StageTabl
   };
   std::vector<std::size_t> left(static_cast<std::size_t>(p), 0);
   const int kinds = knobs.split ? 3 : 2;
-  for (int r = 0; r < p; ++r) left[static_cast<std::size_t>(r)] = locals[static_cast<std::size_t>(r)].size() * static_cast<std::size_t>(m) * static_cast<std::size_t>(kinds);
+  for (int r = 0; r < p; ++r)
+    left[static_cast<std::size_t>(r)] = locals[static_cast<std::size_t>(r)].size() *
+                                        static_cast<std::size_t>(m) *
+                                        static_cast<std::size_t>(kinds);
   const double fwd_limit = memory_limit * knobs.memory_scale + kEps;
   const double hard_limit = memory_limit + kEps;
 
@@ -106,7 +110,10 @@ std::optional<GreedyOutcome> list_schedule(const PlanMeta& meta, const StageTabl
   auto decide = [&](int r) -> Choice {
     const auto R = static_cast<std::size_t>(r);
     double earliest = kNever;
-    struct Cand { double t; int local, kind, mb, stage; };
+    struct Cand {
+      double t;
+      int local, kind, mb, stage;
+    };
     Cand cands[64];
     int n = 0;
     std::vector<Cand> many;
@@ -116,8 +123,10 @@ std::optional<GreedyOutcome> list_schedule(const PlanMeta& meta, const StageTabl
         const double tr = ready(ls[static_cast<std::size_t>(li)], kind);
         if (tr == kNever) continue;
         if (kind == kF && f_need(R, ls[static_cast<std::size_t>(li)].stage) > hard_limit) continue;
-        const Cand c{tr, li, kind, ls[static_cast<std::size_t>(li)].next[kind], ls[static_cast<std::size_t>(li)].stage};
-        if (n < 64) cands[n++] = c; else many.push_back(c);
+        const Cand c{tr, li, kind, ls[static_cast<std::size_t>(li)].next[kind],
+                     ls[static_cast<std::size_t>(li)].stage};
+        if (n < 64) cands[n++] = c;
+        else many.push_back(c);
         earliest = std::min(earliest, tr);
       }
     if (earliest == kNever) return {};
@@ -164,7 +173,10 @@ std::optional<GreedyOutcome> list_schedule(const PlanMeta& meta, const StageTabl
     const int s = l.stage, mb = l.next[c.kind]++;
     const auto k = static_cast<std::size_t>(s);
     const ActionType type = type_of(c.kind);
-    const double dur = c.kind == kF ? t.f[k] : c.kind == kW ? t.w[k] : knobs.split ? t.i[k] : t.b[k];
+    const double dur = c.kind == kF   ? t.f[k]
+                       : c.kind == kW ? t.w[k]
+                       : knobs.split  ? t.i[k]
+                                      : t.b[k];
     const double end = c.time + dur;
     free_at[R] = end;
     out.makespan = std::max(out.makespan, end);

@@ -24,11 +24,11 @@ struct GreedyKnobs {
   /// Admit a microbatch to a rank only when its forwards on every local
   /// stage fit (never starves a later stage; needs more memory).
   bool reserve = false;
-  double memory_scale = 1.0;   ///< use only this fraction of the budget for forwards
+  double memory_scale = 1.0;  ///< use only this fraction of the budget for forwards
 };
 
 struct GreedyOutcome {
-  Plan plan;  ///< compute-only
+  Plan plan;              ///< compute-only
   double makespan = 0.0;  ///< the compute-only simulator's makespan of `plan`
   double peak = 0.0;      ///< max over ranks of peak activation memory
 };

@@ -13,13 +13,13 @@ namespace pipeplan::detail {
 /// Times of a compute-only plan of F, B, I and W in the simulator's
 /// compute-only model (values.h), and each rank's peak activation memory.
 struct OrderTimes {
-  bool ok = false;      ///< false: an input is never produced (deadlock)
+  bool ok = false;  ///< false: an input is never produced (deadlock)
   double makespan = 0.0;
   /// Tie-break toward earlier work: the sum of every F, B and I end time
   /// (what other ranks wait for) plus each rank's finish time.
   double earliness = 0.0;
-  double peak = 0.0;  ///< max over ranks
-  std::vector<double> finish;  ///< each rank's finish time, latest first
+  double peak = 0.0;                       ///< max over ranks
+  std::vector<double> finish;              ///< each rank's finish time, latest first
   std::vector<std::vector<double>> start;  ///< per rank, per position
 };
 /// nullopt when the plan holds actions other than F, B, I and W.

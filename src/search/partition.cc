@@ -51,7 +51,8 @@ Partition split_min_max(const LayerProfile& profile, int num_stages, SplitBy by)
     for (std::size_t e = s; e + (S - s) <= N; ++e)
       for (std::size_t b = s - 1; b < e; ++b)
         if (best[s - 1][b] < inf)
-          best[s][e] = std::min(best[s][e], std::max(best[s - 1][b], cost(static_cast<int>(b), static_cast<int>(e))));
+          best[s][e] = std::min(
+              best[s][e], std::max(best[s - 1][b], cost(static_cast<int>(b), static_cast<int>(e))));
   const double limit = best[S][N] * (1 + 1e-12) + 1e-12;
   std::vector<std::vector<double>> sq(S + 1, std::vector<double>(N + 1, inf));
   std::vector<std::vector<int>> from(S + 1, std::vector<int>(N + 1, -1));

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ir/numbers.h"
 #include "pipeplan/cost_options.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/lower.h"
@@ -19,7 +20,6 @@
 #include "search/improve.h"
 #include "search/refine.h"
 #include "search/split.h"
-#include "ir/numbers.h"
 
 namespace pipeplan {
 namespace {
@@ -38,7 +38,8 @@ class Clock {
  public:
   explicit Clock(double limit) : limit_(limit), start_(std::chrono::steady_clock::now()) {}
   bool expired() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() > limit_;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() >
+           limit_;
   }
 
  private:
@@ -63,7 +64,8 @@ std::string knob_text(const GreedyKnobs& k) {
   std::string s = k.split ? "I/W split" : "B whole";
   s += k.forward_first ? ", forward-first" : ", backward-first";
   if (k.reserve) s += ", reserving a microbatch's memory";
-  if (k.memory_scale < 1) s += ", forwards within " + detail::format_number(k.memory_scale * 100, 0) + "% of the budget";
+  if (k.memory_scale < 1)
+    s += ", forwards within " + detail::format_number(k.memory_scale * 100, 0) + "% of the budget";
   return s;
 }
 
@@ -142,16 +144,16 @@ bool verifies_everywhere(const Plan& plan) {
 
 Plan strip_comms(Plan p) {
   for (auto& list : p.ranks)
-    list.erase(std::remove_if(list.begin(), list.end(), [](const Action& a) { return is_comm(a.type); }),
-               list.end());
+    list.erase(
+        std::remove_if(list.begin(), list.end(), [](const Action& a) { return is_comm(a.type); }),
+        list.end());
   return p;
 }
 
 }  // namespace
 
 SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
-  if (o.pp_degree < 1 || o.num_microbatches < 1)
-    throw InputError("search needs p >= 1 and m >= 1");
+  if (o.pp_degree < 1 || o.num_microbatches < 1) throw InputError("search needs p >= 1 and m >= 1");
   // The shared size limits: refuse up front; larger v are skipped below.
   if (std::string why = limits::shape_problem(o.pp_degree, 1, o.num_microbatches); !why.empty())
     throw ShapeError(why);
@@ -250,10 +252,11 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
     double makespan;
   };
   std::vector<Seed> seeds;
-  auto try_one = [&](const Config& c, const Partition& part, const GreedyKnobs& k, double limit)
-      -> std::optional<GreedyOutcome> {
+  auto try_one = [&](const Config& c, const Partition& part, const GreedyKnobs& k,
+                     double limit) -> std::optional<GreedyOutcome> {
     const PlanMeta meta = make_meta(o, c, part);
-    const detail::StageTable table = detail::stage_table(stage_costs(profile, part, comm), meta.num_stages());
+    const detail::StageTable table =
+        detail::stage_table(stage_costs(profile, part, comm), meta.num_stages());
     ++res.candidates;
     return detail::list_schedule(meta, table, limit, k);
   };
@@ -271,7 +274,8 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
       if (auto g = try_one(c, part, GreedyKnobs{false, false, true, 1.0}, floor)) {
         smallest_peak = std::min(smallest_peak, g->peak);
         if (g->peak <= budget + kEps)
-          pool.push_back({g->plan, g->makespan, g->peak, "list scheduler (" + config_text(c) + ", one microbatch in flight)"});
+          pool.push_back({g->plan, g->makespan, g->peak,
+                          "list scheduler (" + config_text(c) + ", one microbatch in flight)"});
       }
       if (floor > budget + kEps) continue;
       for (const GreedyKnobs& k : knobs) {
@@ -279,22 +283,28 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
         if (!g || g->peak > budget + kEps) continue;
         smallest_peak = std::min(smallest_peak, g->peak);
         seeds.push_back({c, part, g->makespan});
-        pool.push_back({std::move(g->plan), g->makespan, g->peak, "list scheduler (" + config_text(c) + ", " + knob_text(k) + ")"});
+        pool.push_back({std::move(g->plan), g->makespan, g->peak,
+                        "list scheduler (" + config_text(c) + ", " + knob_text(k) + ")"});
       }
     }
   }
-  for (const LibraryRun& run : res.library) smallest_peak = std::min(smallest_peak, run.peak_memory);
+  for (const LibraryRun& run : res.library)
+    smallest_peak = std::min(smallest_peak, run.peak_memory);
 
   // 3. Move partition boundaries of the best seeds while it helps.
-  std::stable_sort(seeds.begin(), seeds.end(), [](const Seed& a, const Seed& b) { return a.makespan < b.makespan; });
+  std::stable_sort(seeds.begin(), seeds.end(),
+                   [](const Seed& a, const Seed& b) { return a.makespan < b.makespan; });
   std::vector<std::pair<int, Partition>> refined;  // (config index, partition) already climbed
   for (std::size_t si = 0; si < seeds.size() && refined.size() < 3 && !clock.expired(); ++si) {
     const Seed& seed = seeds[si];
     bool seen = false;
     for (const auto& [cv, part] : refined)
-      if (cv == seed.config.v * 2 + (seed.config.mapping == StageMapping::V) && part == seed.partition) seen = true;
+      if (cv == seed.config.v * 2 + (seed.config.mapping == StageMapping::V) &&
+          part == seed.partition)
+        seen = true;
     if (seen) continue;
-    refined.push_back({seed.config.v * 2 + (seed.config.mapping == StageMapping::V), seed.partition});
+    refined.push_back(
+        {seed.config.v * 2 + (seed.config.mapping == StageMapping::V), seed.partition});
     Partition part = seed.partition;
     double best = seed.makespan;
     for (int round = 0; round < 64 && !clock.expired(); ++round) {
@@ -347,11 +357,14 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
   // backward, a deferred W) into idle time or ahead of a W while the budget
   // holds. The fastest library order that fits is always among the starts.
   {
-    std::stable_sort(pool.begin(), pool.end(), [](const Candidate& a, const Candidate& b) { return a.makespan < b.makespan - kEps; });
+    std::stable_sort(pool.begin(), pool.end(), [](const Candidate& a, const Candidate& b) {
+      return a.makespan < b.makespan - kEps;
+    });
     std::vector<const Candidate*> starts;
-    const std::string best_origin = res.best_library ? "library " + res.best_library->schedule + " (v=" +
-                                                           std::to_string(res.best_library->stages_per_rank) + ")"
-                                                     : std::string();
+    const std::string best_origin =
+        res.best_library ? "library " + res.best_library->schedule +
+                               " (v=" + std::to_string(res.best_library->stages_per_rank) + ")"
+                         : std::string();
     for (const Candidate& c : pool)
       if (c.origin == best_origin) starts.push_back(&c);
     for (const Candidate& c : pool) {
@@ -365,13 +378,16 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
     for (const Candidate* c : starts) {
       if (clock.expired()) break;
       const Partition& part = c->compute.meta.partition;
-      const detail::StageTable table = detail::stage_table(stage_costs(profile, part, comm), c->compute.meta.num_stages());
+      const detail::StageTable table =
+          detail::stage_table(stage_costs(profile, part, comm), c->compute.meta.num_stages());
       std::size_t actions = 1;
       for (const auto& list : c->compute.ranks) actions += list.size();
-      const long long evals = std::max<long long>(100, kImproveWork / static_cast<long long>(actions));
+      const long long evals =
+          std::max<long long>(100, kImproveWork / static_cast<long long>(actions));
       auto imp = detail::improve_orders(c->compute, table, budget, evals, expired, &res.candidates);
       if (imp)
-        improved.push_back({std::move(imp->plan), imp->makespan, imp->peak, c->origin + ", orders improved locally"});
+        improved.push_back({std::move(imp->plan), imp->makespan, imp->peak,
+                            c->origin + ", orders improved locally"});
     }
     for (Candidate& c : improved) pool.push_back(std::move(c));
     res.time_limited = res.time_limited || clock.expired();
@@ -379,7 +395,9 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
 
   // 4. Lower the finalists, simulate them under the user's transport, keep
   // the fastest that verifies under all three.
-  std::stable_sort(pool.begin(), pool.end(), [](const Candidate& a, const Candidate& b) { return a.makespan < b.makespan - kEps; });
+  std::stable_sort(pool.begin(), pool.end(), [](const Candidate& a, const Candidate& b) {
+    return a.makespan < b.makespan - kEps;
+  });
   std::vector<const Candidate*> finalists;
   for (const Candidate& c : pool) {
     bool dup = false;
@@ -388,11 +406,14 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
     if (finalists.size() >= kFinalists) break;
   }
   for (std::size_t i = 0; i < library_plans.size(); ++i)  // the library's own lowering
-    if (res.library[i].fits && res.best_library && res.library[i].schedule == res.best_library->schedule &&
-        res.library[i].stages_per_rank == res.best_library->stages_per_rank && verifies_everywhere(library_plans[i])) {
+    if (res.library[i].fits && res.best_library &&
+        res.library[i].schedule == res.best_library->schedule &&
+        res.library[i].stages_per_rank == res.best_library->stages_per_rank &&
+        verifies_everywhere(library_plans[i])) {
       res.plan = library_plans[i];
       res.makespan = res.best_library->makespan;
-      res.origin = "library " + res.best_library->schedule + " (v=" + std::to_string(res.best_library->stages_per_rank) + ")";
+      res.origin = "library " + res.best_library->schedule +
+                   " (v=" + std::to_string(res.best_library->stages_per_rank) + ")";
     }
   bool found = !res.plan.ranks.empty();
   // The fastest library plans that fit keep their order (and lowering) with
@@ -415,14 +436,16 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
       if (!refined || (found && refined->makespan >= res.makespan - kEps)) continue;
       res.plan = std::move(refined->plan);
       res.makespan = refined->makespan;
-      res.origin = "library " + res.library[order[k]].schedule + " (v=" +
-                   std::to_string(res.library[order[k]].stages_per_rank) + "), partition refined";
+      res.origin = "library " + res.library[order[k]].schedule +
+                   " (v=" + std::to_string(res.library[order[k]].stages_per_rank) +
+                   "), partition refined";
       found = true;
     }
   }
   for (const Candidate* c : finalists) {
     const Partition& part = c->compute.meta.partition;
-    const detail::StageTable table = detail::stage_table(stage_costs(profile, part, comm), c->compute.meta.num_stages());
+    const detail::StageTable table =
+        detail::stage_table(stage_costs(profile, part, comm), c->compute.meta.num_stages());
     for (const LowerOptions& lo : lowerings_for(sim_options(part).costs, table)) {
       Plan lowered = lower(c->compute, lo);
       const SimResult r = simulate(lowered, sim_options(part));
@@ -443,10 +466,12 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
     res.rank_peak_memory.push_back(s.peak_memory);
     res.peak_memory = std::max(res.peak_memory, s.peak_memory);
   }
-  res.lower_bound = makespan_lower_bound(profile, o.pp_degree, o.num_microbatches, transfer, &res.lower_bound_reason);
+  res.lower_bound = makespan_lower_bound(profile, o.pp_degree, o.num_microbatches, transfer,
+                                         &res.lower_bound_reason);
   if (o.exact && detail::exact_is_tiny(profile, o)) {
     // The exact search works in the compute-only model: compare like with like.
-    const double value = simulate(strip_comms(res.plan), sim_options(res.plan.meta.partition)).makespan;
+    const double value =
+        simulate(strip_comms(res.plan), sim_options(res.plan.meta.partition)).makespan;
     res.exact = detail::exact_search(profile, o, budget, value);
   }
   return res;
