@@ -85,10 +85,17 @@ TEST_CASE("cost options: bad options are named in the library's words, the CLI a
   CHECK(options_error(given).rfind("costs.csv:", 0) == 0);
 }
 
+static CompareRequest request(int pp, int m, std::vector<std::string> schedules) {
+  CompareRequest r;
+  r.pp_degree = pp;
+  r.num_microbatches = m;
+  r.schedules = std::move(schedules);
+  return r;
+}
+
 TEST_CASE("compare: every schedule on one shape, fastest first, rejections last",
           "[cost_options]") {
-  const std::vector<ComparisonRow> rows =
-      compare_schedules(CompareRequest{4, 8, 0, {}}, SimOptions{});
+  const std::vector<ComparisonRow> rows = compare_schedules(request(4, 8, {}), SimOptions{});
   REQUIRE(rows.size() == schedules().size());
   bool skipped_seen = false;
   double last = 0;
@@ -102,11 +109,11 @@ TEST_CASE("compare: every schedule on one shape, fastest first, rejections last"
     CHECK(r.makespan >= last);
     last = r.makespan;
   }
-  const auto two = compare_schedules(CompareRequest{4, 2, 0, {"1f1b", "gpipe"}}, SimOptions{});
+  const auto two = compare_schedules(request(4, 2, {"1f1b", "gpipe"}), SimOptions{});
   REQUIRE(two.size() == 2);
   CHECK(two[0].schedule == "gpipe");
   CHECK(two[1].skipped.rfind("needs at least pp_degree=4 microbatches", 0) == 0);
-  CHECK_THROWS_AS(compare_schedules(CompareRequest{4, 8, 0, {"nosuch"}}, SimOptions{}), InputError);
+  CHECK_THROWS_AS(compare_schedules(request(4, 8, {"nosuch"}), SimOptions{}), InputError);
 }
 
 TEST_CASE("lowering choices: the schedule's own lowering, overridden, for the costs given",

@@ -155,8 +155,11 @@ Comparison run_comparison(int pp_degree, int num_microbatches, std::optional<int
   StageCosts file;
   c.options = sim_options(cost, stage_costs, comm, bytes, model, &file);
   if (file.absolute) use_rank_share(c.options, file);
-  CompareRequest request{pp_degree, num_microbatches, stages_per_rank.value_or(0),
-                         names_given.value_or(std::vector<std::string>{})};
+  CompareRequest request;
+  request.pp_degree = pp_degree;
+  request.num_microbatches = num_microbatches;
+  request.stages_per_rank = stages_per_rank.value_or(0);
+  request.schedules = names_given.value_or(std::vector<std::string>{});
   if (!layers.is_none()) request.layers = layers_from(layers);
   request.lowering = choice.mode;
   request.max_prefetch = choice.max_prefetch;

@@ -60,7 +60,11 @@ std::function<int()> setup_compare(CLI::App& app) {
                    c.f, c.b, c.i, c.w,
                    file.time_unit.empty() ? std::string("units") : file.time_unit);
     }
-    CompareRequest request{args->pp, args->microbatches, args->stages_per_rank, args->schedules};
+    CompareRequest request;
+    request.pp_degree = args->pp;
+    request.num_microbatches = args->microbatches;
+    request.stages_per_rank = args->stages_per_rank;
+    request.schedules = args->schedules;
     request.shape_names[0] = "-p", request.shape_names[1] = "-m", request.shape_names[2] = "-v";
     request.lowering = parse_lower_mode(args->lowering.mode);
     request.max_prefetch = args->lowering.prefetch;
