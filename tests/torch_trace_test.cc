@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -16,6 +17,7 @@
 #include "pipeplan/interop.h"
 #include "pipeplan/io.h"
 #include "pipeplan/planner.h"
+#include "pipeplan/profile.h"
 #include "pipeplan/simulate.h"
 #include "pipeplan/trace.h"
 #include "test_util.h"
@@ -367,4 +369,35 @@ TEST_CASE("cli: calibrate reads a folder of torch traces and simulate replays th
   const auto e = run_cli({"calibrate", (dir.parent_path() / "nothing").string()});
   CHECK(e.exit_code == 2);
   fs::remove_all(dir.parent_path());
+}
+
+// The run behind docs/torch-profiler.md's picture: 1f1b on examples/layers/
+// llama35.csv (balanced over 4 ranks, 0.3 ms per transfer), as torch traces.
+// PIPEPLAN_DOCS_TRACES=DIR keeps them there.
+TEST_CASE("torch trace: the documented example calibrates to its profile's stage costs",
+          "[torch][calibrate]") {
+  namespace fs = std::filesystem;
+  const LayerProfile profile =
+      parse_layer_profile(pipeplan::test::read_source_file("examples/layers/llama35.csv"));
+  const Plan p = plan(Problem{"1f1b", 4, 8, 1});
+  CostModel base;
+  base.comm_latency = 0.3;
+  const CostModel costs = stage_costs(profile, balanced_partition(profile, 4), base);
+  const auto texts = torch_traces(p, costs, Gen{});
+  const char* keep = std::getenv("PIPEPLAN_DOCS_TRACES");
+  const fs::path dir = keep ? fs::path(keep) : fs::temp_directory_path() / "pipeplan_docs_traces";
+  fs::create_directories(dir);
+  for (std::size_t r = 0; r < texts.size(); ++r)
+    std::ofstream(dir / ("rank" + std::to_string(r) + "_trace.json")) << texts[r];
+  std::vector<TorchRankTrace> files;
+  for (std::size_t r = 0; r < texts.size(); ++r)
+    files.push_back(parse_torch_trace(texts[r], "rank" + std::to_string(r) + "_trace.json")),
+        files.back().rank = static_cast<int>(r);
+  const Calibration c = calibrate(import_torch_traces(files));
+  for (int s = 0; s < 4; ++s) {
+    CHECK(c.stage_ms.at(s).f == Approx(costs.f * costs.stage_scales.at(s).f).epsilon(1e-4));
+    CHECK(c.stage_ms.at(s).b == Approx(costs.b * costs.stage_scales.at(s).b).epsilon(1e-4));
+  }
+  CHECK(c.comm_latency_ms == Approx(0.3).epsilon(1e-3));
+  if (!keep) fs::remove_all(dir);
 }

@@ -32,7 +32,8 @@ struct SearchOptions {
   int pp_degree = 4;
   int num_microbatches = 8;
   /// Per-rank peak activation memory allowed; unset: 1F1B's peak on the
-  /// same profile (balanced partition).
+  /// same profile (balanced partition), or with `partition` set, the peak of
+  /// 1F1B (v = 1) or interleaved 1F1B (v > 1) on it (what Megatron runs).
   std::optional<double> memory_limit;
   /// Transfer cost (comm_latency, comm_bandwidth, transfer_bytes); the
   /// compute costs come from the profile.

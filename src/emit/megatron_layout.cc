@@ -82,7 +82,9 @@ std::string megatron_layout(const LayerProfile& profile, const Partition& partit
                          group + ") is one layer, but this partition puts layer '" +
                          limits::excerpt(profile.layers[i].name) + "' in stage " +
                          std::to_string(stage[i]) + " and the group's first in stage " +
-                         std::to_string(first));
+                         std::to_string(first) +
+                         " (give the whole group to one stage, e.g. search --layout with a "
+                         "layout that keeps it together)");
     }
   }
   std::string out;

@@ -267,7 +267,12 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
   if (o.memory_limit) {
     budget = *o.memory_limit;
   } else if (fixed_v > 0) {
+    // A given layout: the memory of the order Megatron runs on it (1F1B, or
+    // interleaved 1F1B for v > 1), else 1F1B's on the balanced partition.
+    const std::string own = fixed_v > 1 ? "interleaved-1f1b" : "1f1b";
     budget = one_f_one_b_peak(profile, o, sim_options);
+    for (const LibraryRun& run : res.library)
+      if (run.schedule == own) budget = run.peak_memory;
   } else {
     for (const LibraryRun& run : res.library)
       if (run.schedule == "1f1b") budget = run.peak_memory;
