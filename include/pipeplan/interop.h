@@ -101,6 +101,10 @@ std::vector<std::vector<std::string>> module_fqns_per_stage(const LayerProfile& 
 /// placement needs exactly 2 stages per rank; only whole plans.
 std::string torchtitan_refusal(const Plan& plan);
 
+/// The plan with its compute actions only (F, B, I, W, OVERLAP_F_B): what a
+/// compute-only torch CSV holds and what Megatron's own order is compared to.
+Plan compute_actions(const Plan& plan);
+
 /// The schedule torch's runtime loads with `_load_csv(path)` (format
 /// "compute_only"): one row per rank, the plan's compute actions only
 /// (torch inserts the SEND/RECV and REDUCE_GRAD itself).

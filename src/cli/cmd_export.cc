@@ -30,16 +30,9 @@ struct ExportArgs {
 // torch lowers the compute-only CSV itself (_add_send_recv): say whether
 // that lowering of this order is deadlock-free.
 void check_torch_lowering(const Plan& plan) {
-  Plan compute = plan;
-  for (auto& list : compute.ranks) {
-    std::vector<Action> kept;
-    for (const Action& a : list)
-      if (is_compute(a.type)) kept.push_back(a);
-    list = std::move(kept);
-  }
   std::string verdicts;
   try {
-    const Plan lowered = bench::torch_lowering(compute);
+    const Plan lowered = bench::torch_lowering(compute_actions(plan));
     for (Transport t : {Transport::Rendezvous, Transport::Eager, Transport::Serial}) {
       const bool ok = verify(lowered, VerifyOptions{t, 1}).ok();
       verdicts += std::string(verdicts.empty() ? "" : ", ") + (ok ? "" : "NOT ") +

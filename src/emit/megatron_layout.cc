@@ -184,12 +184,7 @@ MegatronExport megatron_export(const Plan& plan, const LayerProfile& profile,
     try {
       const Plan own_plan =
           plan_compute(Problem{own, meta.pp_degree, meta.num_microbatches, meta.stages_per_rank});
-      Plan mine = plan;
-      for (auto& list : mine.ranks)
-        list.erase(std::remove_if(list.begin(), list.end(),
-                                  [](const Action& a) { return !is_compute(a.type); }),
-                   list.end());
-      why = own_plan.ranks == mine.ranks ? "" : " differs";
+      why = own_plan.ranks == compute_actions(plan).ranks ? "" : " differs";
     } catch (const InputError&) {
       why = " cannot be planned for this shape";
     }

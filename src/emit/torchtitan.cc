@@ -75,7 +75,7 @@ std::string torchtitan_refusal(const Plan& plan) {
   return {};
 }
 
-void write_torch_compute_csv(const Plan& plan, std::ostream& out) {
+Plan compute_actions(const Plan& plan) {
   Plan compute = plan;
   for (auto& list : compute.ranks) {
     std::vector<Action> kept;
@@ -83,7 +83,11 @@ void write_torch_compute_csv(const Plan& plan, std::ostream& out) {
       if (is_compute(a.type)) kept.push_back(a);
     list = std::move(kept);
   }
-  write_csv(compute, out);
+  return compute;
+}
+
+void write_torch_compute_csv(const Plan& plan, std::ostream& out) {
+  write_csv(compute_actions(plan), out);
 }
 
 void write_torchtitan_toml(const Plan& plan, const LayerProfile& profile,
