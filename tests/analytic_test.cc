@@ -135,7 +135,7 @@ TEST_CASE("profile: the optional input and recompute columns", "[profile][io]") 
   fails("name,F,B,W,activation,recompute\na,1,2,1,3,2e12\n", "more than the supported 1e+12");
   fails("name,F,B,W,activation,input,input\na,1,2,1,3,1,1\n", "column 'input' is given twice");
   fails("name,F,B,W,activation,memory\na,1,2,1,3,1\n", "unknown column 'memory'");
-  fails("name,F,B,W,activation,input\na,1,2,1,3\n", "expected 6 columns (as the header), got 5");
+  fails("name,F,B,W,activation,input\na,1,2,1,3\n", "expected 6 columns (name,F,B,W,activation,input), got 5");
   LayerProfile bad;
   bad.layers.push_back(Layer{"a,b", 1, 2, 1, 1, {}, {}});
   std::ostringstream sink;

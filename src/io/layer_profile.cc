@@ -52,9 +52,7 @@ std::vector<std::size_t> read_header(const std::vector<std::string_view>& cells,
   bool ok = cells.size() >= kRequired && cells.size() <= kAllColumns;
   for (std::size_t c = 0; ok && c < kRequired; ++c) ok = same_name(cells[c], kColumns[c]);
   if (!ok)
-    throw InputError(where +
-                     "expected the header 'name,F,B,W,activation' (optionally followed by "
-                     "'input' and 'recompute'), got '" +
+    throw InputError(where + "expected the header 'name,F,B,W,activation', got '" +
                      limits::excerpt(line) + "'");
   for (std::size_t c = 0; c < kRequired; ++c) fields.push_back(c);
   for (std::size_t c = kRequired; c < cells.size(); ++c) {
@@ -68,6 +66,13 @@ std::vector<std::size_t> read_header(const std::vector<std::string_view>& cells,
     fields.push_back(f);
   }
   return fields;
+}
+
+// "name,F,B,W,activation[,...]" as the header gave them.
+std::string header_text(const std::vector<std::size_t>& fields) {
+  std::string out;
+  for (std::size_t f : fields) out += (out.empty() ? "" : ",") + std::string(kColumns[f]);
+  return out;
 }
 
 double read_number(std::string_view cell, const char* column, const std::string& layer,
@@ -87,8 +92,8 @@ double read_number(std::string_view cell, const char* column, const std::string&
 Layer read_layer(const std::vector<std::string_view>& cells, const std::vector<std::size_t>& fields,
                  const std::string& where) {
   if (cells.size() != fields.size())
-    throw InputError(where + "expected " + std::to_string(fields.size()) +
-                     " columns (as the header), got " + std::to_string(cells.size()));
+    throw InputError(where + "expected " + std::to_string(fields.size()) + " columns (" +
+                     header_text(fields) + "), got " + std::to_string(cells.size()));
   Layer layer;
   if (cells[0].empty()) throw InputError(where + "column 'name' is empty");
   layer.name = std::string(cells[0]);
