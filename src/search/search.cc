@@ -15,6 +15,7 @@
 #include "pipeplan/limits.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
+#include "pipeplan/verify.h"
 #include "search/exact.h"
 #include "search/greedy.h"
 #include "search/improve.h"
