@@ -83,7 +83,7 @@
 
 #include "ir/deps.h"
 #include "pipeplan/ir.h"
-#include "pipeplan/verify.h"
+#include "pipeplan/transport.h"
 #include "run/fifo.h"
 
 namespace pipeplan::run {
