@@ -7,6 +7,7 @@
 #include "common.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
+#include "pipeplan/interop.h"
 #include "pipeplan/io.h"
 
 namespace pipeplan::python {
@@ -70,6 +71,7 @@ Plan from_torch(const py::object& order, std::optional<int> num_microbatches,
 }
 
 std::string to_torch_csv(const Plan& plan, std::optional<bool> reduce_grad) {
+  if (std::string why = torch_dialect_refusal(plan); !why.empty()) throw InputError(why);
   py::gil_scoped_release release;
   std::ostringstream s;
   if (reduce_grad.value_or(!plan.is_compute_only())) write_csv(add_reduce_grad(plan), s);

@@ -6,7 +6,8 @@ namespace pipeplan::io {
 namespace {
 
 constexpr std::string_view kTypeList =
-    "F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD";
+    "F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD, OFFLOAD, RELOAD, "
+    "RECOMPUTE";
 constexpr std::string_view kGroupType = "OVERLAP_F_B";
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }

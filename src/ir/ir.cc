@@ -7,9 +7,9 @@
 namespace pipeplan {
 namespace {
 
-constexpr std::array<std::string_view, 12> kTypeNames = {
-    "F",      "B",      "I",           "W",       "SEND_F",  "RECV_F",
-    "SEND_B", "RECV_B", "OVERLAP_F_B", "UNSHARD", "RESHARD", "REDUCE_GRAD"};
+constexpr std::array<std::string_view, 15> kTypeNames = {
+    "F",           "B",       "I",       "W",           "SEND_F",  "RECV_F", "SEND_B",   "RECV_B",
+    "OVERLAP_F_B", "UNSHARD", "RESHARD", "REDUCE_GRAD", "OFFLOAD", "RELOAD", "RECOMPUTE"};
 
 // Parses a non-negative decimal int at the start of s; advances s.
 std::optional<int> take_int(std::string_view& s) {
@@ -129,6 +129,13 @@ bool Plan::is_compute_only() const {
     for (const auto& a : list)
       if (is_comm(a.type)) return false;
   return true;
+}
+
+bool Plan::has_memory_actions() const {
+  for (const auto& list : ranks)
+    for (const auto& a : list)
+      if (is_memory(a.type)) return true;
+  return false;
 }
 
 std::size_t Plan::num_actions() const {
