@@ -108,6 +108,7 @@ class LatestStarts : public run::Core<LatestStarts> {
                const ProducerIndex& producers)
       : plan_(plan),
         producers_(producers),
+        n_ranks_(plan.ranks.size()),
         S_(plan.meta.num_stages()),
         duration_(costs, S_),
         hop_after_(static_cast<std::size_t>(std::max(S_, 1)), 0.0),
@@ -134,14 +135,13 @@ class LatestStarts : public run::Core<LatestStarts> {
  private:
   friend class run::Core<LatestStarts>;
 
-  run::Step compute(int r, std::size_t i, const Action& a) { return settle(r, i, a); }
-  run::Step transfer(int r, std::size_t i, const Action& a) { return settle(r, i, a); }
-  run::Step bookkeeping(int r, std::size_t i, const Action& a) { return settle(r, i, a); }
+  // Every action settles alike, whatever its role: on entry.
+  run::Step enter(int r, std::size_t i, const Action& a) { return settle(r, i, a); }
 
   void wake_stage(int stage) {
     if (stage < 0 || stage >= S_) return;
     const std::size_t r = rank_of_[static_cast<std::size_t>(stage)];
-    if (r < plan_.ranks.size()) wake(static_cast<int>(r));
+    if (r < n_ranks_) wake(static_cast<int>(r));
   }
   // The latest finish a produced value allows: its consumer's latest start
   // (the consumer of Forward(s) produces Forward(s+1), that of Grad(s)
@@ -149,7 +149,7 @@ class LatestStarts : public run::Core<LatestStarts> {
   double bound_by(int stage, std::int32_t consumer, double hop_to, double lf) const {
     if (consumer < 0) return lf;
     const std::size_t r = rank_of_[static_cast<std::size_t>(stage)];
-    if (r >= plan_.ranks.size() || static_cast<std::size_t>(consumer) >= ls_[r].size()) return lf;
+    if (r >= n_ranks_ || static_cast<std::size_t>(consumer) >= ls_[r].size()) return lf;
     if (static_cast<std::size_t>(consumer) < pc(static_cast<int>(r))) return kNotDone;
     return std::min(lf, ls_[r][static_cast<std::size_t>(consumer)] - hop_to);
   }
@@ -165,8 +165,8 @@ class LatestStarts : public run::Core<LatestStarts> {
   }
 
   run::Step settle(int r, std::size_t i, const Action& a) {
-    const auto ru = static_cast<std::size_t>(r);
-    double lf = i + 1 < plan_.ranks[ru].size() ? ls_[ru][i + 1] : makespan_;
+    std::vector<double>& ls = ls_[static_cast<std::size_t>(r)];
+    double lf = i + 1 < ls.size() ? ls[i + 1] : makespan_;
     if (a.type == ActionType::F || a.type == ActionType::OverlapFB)
       lf = after_forward(a.stage, a.microbatch, lf);
     if (lf != kNotDone && (a.type == ActionType::B || a.type == ActionType::I))
@@ -174,7 +174,7 @@ class LatestStarts : public run::Core<LatestStarts> {
     if (lf != kNotDone && a.type == ActionType::OverlapFB)
       lf = after_backward(a.sub_stage, a.sub_microbatch, lf);
     if (lf == kNotDone) return run::Step::Wait;  // woken when that consumer settles
-    ls_[ru][i] = lf - duration_(a);
+    ls[i] = lf - duration_(a);
     if (a.type == ActionType::F || a.type == ActionType::OverlapFB) wake_stage(a.stage - 1);
     if (a.type == ActionType::B || a.type == ActionType::I) wake_stage(a.stage + 1);
     if (a.type == ActionType::OverlapFB) wake_stage(a.sub_stage + 1);
@@ -184,6 +184,7 @@ class LatestStarts : public run::Core<LatestStarts> {
   static constexpr double kNotDone = -1.0;
   const Plan& plan_;
   const ProducerIndex& producers_;
+  const std::size_t n_ranks_;
   const int S_;
   const Durations duration_;
   double makespan_ = 0.0;

@@ -22,11 +22,14 @@ namespace pipeplan::run {
 
 inline constexpr double kNotYet = std::numeric_limits<double>::infinity();
 
-/// When each value was produced. Values outside the plan's shape (a
-/// malformed plan) are never produced, so what reads them waits.
-class ValueTimes {
+/// When each value was produced. Unless kInShape (every action it is told
+/// of lies within the plan's shape: the orders the search builds), values
+/// outside the shape (a malformed plan) are never produced, so what reads
+/// them waits.
+template <bool kInShape>
+class ValueTable {
  public:
-  ValueTimes(const PlanMeta& meta, double transfer)
+  ValueTable(const PlanMeta& meta, double transfer)
       : S_(meta.num_stages()), m_(meta.num_microbatches), transfer_(transfer) {
     const auto n =
         static_cast<std::size_t>(S_ > 0 ? S_ : 0) * static_cast<std::size_t>(m_ > 0 ? m_ : 0);
@@ -69,6 +72,7 @@ class ValueTimes {
 
  private:
   bool in_range(const deps::Value& v) const {
+    if constexpr (kInShape) return true;
     return static_cast<unsigned>(v.stage) < static_cast<unsigned>(S_) &&
            static_cast<unsigned>(v.microbatch) < static_cast<unsigned>(m_);
   }
@@ -81,7 +85,7 @@ class ValueTimes {
   }
   // A reader out of range sits on no rank of the plan: no transfer to it.
   double lag(int producer, int reader) const {
-    if (static_cast<unsigned>(reader) >= static_cast<unsigned>(S_)) return 0.0;
+    if (!kInShape && static_cast<unsigned>(reader) >= static_cast<unsigned>(S_)) return 0.0;
     return owner_[static_cast<std::size_t>(producer)] == owner_[static_cast<std::size_t>(reader)]
                ? 0.0
                : transfer_;
@@ -92,6 +96,11 @@ class ValueTimes {
   std::vector<double> forward_, grad_;
   std::vector<int> owner_;
 };
+
+/// Any plan's values (lowering's timing).
+using ValueTimes = ValueTable<false>;
+/// The values of orders built within their shape (the search's).
+using ShapedValueTimes = ValueTable<true>;
 
 /// A policy base for runs of compute orders in the compute-only model: a
 /// compute starts when its rank is free and its inputs are there, and runs

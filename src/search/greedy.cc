@@ -44,7 +44,7 @@ StageTable stage_table(const CostModel& c, int num_stages) {
 std::optional<GreedyOutcome> list_schedule(const PlanMeta& meta, const StageTable& t,
                                            double memory_limit, const GreedyKnobs& knobs) {
   const int p = meta.pp_degree, m = meta.num_microbatches, S = meta.num_stages();
-  run::ValueTimes values(meta, t.transfer);
+  run::ShapedValueTimes values(meta, t.transfer);
   std::vector<int> owner(static_cast<std::size_t>(S));
   for (int s = 0; s < S; ++s) owner[static_cast<std::size_t>(s)] = meta.rank_of(s);
   const auto type_of = [&knobs](int kind) {

@@ -40,19 +40,25 @@ class OrderTiming : public run::ComputeOnly<OrderTiming> {
 
   // The times of `ranks`; `values` holds when each value was produced
   // afterwards. `out` and `values` are overwritten (their storage is reused).
-  void time(const std::vector<std::vector<Action>>& ranks, run::ValueTimes& values,
+  void time(const std::vector<std::vector<Action>>& ranks, run::ShapedValueTimes& values,
             OrderTimes& out) {
     values.reset();
     values_ = &values;
-    out_ = &out;
-    out.ok = false;
-    out.makespan = out.earliness = out.peak = 0.0;
     const std::size_t p = ranks.size();
+    out.ok = false;
+    out.makespan = out.peak = 0.0;
     out.start.resize(p);
-    for (std::size_t r = 0; r < p; ++r) out.start[r].resize(ranks[r].size());
+    rows_.resize(p);
+    for (std::size_t r = 0; r < p; ++r) {
+      out.start[r].resize(ranks[r].size());
+      rows_[r] = out.start[r].data();
+    }
     live_.assign(p, 0.0);
+    earliness_ = peak_ = 0.0;
     start(ranks);
     run();
+    out.earliness = earliness_;
+    out.peak = peak_;
     out.finish.resize(p);
     for (std::size_t r = 0; r < p; ++r) out.finish[r] = free_at(static_cast<int>(r));
     for (std::size_t r = 0; r < p; ++r)
@@ -74,21 +80,22 @@ class OrderTiming : public run::ComputeOnly<OrderTiming> {
   double duration(const Action& a) const { return pipeplan::detail::duration(a, t_); }
   void ran(int r, std::size_t i, const Action& a, double start, double end) {
     const auto ru = static_cast<std::size_t>(r);
-    out_->start[ru][i] = start;
-    if (a.type != ActionType::W) out_->earliness += end;
+    rows_[ru][i] = start;
+    if (a.type != ActionType::W) earliness_ += end;
     const double mem = t_.mem[static_cast<std::size_t>(a.stage)];
     if (a.type == ActionType::F) {
       live_[ru] += mem;
-      out_->peak = std::max(out_->peak, live_[ru]);
+      peak_ = std::max(peak_, live_[ru]);
     } else if (a.type == ActionType::B || a.type == ActionType::W) {
       live_[ru] -= mem;
     }
   }
 
   const StageTable& t_;
-  run::ValueTimes* values_ = nullptr;
-  OrderTimes* out_ = nullptr;
+  run::ShapedValueTimes* values_ = nullptr;
+  std::vector<double*> rows_;  // each rank's start times
   std::vector<double> live_;
+  double earliness_ = 0.0, peak_ = 0.0;
 };
 
 // Lexicographic: the ranks' finish times, latest first, then earliness.
@@ -106,7 +113,7 @@ std::optional<OrderTimes> time_orders(const Plan& compute, const StageTable& tab
   for (const auto& list : compute.ranks)
     for (const Action& a : list)
       if (!is_plain_compute(a.type)) return std::nullopt;
-  run::ValueTimes values(compute.meta, table.transfer);
+  run::ShapedValueTimes values(compute.meta, table.transfer);
   OrderTimes out;
   OrderTiming(compute.meta, table).time(compute.ranks, values, out);
   return out;
@@ -120,7 +127,7 @@ std::optional<Improved> improve_orders(const Plan& compute, const StageTable& ta
       if (!is_plain_compute(a.type)) return std::nullopt;
   const PlanMeta& meta = compute.meta;
   std::vector<std::vector<Action>> ranks = compute.ranks;
-  run::ValueTimes cur_values(meta, table.transfer), trial_values(meta, table.transfer);
+  run::ShapedValueTimes cur_values(meta, table.transfer), trial_values(meta, table.transfer);
   OrderTimes cur, trial;
   OrderTiming timing(meta, table);
   timing.time(ranks, cur_values, cur);
