@@ -51,6 +51,13 @@ const char* const kMetaKeys[] = {"schedule",        "pp_degree",  "num_microbatc
                                  "stages_per_rank", "num_stages", "stage_to_rank",
                                  "forward_only"};
 
+// The one action parser; a refusal says where and why, as the readers do.
+Action action_from_text(const std::string& text) {
+  ActionParse parsed = parse_action_located(text);
+  if (!parsed.action) throw InputError(describe_bad_action(text, parsed));
+  return *parsed.action;
+}
+
 }  // namespace
 
 void bind_ir(py::module_& m) {
@@ -59,17 +66,9 @@ One action of a rank's program, in torch.distributed.pipelining's grammar:
 ``str(action)`` is e.g. ``"2F0"``, ``"1SEND_F3"``, ``"(0F7;7B3)OVERLAP_F_B"``,
 and pipeplan's memory actions ``"0OFFLOAD3"``, ``"0RELOAD3"``, ``"0RECOMPUTE3"``.
 
-``Action("1SEND_F3")`` parses the torch grammar (strictly: ``"2BW0"`` is an
-InputError). Actions compare equal to each other and to their string.)doc")
-      .def(py::init([](const std::string& text) {
-             std::optional<Action> a = parse_action(text);
-             if (!a)
-               throw InputError("unknown action '" + text +
-                                "': expected torch's grammar, e.g. 0F0, 1SEND_F3, 2I1, 0UNSHARD, "
-                                "(0F7;7B3)OVERLAP_F_B, 0RECOMPUTE3");
-             return *a;
-           }),
-           py::arg("text"))
+``Action("1SEND_F3")`` parses the torch grammar as the plan readers do
+(strictly: ``"2BW0"`` is an InputError saying why). Actions compare equal to each other and to their string.)doc")
+      .def(py::init(&action_from_text), py::arg("text"))
       .def_property_readonly(
           "type", [](const Action& a) { return std::string(to_string(a.type)); },
           "The action type as torch spells it: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, "
@@ -109,8 +108,9 @@ InputError). Actions compare equal to each other and to their string.)doc")
           "__eq__", [](const Action& a, const std::string& s) { return to_string(a) == s; },
           py::is_operator())
       .def("__hash__", [](const Action& a) { return py::hash(py::str(to_string(a))); })
-      .def(py::pickle([](const Action& a) { return py::make_tuple(to_string(a)); },
-                      [](const py::tuple& t) { return *parse_action(t[0].cast<std::string>()); }));
+      .def(py::pickle(
+          [](const Action& a) { return py::make_tuple(to_string(a)); },
+          [](const py::tuple& t) { return action_from_text(t[0].cast<std::string>()); }));
 
   py::class_<PlanMeta>(m, "PlanMeta", R"doc(
 A plan's shape and placement. Attributes and keys (``meta["pp_degree"]``)
@@ -179,12 +179,7 @@ One defect found by verify(): a stable ``code`` (e.g. "fifo-both-send"), the
           },
           "The diagnostic as `pipeplan verify -f json` writes it.")
       .def(py::self == py::self)
-      .def("__str__",
-           [](const Diagnostic& d) {
-             std::string line = format_diagnostics({d});
-             while (!line.empty() && line.back() == '\n') line.pop_back();
-             return line;
-           })
+      .def("__str__", [](const Diagnostic& d) { return format_diagnostics({d}); })
       .def("__repr__", [](const Diagnostic& d) {
         return "Diagnostic(code=" + py::repr(py::str(d.code)).cast<std::string>() +
                ", rank=" + py::repr(optional_int(d.rank)).cast<std::string>() +
