@@ -19,7 +19,7 @@
 #include "search/greedy.h"
 #include "search/improve.h"
 #include "search/refine.h"
-#include "search/split.h"
+#include "model/split.h"
 
 namespace pipeplan {
 namespace {
