@@ -243,8 +243,7 @@ class Core : public State<Op> {
       if constexpr (P::kOrder == Order::Sweep) sweep();
       else drain();
       const int r = self().stalled();
-      if (r < 0) return;
-      step_once(r);
+      if (r < 0 || !step_once(r)) return;
     }
   }
 
@@ -380,15 +379,19 @@ class Core : public State<Op> {
     return st.pc != from;
   }
 
-  // Runs rank r's next action whatever it waits for (stalled() chose it).
-  void step_once(int r) {
+  // Runs rank r's next action whatever it waits for (stalled() chose it);
+  // whether it ran (a policy that forces nothing stops the run).
+  bool step_once(int r) {
     auto& st = this->ranks_[static_cast<std::size_t>(r)];
     const std::vector<Action>& list = (*programs_)[static_cast<std::size_t>(r)];
     if constexpr (detail::Backward<P>::value) {
-      if (st.pc > 0 && dispatch(r, st.pc - 1, list[st.pc - 1]) == Step::Next) --st.pc;
+      if (st.pc == 0 || dispatch(r, st.pc - 1, list[st.pc - 1]) != Step::Next) return false;
+      --st.pc;
     } else {
-      if (st.pc < list.size() && dispatch(r, st.pc, list[st.pc]) == Step::Next) ++st.pc;
+      if (st.pc >= list.size() || dispatch(r, st.pc, list[st.pc]) != Step::Next) return false;
+      ++st.pc;
     }
+    return true;
   }
 
   // Queue and Stack: serial stream heads first, then ranks, until both are dry.
