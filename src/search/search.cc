@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "ir/numbers.h"
@@ -34,17 +35,47 @@ constexpr std::size_t kFinalists = 6;
 constexpr std::size_t kImproveSeeds = 6;
 constexpr long long kImproveWork = 8000000;
 
+// Actions of a lowered plan per (stage, microbatch), at most: F, B (or I
+// and W) and four SEND/RECV.
+constexpr double kActionsPerCell = 7;
+// What one candidate costs per action before any is measured: about a
+// fifth of the 2-core development machine's (plan, lower, simulate, verify),
+// so only work no machine finishes in time is refused up front.
+constexpr double kFastSecondsPerAction = 1e-7;
+
+// The time limit, and what work of n actions is expected to take (the rate
+// of the largest candidate measured so far): a candidate that would end past
+// the limit is not started, so the limit holds within the work the search
+// must do to answer at all.
 class Clock {
  public:
   explicit Clock(double limit) : limit_(limit), start_(std::chrono::steady_clock::now()) {}
-  bool expired() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() >
-           limit_;
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  bool expired() const { return elapsed() > limit_; }
+  /// Whether work on `actions` actions should end within the limit (false
+  /// marks the search time-limited).
+  bool affords(double actions) {
+    const bool fits = elapsed() + actions * rate_ <= limit_;
+    limited_ = limited_ || !fits;
+    return fits;
+  }
+  /// The limit passed, or work was left out to keep it.
+  bool limited() const { return limited_ || expired(); }
+  /// `actions` actions of candidate work took `seconds`.
+  void observe(double actions, double seconds) {
+    if (actions < largest_) return;
+    largest_ = actions;
+    rate_ = std::max(kFastSecondsPerAction, seconds / std::max(1.0, actions));
   }
 
  private:
   double limit_;
   std::chrono::steady_clock::time_point start_;
+  double rate_ = kFastSecondsPerAction;
+  double largest_ = 0;
+  bool limited_ = false;
 };
 
 struct Config {
@@ -172,10 +203,24 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
   if (o.memory_limit && (!std::isfinite(*o.memory_limit) || *o.memory_limit <= 0))
     throw InputError("the memory limit must be a positive number, got " +
                      detail::format_number(*o.memory_limit));
-  if (!(o.time_limit > 0))
-    throw InputError("the time limit must be a positive number of seconds, got " +
+  if (!(o.time_limit > 0) || !(o.time_limit <= limits::kMaxTimeLimit))
+    throw InputError("the time limit must be a positive number of seconds up to " +
+                     detail::format_number(limits::kMaxTimeLimit) + ", got " +
                      detail::format_number(o.time_limit));
-  const Clock clock(o.time_limit);
+  // The least a search does: one plan built, simulated, verified under three
+  // transports. Refused when even that cannot end in time on a fast machine.
+  const double least_actions =
+      kActionsPerCell * static_cast<double>(o.pp_degree) * o.num_microbatches;
+  if (least_actions * kFastSecondsPerAction > o.time_limit)
+    throw InputError("the time limit " + detail::format_number(o.time_limit) +
+                     " s is too short for p " + std::to_string(o.pp_degree) + " and m " +
+                     std::to_string(o.num_microbatches) + ": one candidate plan holds up to " +
+                     detail::format_number(least_actions / 1e6, 1) +
+                     "M actions, and building, simulating and verifying it takes at least " +
+                     detail::format_number(least_actions * kFastSecondsPerAction, 1) +
+                     " s; give a longer --time-limit");
+  Clock clock(o.time_limit);
+  const std::function<bool()> expired = [&clock] { return clock.expired(); };
   SearchResult res;
   CostModel comm;
   comm.comm_latency = o.comm.comm_latency;
@@ -198,6 +243,10 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
       for (int v = 1; v <= o.max_stages_per_rank; ++v) vs.push_back(v);
     for (int v : vs) {
       if (!v_fits(v)) continue;
+      // After the first baseline, only those that can end in time.
+      const double estimate = kActionsPerCell * o.pp_degree * v * o.num_microbatches;
+      if (!res.library.empty() && !clock.affords(estimate)) continue;
+      const double began = clock.elapsed();
       Plan p;
       LibraryRun run;
       run.schedule = info.name;
@@ -205,7 +254,8 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
       try {
         const Problem problem{info.name, o.pp_degree, o.num_microbatches, v};
         const PlanMeta meta = resolve(problem);
-        run.partition = balanced_partition(profile, meta.num_stages());
+        run.partition =
+            detail::split_min_max(profile, meta.num_stages(), detail::SplitBy::Work, expired);
         // Lowered as compare lowers it: the schedule's own options, planning
         // for the stage costs it is simulated with.
         p = plan(problem, make_lower_options(meta, {}, sim_options(run.partition).costs,
@@ -214,6 +264,7 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
         continue;  // the schedule rejects this shape
       }
       const SimResult r = simulate(p, sim_options(run.partition));
+      clock.observe(static_cast<double>(p.num_actions()), clock.elapsed() - began);
       ++res.candidates;
       if (!r.ok()) continue;
       run.makespan = r.makespan;
@@ -254,18 +305,25 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
   std::vector<Seed> seeds;
   auto try_one = [&](const Config& c, const Partition& part, const GreedyKnobs& k,
                      double limit) -> std::optional<GreedyOutcome> {
+    const double estimate = kActionsPerCell * o.pp_degree * c.v * o.num_microbatches;
+    if (!clock.affords(estimate)) return std::nullopt;  // would end past the limit
+    const double began = clock.elapsed();
     const PlanMeta meta = make_meta(o, c, part);
     const detail::StageTable table =
         detail::stage_table(stage_costs(profile, part, comm), meta.num_stages());
     ++res.candidates;
-    return detail::list_schedule(meta, table, limit, k);
+    auto outcome = detail::list_schedule(meta, table, limit, k);
+    clock.observe(estimate, clock.elapsed() - began);
+    return outcome;
   };
   for (const Config& c : configs) {
     if (clock.expired()) break;
     const int S = o.pp_degree * c.v;
-    std::vector<Partition> parts = {balanced_partition(profile, S),
-                                    detail::split_min_max(profile, S, detail::SplitBy::Memory)};
-    if (c.v > 1) parts.push_back(detail::split_rank_balanced(profile, make_meta(o, c, {})));
+    std::vector<Partition> parts = {
+        detail::split_min_max(profile, S, detail::SplitBy::Work, expired),
+        detail::split_min_max(profile, S, detail::SplitBy::Memory, expired)};
+    if (c.v > 1)
+      parts.push_back(detail::split_rank_balanced(profile, make_meta(o, c, {}), expired));
     std::sort(parts.begin(), parts.end());
     parts.erase(std::unique(parts.begin(), parts.end()), parts.end());
     for (const Partition& part : parts) {
@@ -332,7 +390,7 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
       if (!improved) break;
     }
   }
-  res.time_limited = clock.expired();
+  res.time_limited = clock.limited();
 
   // Library orders that fit join the pool (their own lowering is tried too).
   for (std::size_t i = 0; i < library_plans.size(); ++i) {
@@ -373,7 +431,6 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
       for (const Candidate* s : starts) dup = dup || s->compute == c.compute;
       if (!dup) starts.push_back(&c);
     }
-    const auto expired = [&clock] { return clock.expired(); };
     std::vector<Candidate> improved;
     for (const Candidate* c : starts) {
       if (clock.expired()) break;
@@ -390,7 +447,7 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
                             c->origin + ", orders improved locally"});
     }
     for (Candidate& c : improved) pool.push_back(std::move(c));
-    res.time_limited = res.time_limited || clock.expired();
+    res.time_limited = res.time_limited || clock.limited();
   }
 
   // 4. Lower the finalists, simulate them under the user's transport, keep
@@ -428,7 +485,6 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
     SimOptions so;
     so.costs = comm;
     so.transport = o.transport;
-    const auto expired = [&clock] { return clock.expired(); };
     for (std::size_t k = 0; k < order.size() && k < 2 && !clock.expired(); ++k) {
       const Plan& lib = library_plans[order[k]];
       if (!verifies_everywhere(lib)) continue;
@@ -443,10 +499,12 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
     }
   }
   for (const Candidate* c : finalists) {
+    if (found && clock.expired()) break;  // a verified plan is in hand
     const Partition& part = c->compute.meta.partition;
     const detail::StageTable table =
         detail::stage_table(stage_costs(profile, part, comm), c->compute.meta.num_stages());
     for (const LowerOptions& lo : lowerings_for(sim_options(part).costs, table)) {
+      if (found && clock.expired()) break;
       Plan lowered = lower(c->compute, lo);
       const SimResult r = simulate(lowered, sim_options(part));
       ++res.candidates;
