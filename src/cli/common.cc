@@ -3,7 +3,9 @@
 #include <CLI/CLI.hpp>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +13,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "ir/numbers.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
 #include "pipeplan/limits.h"
@@ -40,6 +43,51 @@ CLI::Validator at_most(long long max, const std::string& unit) {
 }
 
 }  // namespace
+
+CLI::Validator integer_in(long long min, long long max, const std::string& unit) {
+  return CLI::Validator(
+      [min, max, unit](std::string& text) -> std::string {
+        const bool negative = !text.empty() && text[0] == '-';
+        const bool digits =
+            text.size() > (negative ? 1u : 0u) &&
+            text.find_first_not_of("0123456789", negative ? 1 : 0) == std::string::npos;
+        if (!digits) return "'" + limits::excerpt(text) + "' is not an integer";
+        long long x = 0;
+        // Too many digits for 64 bits: beyond either bound.
+        const bool fits = CLI::detail::lexical_cast(text, x);
+        if ((!fits && !negative) || (fits && x > max))
+          return limits::excerpt(text) + " is more than the supported " + std::to_string(max) +
+                 unit;
+        if (!fits || x < min)
+          return limits::excerpt(text) + " is below the minimum " + std::to_string(min);
+        return {};
+      },
+      "INT in " + std::to_string(min) + ".." + std::to_string(max));
+}
+
+CLI::Validator number_in(double min, double max, bool above_min) {
+  return CLI::Validator(
+      [min, max, above_min](std::string& text) -> std::string {
+        double x = 0;
+        const char* begin = text.c_str();
+        char* end = nullptr;
+        errno = 0;
+        x = std::strtod(begin, &end);
+        if (text.empty() || end != begin + text.size())
+          return "'" + limits::excerpt(text) + "' is not a number";
+        if (!std::isfinite(x)) return limits::excerpt(text) + " is not a finite number";
+        if (x > max)
+          return limits::excerpt(text) + " is more than the supported " +
+                 detail::format_number(max);
+        if (above_min ? !(x > min) : x < min)
+          return limits::excerpt(text) +
+                 (above_min ? " is not more than " : " is below the minimum ") +
+                 detail::format_number(min);
+        return {};
+      },
+      std::string("NUMBER in ") + (above_min ? "(" : "[") + detail::format_number(min) + ", " +
+          detail::format_number(max) + "]");
+}
 
 CLI::Option* add_count_option(CLI::App& app, const std::string& names, int& value,
                               const std::string& help, long long max, const std::string& unit) {
@@ -222,7 +270,7 @@ void add_csv_options(CLI::App& app, CsvReadOptions& csv, bool with_schedule) {
   app.add_option_function<int>(
          "-m,--microbatches", [&csv](int m) { csv.num_microbatches = m; },
          "Microbatch count of a CSV file (default: largest microbatch + 1)")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(integer_in(1, limits::kMaxMicrobatches, " microbatches"));
   app.add_flag("--forward-only", csv.forward_only,
                "The plan is forward-only (inference: F, SEND_F, RECV_F); no backward is owed");
   if (with_schedule)

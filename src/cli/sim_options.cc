@@ -11,6 +11,7 @@
 #include "pipeplan/cost_options.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/verify.h"
@@ -32,7 +33,7 @@ void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs, bool mode
                  "Transfer cost LATENCY[,BANDWIDTH]: latency + bytes/bandwidth per transfer "
                  "(default 0)");
   app.add_option("--bytes", args.bytes, "Size of every transfer, for --comm's BANDWIDTH")
-      ->check(CLI::NonNegativeNumber);
+      ->check(number_in(0, limits::kMaxTransferBytes));
   if (model)
     app.add_option("--model", args.model, "Transport model for SEND/RECV")
         ->check(CLI::IsMember({"rendezvous", "eager", "serial"}));
