@@ -29,4 +29,10 @@ struct ComparisonRow {
 /// simulations, then skipped schedules.
 void sort_comparison(std::vector<ComparisonRow>& rows);
 
+/// Why no schedule ran, or "" when one did: the reason every row shares
+/// (e.g. costs beyond the limits), else "no schedule accepts pp P with M
+/// microbatches[ and V stages per rank]".
+std::string comparison_refusal(const std::vector<ComparisonRow>& rows, int pp_degree,
+                               int num_microbatches, int stages_per_rank);
+
 }  // namespace pipeplan

@@ -40,8 +40,14 @@ inline constexpr int kMaxPrefetch = 1 << 30;
 inline constexpr double kMaxTransferBytes = 1e18;
 /// Longest time limit of a search (--time-limit, time_limit=), in seconds.
 inline constexpr double kMaxTimeLimit = 86400;
-/// Columns of a text timeline (render --text, show).
+/// Columns of a text timeline (render --text, show, plan -f timeline).
 inline constexpr int kMaxTextColumns = 100000;
+/// Characters of one text timeline in all (rows x columns): 32 MiB.
+inline constexpr double kMaxTextChars = 1 << 25;
+/// Compute actions one simulated picture draws (render --svg and
+/// --chrome-trace, SimResult.to_svg() and .to_chrome_trace()): ~300 MB of
+/// Chrome trace JSON, more than Perfetto's viewer loads comfortably.
+inline constexpr std::size_t kMaxDrawnActions = std::size_t{1} << 20;
 /// Width of an SVG timeline, in pixels.
 inline constexpr double kMaxSvgWidth = 1e7;
 /// Largest duration or cost of one action or transfer, in time units (after

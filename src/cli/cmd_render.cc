@@ -96,7 +96,13 @@ std::function<int()> setup_render(CLI::App& app) {
         throw InputError("give either --trace FILE or a plan (FILE or -s ...), not both");
       return render_trace(*args);
     }
-    const Simulated sim = load_and_simulate(args->source, args->costs, app);
+    // A picture too large to load anywhere is refused before simulating.
+    const bool picture = !args->svg.empty() || !args->chrome_trace.empty();
+    const Simulated sim =
+        load_and_simulate(args->source, args->costs, app, [picture](const Plan& p) {
+          if (std::string why = picture ? picture_problem(p) : ""; !why.empty())
+            throw InputError(why);
+        });
     if (sim.exit_code != 0) return sim.exit_code;
     const Plan& plan = sim.plan;
     const SimResult& result = sim.result;

@@ -221,7 +221,7 @@ std::ostream& Output::stream() {
   if (path_.empty() || path_ == "-") return std::cout;
   if (!file_) {
     auto f = std::make_unique<std::ofstream>(path_, std::ios::binary | std::ios::trunc);
-    if (!*f) throw InputError("cannot open '" + path_ + "' for writing");
+    if (!*f) throw InputError("cannot open '" + limits::excerpt(path_) + "' for writing");
     file_ = std::move(f);
   }
   return *file_;
@@ -231,7 +231,8 @@ void Output::close() {
   std::ostream& s = stream();
   s.flush();
   if (!s)
-    throw InputError("cannot write '" + (path_.empty() ? std::string("stdout") : path_) + "'");
+    throw InputError("cannot write '" +
+                     (path_.empty() ? std::string("stdout") : limits::excerpt(path_)) + "'");
 }
 
 Plan load_plan(const std::string& path, const CsvReadOptions& csv, PlanFormat* format) {
@@ -244,7 +245,8 @@ Plan load_plan(const std::string& path, const CsvReadOptions& csv, PlanFormat* f
     // JSON states its metadata; CSV options given with it must agree.
     const PlanMeta& m = plan.meta;
     auto clash = [&](const std::string& option, const std::string& given, const std::string& file) {
-      throw InputError(option + " " + given + " contradicts " + source + ", which says " + file);
+      throw InputError(option + " " + limits::excerpt(given) + " contradicts " + source +
+                       ", which says " + file);
     };
     if (csv.mapping && *csv.mapping != m.mapping)
       clash("--mapping", std::string(to_string(*csv.mapping)),
@@ -253,7 +255,7 @@ Plan load_plan(const std::string& path, const CsvReadOptions& csv, PlanFormat* f
       clash("--microbatches", std::to_string(*csv.num_microbatches),
             "num_microbatches " + std::to_string(m.num_microbatches));
     if (csv.schedule != CsvReadOptions{}.schedule && csv.schedule != m.schedule)
-      clash("--schedule", csv.schedule, "schedule " + m.schedule);
+      clash("--schedule", csv.schedule, "schedule " + limits::excerpt(m.schedule));
     // --forward-only states what the plan is for; a file that says so
     // already needs no flag, and one that does not (older or hand-written
     // JSON) is taken at the flag's word.

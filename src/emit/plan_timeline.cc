@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "emit/render_util.h"
 #include "ir/deps.h"
 #include "pipeplan/emit.h"
 
@@ -72,12 +73,29 @@ void write_timeline(const Plan& plan, std::ostream& out) {
   const std::size_t num_ranks = plan.ranks.size();
   std::vector<std::vector<const Action*>> work(num_ranks);
   std::size_t total = 0;
-  for (std::size_t r = 0; r < num_ranks; ++r)
+  long long busiest = 0;  // a rank's compute time: the makespan is no shorter
+  for (std::size_t r = 0; r < num_ranks; ++r) {
+    long long busy = 0;
     for (const auto& a : plan.ranks[r])
       if (is_compute(a.type)) {
         work[r].push_back(&a);
+        busy += unit_cost(a);
         ++total;
       }
+    busiest = std::max(busiest, busy);
+  }
+  // The output cap, before any timing, from two lower bounds of the
+  // makespan: the busiest rank, and microbatch 0's chain of computes through
+  // every stage and back (each waits for the one before), at 3 columns per
+  // time unit at least.
+  long long chain = 0;
+  for (const auto& list : work)
+    for (const Action* a : list)
+      if (a->microbatch == 0 || (a->type == ActionType::OverlapFB && a->sub_microbatch == 0))
+        chain += a->type == ActionType::W ? 0 : unit_cost(*a);
+  const char* const kWhat = "the unit-cost timeline (plan -f timeline, show)";
+  detail::check_text_size(num_ranks, 3.0 * static_cast<double>(std::max(busiest, chain)), kWhat,
+                          true);
 
   std::vector<std::vector<Slot>> slots(num_ranks);
   std::vector<int> clock(num_ranks, 0);
@@ -158,6 +176,7 @@ void write_timeline(const Plan& plan, std::ostream& out) {
   for (int id : plan.rank_ids) widest_id = std::max(widest_id, id);
   const std::size_t prefix = 5 + std::to_string(widest_id).size() + 1;  // "rank N "
   const std::size_t width = static_cast<std::size_t>(makespan) * unit;
+  detail::check_text_size(num_ranks, static_cast<double>(prefix + width), kWhat);
 
   // Time ticks every 5 units.
   std::string header(prefix + width + 8, ' ');
