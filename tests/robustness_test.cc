@@ -3,11 +3,13 @@
 // and memory; never 3, never a crash. One TEST_CASE per defect class.
 #include <catch2/catch.hpp>
 
+
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -205,7 +207,7 @@ TEST_CASE("robustness: every command reading a file says 'cannot read' for a dir
       {"plan", "-s", "zbv", "-p", "2", "-m", "4", "--stage-costs", "/tmp"},
       {"lower", plan, "--stage-costs", "/tmp"},
       {"compare", "-p", "2", "-m", "4", "--stage-costs", "/tmp"},
-      {"calibrate", "/tmp"},
+      {"export", "megatron", "/tmp", "--layers", plan},
       {"render", "--trace", "/tmp", "--text"}};
   for (const auto& args : commands) {
     auto r = run_cli(args);
@@ -213,6 +215,15 @@ TEST_CASE("robustness: every command reading a file says 'cannot read' for a dir
     CHECK(r.exit_code == 2);
     CHECK(contains(r.err, "pipeplan: error: cannot read '/tmp': it is a directory"));
   }
+  // calibrate takes folders of torch traces: one without any is named.
+  const std::string empty = temp_file("empty_dir_marker.txt", "");
+  const std::string dir = empty.substr(0, empty.rfind('/')) + "/no_traces_here";
+  std::filesystem::create_directories(dir);
+  run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-o", dir + "/p.csv"});
+  auto none = run_cli({"calibrate", dir});
+  INFO(none.err);
+  CHECK(none.exit_code == 2);
+  CHECK(contains(none.err, "no_traces_here: no .json trace under this folder"));
   auto missing = run_cli({"verify", "/nonexistent/x.json"});
   CHECK(missing.exit_code == 2);
   CHECK(contains(missing.err, "cannot read '/nonexistent/x.json': no such file"));

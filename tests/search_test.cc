@@ -9,6 +9,7 @@
 #include "pipeplan/planner.h"
 #include "pipeplan/profile.h"
 #include "pipeplan/search.h"
+#include "pipeplan/verify.h"
 #include "search/exact.h"
 #include "search/greedy.h"
 #include "search/improve.h"

@@ -11,6 +11,7 @@
 #include "pipeplan/io.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/simulate.h"
+#include "pipeplan/verify.h"
 #include "test_util.h"
 
 using namespace pipeplan;

@@ -24,8 +24,8 @@
 #include <optional>
 #include <string_view>
 
+#include "pipeplan/costs.h"
 #include "pipeplan/ir.h"
-#include "pipeplan/simulate.h"
 
 namespace pipeplan {
 

@@ -3,6 +3,8 @@
 // costs and activation sizes for the simulator.
 #pragma once
 
+#include <optional>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,13 +18,23 @@ namespace pipeplan {
 /// weight-gradient part (0 <= W <= B), so the input-gradient part is B - W.
 /// `activation` is what the layer keeps alive from its F until its backward
 /// finishes (B, or W when the backward is split), in the user's unit.
+/// Optional, for memory planning: `input` is the size of the layer's input
+/// (what a recomputing stage keeps; default: `activation`) and `recompute`
+/// the time to re-run its forward (default: F).
 struct Layer {
   std::string name;
   double f = 0.0, b = 0.0, w = 0.0, activation = 0.0;
+  std::optional<double> input, recompute;
   double i() const { return b - w; }
+  /// `input`, or `activation` when the profile gives none.
+  double input_size() const { return input.value_or(activation); }
+  /// `recompute`, or F when the profile gives none.
+  double recompute_time() const { return recompute.value_or(f); }
+  /// Equal values (an absent optional column equals its default spelled out).
   friend bool operator==(const Layer& x, const Layer& y) {
     return x.name == y.name && x.f == y.f && x.b == y.b && x.w == y.w &&
-           x.activation == y.activation;
+           x.activation == y.activation && x.input_size() == y.input_size() &&
+           x.recompute_time() == y.recompute_time();
   }
 };
 
@@ -32,10 +44,25 @@ struct LayerProfile {
   std::size_t size() const { return layers.size(); }
 };
 
-/// Parses CSV "name,F,B,W,activation" (the header is required; '#' starts a
-/// comment; blank lines are skipped). Throws InputError "<source>:<line>: ..."
-/// naming the bad column. Implemented in src/io (layer_profile.cc).
+/// Parses CSV "name,F,B,W,activation" plus the optional columns "input" and
+/// "recompute" in either order after them (the header is required; '#'
+/// starts a comment; blank lines are skipped). Throws InputError
+/// "<source>:<line>: ..." naming the bad column. Implemented in src/io
+/// (layer_profile.cc).
 LayerProfile parse_layer_profile(std::string_view text, const std::string& source = "<layers>");
+
+/// Writes the profile as parse_layer_profile reads it, with the columns
+/// "name,F,B,W,activation,input,recompute" (defaults spelled out), numbers in
+/// the shortest form that reads back exactly; `comment` lines first, each
+/// prefixed "# ". Throws InputError for a layer name the CSV cannot hold (a
+/// comma, '#', a line break, or spaces around it). Implemented in src/emit.
+void write_layer_profile(const LayerProfile& profile, std::ostream& out,
+                         const std::vector<std::string>& comment = {});
+
+/// Equal layers in order.
+inline bool operator==(const LayerProfile& a, const LayerProfile& b) {
+  return a.layers == b.layers;
+}
 
 /// A contiguous split: counts[s] layers go to stage s (every count >= 1).
 using Partition = std::vector<int>;

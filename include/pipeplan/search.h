@@ -32,7 +32,8 @@ struct SearchOptions {
   int pp_degree = 4;
   int num_microbatches = 8;
   /// Per-rank peak activation memory allowed; unset: 1F1B's peak on the
-  /// same profile (balanced partition).
+  /// same profile (balanced partition), or with `partition` set, the peak of
+  /// 1F1B (v = 1) or interleaved 1F1B (v > 1) on it (what Megatron runs).
   std::optional<double> memory_limit;
   /// Transfer cost (comm_latency, comm_bandwidth, transfer_bytes); the
   /// compute costs come from the profile.
@@ -45,8 +46,15 @@ struct SearchOptions {
   double time_limit = 3.0;
   /// Largest v tried for both mappings.
   int max_stages_per_rank = 4;
+  /// Largest v tried for the V mapping (0: max_stages_per_rank); torchtitan,
+  /// for one, places a V only with 2 stages per rank.
+  int max_v_stages_per_rank = 0;
   /// Run the exhaustive search too when the shape is tiny (see ExactResult).
   bool exact = true;
+  /// A fixed layer partition (e.g. a Megatron layout): its stages / p is v,
+  /// the mapping is loop, and nothing moves its boundaries; the library
+  /// baselines run on it too (those with a loop mapping at that v).
+  std::optional<Partition> partition;
 };
 
 /// A library schedule run on the same profile (balanced partition).

@@ -6,9 +6,10 @@
 #include <vector>
 
 #include "pipeplan/costs.h"
+#include "pipeplan/diagnostic.h"
 #include "pipeplan/ir.h"
 #include "pipeplan/timeline.h"
-#include "pipeplan/verify.h"
+#include "pipeplan/transport.h"
 
 namespace pipeplan {
 

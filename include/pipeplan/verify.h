@@ -10,17 +10,9 @@
 
 #include "pipeplan/diagnostic.h"
 #include "pipeplan/ir.h"
+#include "pipeplan/transport.h"
 
 namespace pipeplan {
-
-/// How P2P operations complete (docs/semantics.md).
-enum class Transport : std::uint8_t {
-  Rendezvous,  ///< one in-order stream per rank pair (NCCL P2P)
-  Eager,       ///< sends buffered; a receive completes once its send is posted
-  Serial,      ///< one in-order stream per rank for every peer
-};
-std::string_view to_string(Transport t);
-std::optional<Transport> parse_transport(std::string_view s);
 
 struct VerifyOptions {
   Transport transport = Transport::Rendezvous;

@@ -16,6 +16,7 @@
 #include "pipeplan/planner.h"
 #include "pipeplan/render.h"
 #include "pipeplan/simulate.h"
+#include "pipeplan/verify.h"
 
 namespace pipeplan::python {
 namespace {

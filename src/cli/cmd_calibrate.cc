@@ -1,16 +1,20 @@
 // pipeplan calibrate: per-stage durations and the transfer cost of a
-// measured run (pipeplan train --trace), as a stage-costs file that
-// `pipeplan simulate --stage-costs FILE` reads in milliseconds.
+// measured run (pipeplan train --trace, or torch.profiler traces of torch's
+// schedule runtime), as a stage-costs file that `pipeplan simulate
+// --stage-costs FILE` reads in milliseconds.
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <sstream>
 
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "ir/numbers.h"
 #include "pipeplan/error.h"
+#include "pipeplan/interop.h"
 #include "pipeplan/io.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/simulate.h"
@@ -20,27 +24,114 @@ namespace pipeplan::cli {
 namespace {
 
 struct CalibrateArgs {
-  std::string trace;
+  std::vector<std::string> traces;
   std::string output;
   std::string model = "rendezvous";
+  std::string plan;
+  CsvReadOptions csv;
 };
 
 std::string ms(double v) { return detail::format_number(v, 3) + " ms"; }
+
+// The files behind the arguments: a folder stands for the .json files
+// under it (torchtitan's save_traces_folder/iteration_N/rankR_trace.json).
+std::vector<std::string> trace_files(const std::vector<std::string>& args) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  for (const std::string& a : args) {
+    std::error_code ec;
+    if (a == "-" || !fs::is_directory(a, ec)) {
+      out.push_back(a);
+      continue;
+    }
+    std::vector<std::string> found;
+    for (auto it = fs::recursive_directory_iterator(a, ec); !ec && it != fs::end(it);
+         it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (it->is_regular_file(ec) &&
+          (name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0))
+        found.push_back(it->path().string());
+      if (name.size() > 8 && name.compare(name.size() - 8, 8, ".json.gz") == 0)
+        throw InputError(it->path().string() +
+                         ": a compressed trace; decompress it first (gunzip)");
+    }
+    if (ec) throw InputError(a + ": cannot list the folder: " + ec.message());
+    if (found.empty()) throw InputError(a + ": no .json trace under this folder");
+    std::sort(found.begin(), found.end());
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  return out;
+}
+
+// "rank3_trace.json" -> 3 (the last "rank<digits>" in the file name); -1.
+int rank_from_name(const std::string& path) {
+  const std::string name = std::filesystem::path(path).filename().string();
+  int rank = -1;
+  for (std::size_t at = name.find("rank"); at != std::string::npos;
+       at = name.find("rank", at + 1)) {
+    std::size_t i = at + 4, n = 0;
+    long long v = 0;
+    while (i < name.size() && name[i] >= '0' && name[i] <= '9' && n < 7)
+      v = v * 10 + (name[i++] - '0'), ++n;
+    if (n > 0) rank = static_cast<int>(v);
+  }
+  return rank;
+}
+
+bool is_pipeplan_trace(const std::string& text) {
+  return text.find(std::string("\"") + kTraceFormatName + "\"") != std::string::npos;
+}
+
+// The measured run: pipeplan's own trace, or torch.profiler traces.
+Trace load_trace(const CalibrateArgs& args) {
+  const std::vector<std::string> files = trace_files(args.traces);
+  std::vector<TorchRankTrace> torch;
+  for (const std::string& f : files) {
+    const std::string source = f == "-" ? "<stdin>" : f;
+    const std::string text = read_input(f);
+    if (is_pipeplan_trace(text)) {
+      if (files.size() != 1)
+        throw InputError(source + ": a pipeplan trace holds every rank; give it alone");
+      if (!args.plan.empty())
+        throw InputError("--plan is for torch traces (a pipeplan trace carries its plan)");
+      return parse_trace_json(text, source);
+    }
+    TorchRankTrace t = parse_torch_trace(text, source);
+    if (t.rank < 0) t.rank = rank_from_name(f);
+    torch.push_back(std::move(t));
+  }
+  TorchImportOptions options;
+  options.csv = args.csv;
+  if (!args.plan.empty()) options.plan = load_plan(args.plan, args.csv);
+  TorchImportReport rep;
+  Trace trace = import_torch_traces(torch, options, &rep);
+  spdlog::info(
+      "torch traces: {} file(s), {} ranks, {} step(s){}, {} action spans, {} timed by their GPU "
+      "kernels ({} kernels linked){}",
+      torch.size(), rep.ranks, rep.steps, rep.used_profiler_steps ? " (ProfilerStep spans)" : "",
+      rep.actions, rep.device_timed, rep.kernels_linked,
+      rep.device_timed == 0 ? "; no device events: host spans used" : "");
+  return trace;
+}
 
 }  // namespace
 
 std::function<int()> setup_calibrate(CLI::App& app) {
   auto args = std::make_shared<CalibrateArgs>();
-  app.add_option("trace", args->trace,
-                 "Trace of a measured run (pipeplan train --trace FILE, Chrome trace or the "
-                 "JSON table), or - for stdin")
+  app.add_option("traces", args->traces,
+                 "Trace of a measured run: pipeplan train --trace FILE (Chrome trace or the JSON "
+                 "table), or torch.profiler traces of torch's schedule runtime, one per rank "
+                 "(files or folders of them, e.g. torchtitan's save_traces_folder); - for stdin")
       ->required();
+  app.add_option("--plan", args->plan,
+                 "torch traces: the plan the run executed (JSON or CSV; default: the order in "
+                 "the traces)");
+  add_csv_options(app, args->csv);
   app.add_option("-o,--output", args->output, "Stage-costs file to write (default: stdout)");
   app.add_option("--model", args->model, "Transport model of the check simulation")
       ->check(CLI::IsMember({"rendezvous", "eager", "serial"}));
   return [args]() {
-    const std::string source = args->trace == "-" ? "<stdin>" : args->trace;
-    const Trace trace = parse_trace_json(read_input(args->trace), source);
+    const Trace trace = load_trace(*args);
     const Calibration c = calibrate(trace);
 
     std::ostringstream file;

@@ -5,13 +5,35 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/export.h"
 #include "cli/sim_options.h"
 #include "pipeplan/emit.h"
+#include "pipeplan/error.h"
+#include "pipeplan/interop.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/search.h"
 
 namespace pipeplan::cli {
 namespace {
+// The layout in a --layout value: the string itself, or the value of
+// --pipeline-model-parallel-layout in a pasted Megatron argument line.
+std::string megatron_layout_value(std::string text) {
+  const std::string flag = "--pipeline-model-parallel-layout";
+  const std::size_t at = text.find(flag);
+  if (at != std::string::npos) {
+    std::size_t i = at + flag.size();
+    while (i < text.size() && (text[i] == ' ' || text[i] == '=')) ++i;
+    const char quote = i < text.size() && (text[i] == '"' || text[i] == '\'') ? text[i] : '\0';
+    if (quote) ++i;
+    std::size_t end = i;
+    while (end < text.size() && (quote ? text[end] != quote : text[end] != ' ')) ++end;
+    text = text.substr(i, end - i);
+  }
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\n')) text.pop_back();
+  while (!text.empty() && text.front() == ' ') text.erase(0, 1);
+  return text;
+}
+
 struct SearchArgs {
   SearchOptions options;
   std::string layers;
@@ -19,6 +41,9 @@ struct SearchArgs {
   double memory_limit = 0;
   std::string format = "text";
   std::string plan_output;
+  std::string layout;
+  std::vector<std::string> emit;
+  int microbatch_size = 1;
 };
 }  // namespace
 
@@ -53,6 +78,16 @@ std::function<int()> setup_search(CLI::App& app) {
   app.add_option("-o,--output", args->plan_output, "Write the chosen plan (JSON) here");
   app.add_option("-f,--format", args->format, "Report format (stdout)")
       ->check(CLI::IsMember({"text", "json"}));
+  app.add_option("--layout", args->layout,
+                 "A Megatron-LM --pipeline-model-parallel-layout as the fixed partition (e.g. "
+                 "\"Et*3|t*4|t*4|t*3L\"): v = its stages / p, loop placement");
+  app.add_option("--emit", args->emit,
+                 "torchtitan DIR: also write the chosen plan as DIR/schedule.csv and "
+                 "DIR/torchtitan.toml (as 'export torchtitan')")
+      ->expected(2);
+  add_count_option(app, "--microbatch-size", args->microbatch_size,
+                   "Sequences per microbatch, for --emit (default 1)", 1 << 20, " sequences")
+      ->check(CLI::Range(1, 1 << 20));
   return [args, &app]() {
     const SimOptions sim = make_sim_options(args->costs);
     SearchOptions o = args->options;
@@ -60,6 +95,19 @@ std::function<int()> setup_search(CLI::App& app) {
     o.transport = sim.transport;
     if (app.count("--memory-limit") > 0) o.memory_limit = args->memory_limit;
     const LayerProfile profile = parse_layer_profile(read_input(args->layers), args->layers);
+    if (!args->emit.empty() && args->emit.front() != "torchtitan")
+      throw InputError("--emit: unknown target '" + limits::excerpt(args->emit.front()) +
+                       "' (torchtitan DIR)");
+    if (!args->emit.empty()) {
+      o.max_v_stages_per_rank = 2;  // torchtitan places a V only with 2 stages per rank
+      spdlog::debug("--emit torchtitan: V mappings with 2 stages per rank only");
+    }
+    if (!args->layout.empty()) {
+      o.partition =
+          partition_from_megatron_layout(profile, megatron_layout_value(args->layout), o.pp_degree);
+      spdlog::info("--layout: {} stages ({} per rank), partition fixed", o.partition->size(),
+                   o.partition->size() / static_cast<std::size_t>(o.pp_degree));
+    }
     const SearchResult result = search(profile, o);
     spdlog::debug("search: {} candidates, origin {}", result.candidates, result.origin);
     if (!args->plan_output.empty()) {
@@ -67,6 +115,8 @@ std::function<int()> setup_search(CLI::App& app) {
       write_json(result.plan, plan_out.stream());
       plan_out.close();
     }
+    if (!args->emit.empty())
+      write_torchtitan_dir(result.plan, profile, args->emit[1], args->microbatch_size);
     Output out("");
     if (args->format == "json") write_search_json(result, o, out.stream());
     else write_search_text(result, o, out.stream());

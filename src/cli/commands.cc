@@ -20,6 +20,12 @@ const std::vector<Command>& commands() {
        setup_calibrate},
       {"search", "Find the fastest verified plan for a layer profile under a memory budget",
        setup_search},
+      {"export",
+       "Write a plan for a trainer: torchtitan (schedule CSV + TOML) or Megatron-LM "
+       "(layout and flags)",
+       setup_export},
+      {"profile", "Analytic layer profile of a transformer (llama, gpt, moe) for --layers",
+       setup_profile},
       {"bench", "Time every pass at scale: throughput, memory, scaling (docs/performance.md)",
        setup_bench},
   };

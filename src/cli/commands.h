@@ -35,5 +35,7 @@ std::function<int()> setup_convert(CLI::App& app);
 std::function<int()> setup_bench(CLI::App& app);
 std::function<int()> setup_calibrate(CLI::App& app);
 std::function<int()> setup_search(CLI::App& app);
+std::function<int()> setup_export(CLI::App& app);
+std::function<int()> setup_profile(CLI::App& app);
 
 }  // namespace pipeplan::cli

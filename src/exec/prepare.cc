@@ -9,6 +9,7 @@
 #include "pipeplan/exec/executor.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
+#include "pipeplan/verify.h"
 
 namespace pipeplan::exec {
 

@@ -8,11 +8,11 @@
 #include <limits>
 #include <sstream>
 
+#include "model/cost_check.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/verify.h"
-#include "sim/cost_check.h"
 
 namespace pipeplan {
 namespace {

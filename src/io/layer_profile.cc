@@ -1,4 +1,5 @@
-// parse_layer_profile: the CSV layer cost profile "name,F,B,W,activation".
+// parse_layer_profile: the CSV layer cost profile "name,F,B,W,activation"
+// with the optional columns "input" and "recompute".
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -12,7 +13,9 @@
 namespace pipeplan {
 namespace {
 
-constexpr const char* kColumns[] = {"name", "F", "B", "W", "activation"};
+constexpr const char* kColumns[] = {"name", "F", "B", "W", "activation", "input", "recompute"};
+constexpr std::size_t kRequired = 5;
+constexpr std::size_t kAllColumns = 7;
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
@@ -41,11 +44,84 @@ bool same_name(std::string_view a, std::string_view b) {
   return true;
 }
 
+// The header: the five required columns in order, then the optional ones
+// in any order, each at most once. Returns which field each column fills.
+std::vector<std::size_t> read_header(const std::vector<std::string_view>& cells,
+                                     std::string_view line, const std::string& where) {
+  std::vector<std::size_t> fields;
+  bool ok = cells.size() >= kRequired && cells.size() <= kAllColumns;
+  for (std::size_t c = 0; ok && c < kRequired; ++c) ok = same_name(cells[c], kColumns[c]);
+  if (!ok)
+    throw InputError(where + "expected the header 'name,F,B,W,activation', got '" +
+                     limits::excerpt(line) + "'");
+  for (std::size_t c = 0; c < kRequired; ++c) fields.push_back(c);
+  for (std::size_t c = kRequired; c < cells.size(); ++c) {
+    std::size_t f = kRequired;
+    while (f < kAllColumns && !same_name(cells[c], kColumns[f])) ++f;
+    if (f == kAllColumns)
+      throw InputError(where + "unknown column '" + limits::excerpt(cells[c]) +
+                       "' (the optional columns are 'input' and 'recompute')");
+    for (std::size_t g : fields)
+      if (g == f) throw InputError(where + "column '" + kColumns[f] + "' is given twice");
+    fields.push_back(f);
+  }
+  return fields;
+}
+
+// "name,F,B,W,activation[,...]" as the header gave them.
+std::string header_text(const std::vector<std::size_t>& fields) {
+  std::string out;
+  for (std::size_t f : fields) out += (out.empty() ? "" : ",") + std::string(kColumns[f]);
+  return out;
+}
+
+double read_number(std::string_view cell, const char* column, const std::string& layer,
+                   const std::string& where) {
+  double v = 0;
+  auto [ptr, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), v);
+  if (cell.empty() || ec != std::errc() || ptr != cell.data() + cell.size() || !std::isfinite(v) ||
+      v < 0)
+    throw InputError(where + "column '" + column + "' of layer '" + limits::excerpt(layer) +
+                     "': '" + limits::excerpt(cell) + "' is not a finite non-negative number");
+  if (v > limits::kMaxCost)
+    throw InputError(where + "column '" + column + "' of layer '" + limits::excerpt(layer) +
+                     "': " + limits::excerpt(cell) + " is more than the supported 1e+12");
+  return v;
+}
+
+Layer read_layer(const std::vector<std::string_view>& cells, const std::vector<std::size_t>& fields,
+                 const std::string& where) {
+  if (cells.size() != fields.size())
+    throw InputError(where + "expected " + std::to_string(fields.size()) + " columns (" +
+                     header_text(fields) + "), got " + std::to_string(cells.size()));
+  Layer layer;
+  if (cells[0].empty()) throw InputError(where + "column 'name' is empty");
+  layer.name = std::string(cells[0]);
+  std::string_view b_cell, w_cell;
+  for (std::size_t c = 1; c < cells.size(); ++c) {
+    const std::size_t f = fields[c];
+    const double v = read_number(cells[c], kColumns[f], layer.name, where);
+    switch (f) {
+      case 1: layer.f = v; break;
+      case 2: layer.b = v, b_cell = cells[c]; break;
+      case 3: layer.w = v, w_cell = cells[c]; break;
+      case 4: layer.activation = v; break;
+      case 5: layer.input = v; break;
+      default: layer.recompute = v; break;
+    }
+  }
+  if (layer.w > layer.b)
+    throw InputError(where + "layer '" + limits::excerpt(layer.name) + "': W (" +
+                     limits::excerpt(w_cell) + ") exceeds B (" + limits::excerpt(b_cell) +
+                     "); W is the weight-gradient part of the backward");
+  return layer;
+}
+
 }  // namespace
 
 LayerProfile parse_layer_profile(std::string_view text, const std::string& source) {
   LayerProfile profile;
-  bool header = false;
+  std::vector<std::size_t> fields;  // empty until the header is read
   int line_no = 0;
   std::size_t pos = 0;
   while (pos < text.size()) {
@@ -60,47 +136,16 @@ LayerProfile parse_layer_profile(std::string_view text, const std::string& sourc
     if (line.empty()) continue;
     const std::string where = source + ":" + std::to_string(line_no) + ": ";
     const auto cells = split_cells(line);
-    if (!header) {
-      bool ok = cells.size() == 5;
-      for (std::size_t c = 0; ok && c < 5; ++c) ok = same_name(cells[c], kColumns[c]);
-      if (!ok)
-        throw InputError(where + "expected the header 'name,F,B,W,activation', got '" +
-                         limits::excerpt(line) + "'");
-      header = true;
+    if (fields.empty()) {
+      fields = read_header(cells, line, where);
       continue;
     }
-    if (cells.size() != 5)
-      throw InputError(where + "expected 5 columns (name,F,B,W,activation), got " +
-                       std::to_string(cells.size()));
     if (profile.layers.size() >= static_cast<std::size_t>(limits::kMaxLayers))
       throw InputError(where + "more than the supported " + std::to_string(limits::kMaxLayers) +
                        " layers");
-    Layer layer;
-    if (cells[0].empty()) throw InputError(where + "column 'name' is empty");
-    layer.name = std::string(cells[0]);
-    double* fields[] = {&layer.f, &layer.b, &layer.w, &layer.activation};
-    for (std::size_t c = 1; c < 5; ++c) {
-      const std::string_view cell = cells[c];
-      double v = 0;
-      auto [ptr, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), v);
-      if (cell.empty() || ec != std::errc() || ptr != cell.data() + cell.size() ||
-          !std::isfinite(v) || v < 0)
-        throw InputError(where + "column '" + kColumns[c] + "' of layer '" +
-                         limits::excerpt(layer.name) + "': '" + limits::excerpt(cell) +
-                         "' is not a finite non-negative number");
-      if (v > limits::kMaxCost)
-        throw InputError(where + "column '" + kColumns[c] + "' of layer '" +
-                         limits::excerpt(layer.name) + "': " + limits::excerpt(cell) +
-                         " is more than the supported 1e+12");
-      *fields[c - 1] = v;
-    }
-    if (layer.w > layer.b)
-      throw InputError(where + "layer '" + limits::excerpt(layer.name) + "': W (" +
-                       limits::excerpt(cells[3]) + ") exceeds B (" + limits::excerpt(cells[2]) +
-                       "); W is the weight-gradient part of the backward");
-    profile.layers.push_back(std::move(layer));
+    profile.layers.push_back(read_layer(cells, fields, where));
   }
-  if (!header)
+  if (fields.empty())
     throw InputError(source +
                      ": empty layer profile (expected the header 'name,F,B,W,activation')");
   if (profile.layers.empty()) throw InputError(source + ": the layer profile lists no layers");

@@ -1,6 +1,7 @@
 // Internal: the one home of the dependency rules, "what an action needs and
-// what it produces" (docs/semantics.md). lower/timing, the simulator, the
-// verifier and the text timeline all ask these; none re-derives them.
+// what it produces" (docs/semantics.md), and of each action's role in the
+// execution core (src/run/core.h), which every pass that runs a plan is a
+// policy of; none re-derives them.
 //
 // Values are named by the action that produces them:
 //   Forward (s, m)  the output of F(s, m): the input of F(s+1, m), and kept
@@ -15,6 +16,29 @@
 #include "pipeplan/ir.h"
 
 namespace pipeplan::deps {
+
+/// How the execution core (src/run/core.h) runs an action: the hook its role
+/// goes to. A new action kind gets its role here and its rules below.
+enum class Role : std::uint8_t {
+  Compute,      ///< F, B, I, W, OVERLAP_F_B: waits for its inputs, then runs
+  Send,         ///< SEND_F, SEND_B: posted; completes per the transport model
+  Recv,         ///< RECV_F, RECV_B: posted; its consumer waits for it
+  Bookkeeping,  ///< FSDP pass-through: kept in order, needs and makes nothing
+};
+inline Role role(ActionType t) {
+  switch (t) {
+    case ActionType::SendF:
+    case ActionType::SendB: return Role::Send;
+    case ActionType::RecvF:
+    case ActionType::RecvB: return Role::Recv;
+    case ActionType::F:
+    case ActionType::B:
+    case ActionType::I:
+    case ActionType::W:
+    case ActionType::OverlapFB: return Role::Compute;
+    default: return Role::Bookkeeping;
+  }
+}
 
 enum class Kind : std::uint8_t { Forward, Grad };
 

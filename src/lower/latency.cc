@@ -48,8 +48,8 @@
 #include "lower/pair_order.h"
 #include "lower/producers.h"
 #include "lower/timing.h"
+#include "model/cost_check.h"
 #include "pipeplan/error.h"
-#include "sim/cost_check.h"
 
 namespace pipeplan::detail {
 namespace {

@@ -26,8 +26,8 @@
 
 #include "lower/latency.h"
 #include "lower/transfers.h"
+#include "model/cost_check.h"
 #include "pipeplan/error.h"
-#include "sim/cost_check.h"
 
 namespace pipeplan {
 namespace {

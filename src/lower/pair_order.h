@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "lower/latency.h"
+#include "pipeplan/costs.h"
 #include "pipeplan/ir.h"
-#include "pipeplan/simulate.h"
 
 namespace pipeplan::detail {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "pipeplan/costs.h"
 #include "pipeplan/ir.h"
-#include "pipeplan/simulate.h"
 
 namespace pipeplan::detail {
 

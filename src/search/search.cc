@@ -16,6 +16,7 @@
 #include "pipeplan/limits.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
+#include "pipeplan/verify.h"
 #include "search/exact.h"
 #include "search/greedy.h"
 #include "search/improve.h"
@@ -173,6 +174,22 @@ bool verifies_everywhere(const Plan& plan) {
   return true;
 }
 
+// 1F1B's peak memory on the balanced partition: the default budget.
+template <typename SimFor>
+double one_f_one_b_peak(const LayerProfile& profile, const SearchOptions& o,
+                        const SimFor& sim_for) {
+  try {
+    const Problem problem{"1f1b", o.pp_degree, o.num_microbatches, 1};
+    const Partition part = balanced_partition(profile, o.pp_degree);
+    const SimResult r = simulate(plan(problem), sim_for(part));
+    double peak = 0;
+    for (const RankStats& s : r.ranks) peak = std::max(peak, s.peak_memory);
+    if (r.ok()) return peak;
+  } catch (const InputError&) {
+  }
+  return std::numeric_limits<double>::infinity();
+}
+
 Plan strip_comms(Plan p) {
   for (auto& list : p.ranks)
     list.erase(
@@ -188,6 +205,10 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
   // The shared size limits: refuse up front; larger v are skipped below.
   if (std::string why = limits::shape_problem(o.pp_degree, 1, o.num_microbatches); !why.empty())
     throw ShapeError(why);
+  if (o.max_v_stages_per_rank < 0 || o.max_v_stages_per_rank > limits::kMaxStagesPerRank)
+    throw InputError("the largest v tried for the V mapping must be 0.." +
+                     std::to_string(limits::kMaxStagesPerRank) + ", got " +
+                     std::to_string(o.max_v_stages_per_rank));
   if (o.max_stages_per_rank < 1 || o.max_stages_per_rank > limits::kMaxStagesPerRank)
     throw InputError("the largest v tried must be 1.." + std::to_string(limits::kMaxStagesPerRank) +
                      ", got " + std::to_string(o.max_stages_per_rank));
@@ -207,10 +228,22 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
     throw InputError("the time limit must be a positive number of seconds up to " +
                      detail::format_number(limits::kMaxTimeLimit) + ", got " +
                      detail::format_number(o.time_limit));
+  int fixed_v = 0;  // > 0: the partition is given (o.partition)
+  if (o.partition) {
+    const int stages = static_cast<int>(o.partition->size());
+    if (stages % o.pp_degree != 0)
+      throw InputError("the given partition has " + std::to_string(stages) +
+                       " stages, not a multiple of the " + std::to_string(o.pp_degree) + " ranks");
+    check_partition(profile, *o.partition, stages);
+    fixed_v = stages / o.pp_degree;
+    if (std::string why = limits::shape_problem(o.pp_degree, fixed_v, o.num_microbatches);
+        !why.empty())
+      throw ShapeError(why);
+  }
   // The least a search does: one plan built, simulated, verified under three
   // transports. Refused when even that cannot end in time on a fast machine.
-  const double least_actions =
-      kActionsPerCell * static_cast<double>(o.pp_degree) * o.num_microbatches;
+  const double least_actions = kActionsPerCell * static_cast<double>(o.pp_degree) *
+                               std::max(fixed_v, 1) * o.num_microbatches;
   if (least_actions * kFastSecondsPerAction > o.time_limit)
     throw InputError("the time limit " + detail::format_number(o.time_limit) +
                      " s is too short for p " + std::to_string(o.pp_degree) + " and m " +
@@ -241,6 +274,9 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
     std::vector<int> vs = info.allowed_stages_per_rank;
     if (vs.empty())
       for (int v = 1; v <= o.max_stages_per_rank; ++v) vs.push_back(v);
+    if (fixed_v > 0)
+      vs = std::count(vs.begin(), vs.end(), fixed_v) ? std::vector<int>{fixed_v}
+                                                     : std::vector<int>{};
     for (int v : vs) {
       if (!v_fits(v)) continue;
       // After the first baseline, only those that can end in time.
@@ -254,8 +290,13 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
       try {
         const Problem problem{info.name, o.pp_degree, o.num_microbatches, v};
         const PlanMeta meta = resolve(problem);
-        run.partition =
-            detail::split_min_max(profile, meta.num_stages(), detail::SplitBy::Work, expired);
+        if (fixed_v > 0 && meta.mapping != StageMapping::Loop) continue;
+        if (meta.mapping == StageMapping::V && o.max_v_stages_per_rank > 0 &&
+            v > o.max_v_stages_per_rank)
+          continue;
+        run.partition = o.partition ? *o.partition
+                                    : detail::split_min_max(profile, meta.num_stages(),
+                                                            detail::SplitBy::Work, expired);
         // Lowered as compare lowers it: the schedule's own options, planning
         // for the stage costs it is simulated with.
         p = plan(problem, make_lower_options(meta, {}, sim_options(run.partition).costs,
@@ -277,6 +318,13 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
   double budget = std::numeric_limits<double>::infinity();
   if (o.memory_limit) {
     budget = *o.memory_limit;
+  } else if (fixed_v > 0) {
+    // A given layout: the memory of the order Megatron runs on it (1F1B, or
+    // interleaved 1F1B for v > 1), else 1F1B's on the balanced partition.
+    const std::string own = fixed_v > 1 ? "interleaved-1f1b" : "1f1b";
+    budget = one_f_one_b_peak(profile, o, sim_options);
+    for (const LibraryRun& run : res.library)
+      if (run.schedule == own) budget = run.peak_memory;
   } else {
     for (const LibraryRun& run : res.library)
       if (run.schedule == "1f1b") budget = run.peak_memory;
@@ -290,9 +338,13 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
 
   // 2. List-scheduled candidates: every (mapping, v), a few partitions, every knob.
   std::vector<Config> configs;
-  for (int v = 1; v <= o.max_stages_per_rank; ++v)
+  if (fixed_v > 0) configs.push_back({StageMapping::Loop, fixed_v});
+  for (int v = 1; v <= o.max_stages_per_rank && fixed_v == 0; ++v)
     if (v_fits(v)) configs.push_back({StageMapping::Loop, v});
-  for (int v = 2; v <= o.max_stages_per_rank; ++v)
+  const int max_v = o.max_v_stages_per_rank > 0
+                        ? std::min(o.max_v_stages_per_rank, o.max_stages_per_rank)
+                        : o.max_stages_per_rank;
+  for (int v = 2; v <= max_v && fixed_v == 0; ++v)
     if (v_fits(v)) configs.push_back({StageMapping::V, v});
   const std::vector<GreedyKnobs> knobs = all_knobs();
   std::vector<Candidate> pool;
@@ -319,11 +371,15 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
   for (const Config& c : configs) {
     if (clock.expired()) break;
     const int S = o.pp_degree * c.v;
-    std::vector<Partition> parts = {
-        detail::split_min_max(profile, S, detail::SplitBy::Work, expired),
-        detail::split_min_max(profile, S, detail::SplitBy::Memory, expired)};
-    if (c.v > 1)
-      parts.push_back(detail::split_rank_balanced(profile, make_meta(o, c, {}), expired));
+    std::vector<Partition> parts;
+    if (o.partition) {
+      parts = {*o.partition};
+    } else {
+      parts = {detail::split_min_max(profile, S, detail::SplitBy::Work, expired),
+               detail::split_min_max(profile, S, detail::SplitBy::Memory, expired)};
+      if (c.v > 1)
+        parts.push_back(detail::split_rank_balanced(profile, make_meta(o, c, {}), expired));
+    }
     std::sort(parts.begin(), parts.end());
     parts.erase(std::unique(parts.begin(), parts.end()), parts.end());
     for (const Partition& part : parts) {
@@ -353,7 +409,8 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
   std::stable_sort(seeds.begin(), seeds.end(),
                    [](const Seed& a, const Seed& b) { return a.makespan < b.makespan; });
   std::vector<std::pair<int, Partition>> refined;  // (config index, partition) already climbed
-  for (std::size_t si = 0; si < seeds.size() && refined.size() < 3 && !clock.expired(); ++si) {
+  for (std::size_t si = 0;
+       si < seeds.size() && refined.size() < 3 && !clock.expired() && !o.partition; ++si) {
     const Seed& seed = seeds[si];
     bool seen = false;
     for (const auto& [cv, part] : refined)
@@ -485,7 +542,7 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
     SimOptions so;
     so.costs = comm;
     so.transport = o.transport;
-    for (std::size_t k = 0; k < order.size() && k < 2 && !clock.expired(); ++k) {
+    for (std::size_t k = 0; k < order.size() && k < 2 && !clock.expired() && !o.partition; ++k) {
       const Plan& lib = library_plans[order[k]];
       if (!verifies_everywhere(lib)) continue;
       auto refined = detail::refine_partition(lib, profile, so, budget, expired, &res.candidates);
@@ -526,7 +583,7 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
   }
   res.lower_bound = makespan_lower_bound(profile, o.pp_degree, o.num_microbatches, transfer,
                                          &res.lower_bound_reason);
-  if (o.exact && detail::exact_is_tiny(profile, o)) {
+  if (o.exact && !o.partition && detail::exact_is_tiny(profile, o)) {
     // The exact search works in the compute-only model: compare like with like.
     const double value =
         simulate(strip_comms(res.plan), sim_options(res.plan.meta.partition)).makespan;

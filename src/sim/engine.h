@@ -1,12 +1,14 @@
-// Internal: the simulation engine shared by simulate.cc (checks, ranks,
-// computes), transport.cc (posting and matching SEND/RECV, stuck reports)
-// and transfer_order.cc (the transfer list in time order).
+// Internal: the simulator, a timed policy of the execution core
+// (src/run/core.h), shared by simulate.cc (checks, computes: the core's
+// enter/compute hooks), transport.cc (posting SEND/RECV and timing what the
+// core matches, stuck reports) and transfer_order.cc (the transfer list in
+// time order).
 //
 // One pass over the plan: an action is checked, and claims its records, when
 // its rank first reaches it. Memory besides the result is one 32-byte record
 // per (stage, microbatch) and one 16-byte record per transfer; posted
-// operations live only in short queues until they match, and when an op was
-// posted or completed is read back from the result's timeline.
+// operations live only in the core's short queues until they match, and when
+// an op was posted or completed is read back from the result's timeline.
 #pragma once
 
 #include <array>
@@ -17,41 +19,31 @@
 #include <vector>
 
 #include "pipeplan/simulate.h"
+#include "run/core.h"
 
 namespace pipeplan::detail {
 
-/// A first-in first-out queue on one vector: popping advances a head that
-/// is reclaimed when the queue empties or the dead prefix dominates.
-template <class T>
-class Fifo {
- public:
-  bool empty() const { return head_ == items_.size(); }
-  std::size_t size() const { return items_.size() - head_; }
-  const T& front() const { return items_[head_]; }
-  const T& operator[](std::size_t i) const { return items_[head_ + i]; }
-  void pop() { ++head_; }
-  void push(const T& x) {
-    if (head_ == items_.size()) {
-      items_.clear();
-      head_ = 0;
-    } else if (head_ >= 64 && 2 * head_ >= items_.size()) {
-      items_.erase(items_.begin(), items_.begin() + static_cast<std::ptrdiff_t>(head_));
-      head_ = 0;
-    }
-    items_.push_back(x);
-  }
-
- private:
-  std::vector<T> items_;
-  std::size_t head_ = 0;
+// A posted SEND or RECV waiting for its partner. `tag` is key*4 + dir*2 +
+// send, so two ops are complementary when their tags differ in bit 0 only.
+struct Posted {
+  double ready;  // when its data may start moving (a send waits for its producer)
+  std::uint64_t tag;
+  std::int32_t index;
+  std::uint32_t seq;  // global posting order, for reports
 };
 
-class Engine {
+class Engine : public run::Core<Engine, Posted> {
  public:
+  // Last woken runs first, rank 0 first: the order the reports' posting
+  // sequence numbers (and so the order of sim-unmatched) come from.
+  static constexpr run::Order kOrder = run::Order::Stack;
+
   Engine(const Plan& plan, const SimOptions& options);
-  SimResult run();
+  SimResult simulate();
 
  private:
+  friend class run::Core<Engine, Posted>;
+
   static constexpr double kUnknown = -1.0;  // every real time is >= 0
   static constexpr std::size_t kMaxProblems = 20;
   static constexpr std::size_t kPrefetchPlan = 24, kPrefetchKey = 12;  // actions ahead
@@ -61,17 +53,14 @@ class Engine {
     int rank = -1, index = -1;
   };
   struct RankState {
-    std::size_t next = 0;     // index of the action to run next (all before it were posted or ran)
-    std::size_t checked = 0;  // actions checked and recorded (next, or one past it)
-    bool halted = false;      // stopped at an action that failed its check
-    double host = 0.0;        // when the host reaches `next` (it blocks only on receives)
+    std::size_t checked = 0;  // actions checked and recorded (the core's pc, or one past it)
+    double host = 0.0;        // when the host reaches the core's pc (it blocks only on receives)
     double cursor = 0.0;      // when the compute stream is free
     double busy = 0.0, first_start = 0.0, last_end = 0.0;
     std::size_t computes = 0;
     int live = 0, peak = 0;
     double memory = 0.0, peak_memory = 0.0;  // live activations weighted by stage size
     int buffers = 0, peak_buffers = 0;       // RECVs posted whose consumer has not run
-    bool queued = false;
   };
   // Per (stage, microbatch): when its F and B-or-I ended, and where they and
   // its RECVs sit (indices on the owning rank; -1: absent). RECVs are keyed
@@ -85,33 +74,10 @@ class Engine {
   // Per key (the receiving side's for SENDs): which SENDs and which W were
   // met, to reject a second one.
   enum : std::uint8_t { kSeenSendF = 1, kSeenSendB = 2, kSeenW = 4 };
-  // A posted SEND or RECV waiting for its partner. `tag` is key*4 + dir*2 +
-  // send, so two ops are complementary when their tags differ in bit 0 only.
-  struct Posted {
-    double ready;  // when its data may start moving (a send waits for its producer)
-    std::uint64_t tag;
-    std::int32_t index;
-    std::uint32_t seq;  // global posting order, for reports
-  };
-  // One side of a rank pair: what its rank posted toward the other side,
-  // and the transfers it sent (blocks of hop_blocks_, in start order).
-  struct End {
-    int rank = 0;
-    int posted = 0;  // ops ever posted; the queue holds the unmatched tail
-    Fifo<Posted> queue;
+  // The transfers one pair end sent (blocks of hop_blocks_, in start order).
+  struct HopEnd {
     std::vector<std::uint32_t> blocks;
     std::uint32_t fill = kHopBlock;  // hops in the last block
-  };
-  // Rank pair (lo < hi); its ends are ends_[2 * id] (lo) and [2 * id + 1].
-  struct Pair {
-    int lo, hi;
-    double last_end = 0.0;  // rendezvous: the pair's stream is free
-    bool broken = false;    // a non-complementary position was met
-  };
-  // Serial model: the ends of every op a rank posted, in posting order.
-  struct Stream {
-    Fifo<int> ends;
-    double last_end = 0.0;
   };
   // Eager model: an op posted before its partner (kept to report it).
   struct Pending {
@@ -146,16 +112,6 @@ class Engine {
     return stage >= 0 && stage < num_stages_ && mb >= 0 && mb < num_mb_;
   }
   int rank_of(int stage) const { return stage_rank_[static_cast<std::size_t>(stage)]; }
-  // The end through which `rank` talks across boundary b (stages b, b+1).
-  int end_of(int boundary, int rank) const {
-    const int pair = boundary_pair_[static_cast<std::size_t>(boundary)];
-    return 2 * pair + (rank == pairs_[static_cast<std::size_t>(pair)].lo ? 0 : 1);
-  }
-  // Whether rank's action `index` was posted (comm) or ran (compute).
-  bool passed(int rank, int index) const {
-    return index >= 0 &&
-           static_cast<std::size_t>(index) < ranks_[static_cast<std::size_t>(rank)].next;
-  }
   // The timeline of a passed action (a rank's timeline grows as it runs).
   ActionTime& time_at(int rank, int index) {
     return result_.times[static_cast<std::size_t>(rank)][static_cast<std::size_t>(index)];
@@ -166,9 +122,9 @@ class Engine {
   // Asks for the records an upcoming action will touch: its plan entry (a
   // few actions further) and its (stage, microbatch) record. Ranks take
   // turns every few actions, which hides their streams from the hardware.
-  void prefetch_ahead(const std::vector<Action>& list, std::size_t i) const {
-    if (i + kPrefetchPlan < list.size()) __builtin_prefetch(&list[i + kPrefetchPlan]);
-    if (i + kPrefetchKey < list.size()) prefetch_key(list[i + kPrefetchKey]);
+  void prefetch(const Action* list, std::size_t i, std::size_t n) const {
+    if (i + kPrefetchPlan < n) __builtin_prefetch(&list[i + kPrefetchPlan]);
+    if (i + kPrefetchKey < n) prefetch_key(list[i + kPrefetchKey]);
   }
   // The action's record and its neighbour stages' (a value's producer): two
   // cache lines hold all three.
@@ -194,8 +150,10 @@ class Engine {
     return false;
   }
 
-  // simulate.cc
-  void make_pairs();
+  // simulate.cc: the core's enter, compute and bookkeeping hooks
+  run::Step enter(int rank, std::size_t index, const Action& a);
+  run::Step compute(int rank, std::size_t index, const Action& a);
+  run::Step bookkeeping(int rank, std::size_t index, const Action& a);
   bool check_rest();
   bool validate_action(int rank, int index, const Action& a);
   void misplaced(int rank, int index, const Action& a, int stage, int mb);
@@ -203,9 +161,6 @@ class Engine {
                  const char* what);
   bool claim_w(int rank, int index, const Action& a);
   void bad(int rank, int index, const Action& a, const std::string& message);
-  void wake(int rank);
-  void drain();
-  void advance(int rank);
   // Inputs: the time a value is there, kUnknown when not yet; `from` notes a
   // compute-only cross-rank producer, `received` whether a RECV delivers it.
   double forward_input(int stage, int mb, int rank, Loc* from, bool* received);
@@ -215,13 +170,16 @@ class Engine {
   void complete_compute(int rank, const Action& a, double end);
   void add_implicit_transfer(int boundary, Loc producer, int stage, int mb, bool fwd);
 
-  // transport.cc
-  void post(int rank, int index, const Action& a, double ready);
+  // transport.cc: the core's transfer hook and its transport hooks
+  run::Step transfer(int rank, std::size_t index, const Action& a);
+  bool meet(int x_end, const Posted& x, int y_end, const Posted& y);
+  double complete(int x_end, const Posted& x, int y_end, const Posted& y, double busy);
+  void on_sent(int end, const Posted& op);
+  void on_delivered(int end, const Posted& op);
+  void on_waiting(int end, const Posted& op);
   void settle(int send_rank, int send_index, int send_end, int recv_rank, int recv_index,
               std::uint64_t tag, double start);
-  void try_pair(int pair);
-  void try_serial(int rank);
-  void mismatch(Pair& p, int x_end, int y_end);
+  void mismatch(int x_end, int y_end);
   void finish();
   std::vector<Unmatched> unmatched_ops() const;
   int find_posted(int end, int index) const;
@@ -247,17 +205,13 @@ class Engine {
   SimResult result_;
   double makespan_ = 0.0;  // latest completion of any SEND/RECV
   std::uint32_t posted_ = 0;
-  std::vector<int> stage_rank_;     // stage -> rank
-  std::vector<int> boundary_pair_;  // boundary s (stages s, s+1) -> pair id, -1 on one rank
-  std::vector<RankState> ranks_;
-  std::vector<int> worklist_, stream_work_;
+  std::vector<int> stage_rank_;  // stage -> rank
+  std::vector<RankState> rank_;
   std::vector<std::vector<Diagnostic>> rank_problems_;  // validation, per rank
   std::vector<KeyState> keys_;
   std::vector<std::uint8_t> seen_;                    // per key: kSeen* bits
   std::vector<std::array<std::int32_t, 2>> send_at_;  // eager only: SEND index per key
-  std::vector<Pair> pairs_;
-  std::vector<End> ends_;
-  std::vector<Stream> streams_;
+  std::vector<HopEnd> hop_ends_;                      // per pair end
   std::vector<Pending> pending_;
   std::size_t pending_kept_ = 0;  // size after the last sweep of completed entries
   std::vector<std::unique_ptr<Hop[]>> hop_blocks_;

@@ -1,18 +1,19 @@
 // The simulation engine. Every resource (a rank's compute stream, a pair's or
 // a rank's P2P stream) serves its work in an order fixed by the plan, so no
 // scheduling decision depends on time: each start is the max of a few known
-// end times. The engine therefore propagates times along dependencies with a
-// worklist of ranks (each action and each transfer is settled once: linear
-// time), and whatever cannot be settled when the worklist runs dry is stuck.
+// end times. The engine therefore propagates times along dependencies on the
+// execution core's worklist of ranks (each action and each transfer is
+// settled once: linear time), and whatever cannot be settled when the
+// worklist runs dry is stuck.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "ir/deps.h"
+#include "model/cost_check.h"
 #include "pipeplan/error.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/simulate.h"
-#include "sim/cost_check.h"
 #include "sim/engine.h"
 
 namespace pipeplan {
@@ -27,34 +28,6 @@ Engine::Engine(const Plan& plan, const SimOptions& options)
       num_mb_(plan.meta.num_microbatches),
       transfer_time_(options.costs.transfer_time()) {}
 
-// One pair per pair of ranks that some stage boundary joins, so every
-// SEND/RECV (and every compute-only value) finds its pair by its boundary.
-void Engine::make_pairs() {
-  stage_rank_.resize(static_cast<std::size_t>(num_stages_));
-  for (int s = 0; s < num_stages_; ++s) stage_rank_[static_cast<std::size_t>(s)] = meta_.rank_of(s);
-  boundary_pair_.assign(static_cast<std::size_t>(std::max(0, num_stages_ - 1)), -1);
-  std::vector<std::vector<std::pair<int, int>>> by_lo(static_cast<std::size_t>(meta_.pp_degree));
-  for (int b = 0; b + 1 < num_stages_; ++b) {
-    const int x = rank_of(b), y = rank_of(b + 1);
-    if (x == y) continue;
-    const int lo = std::min(x, y), hi = std::max(x, y);
-    int id = -1;
-    for (const auto& [peer, pid] : by_lo[static_cast<std::size_t>(lo)])
-      if (peer == hi) id = pid;
-    if (id < 0) {
-      id = static_cast<int>(pairs_.size());
-      pairs_.push_back(Pair{lo, hi});
-      by_lo[static_cast<std::size_t>(lo)].push_back({hi, id});
-    }
-    boundary_pair_[static_cast<std::size_t>(b)] = id;
-  }
-  ends_.resize(2 * pairs_.size());
-  for (std::size_t p = 0; p < pairs_.size(); ++p) {
-    ends_[2 * p].rank = pairs_[p].lo;
-    ends_[2 * p + 1].rank = pairs_[p].hi;
-  }
-}
-
 // After the run: checks what no rank reached (a halted rank resumes past
 // the action that stopped it), so that bad actions anywhere are reported and
 // a stuck rank's diagnostics can name where its inputs sit. Problems are
@@ -62,9 +35,9 @@ void Engine::make_pairs() {
 bool Engine::check_rest() {
   for (std::size_t r = 0; r < plan_.ranks.size(); ++r) {
     const auto& list = plan_.ranks[r];
-    RankState& st = ranks_[r];
+    RankState& st = rank_[r];
     for (std::size_t i = st.checked; i < list.size(); ++i) {
-      prefetch_ahead(list, i);
+      prefetch(list.data(), i, list.size());
       if (!validate_action(static_cast<int>(r), static_cast<int>(i), list[i]) &&
           rank_problems_[r].size() >= kMaxProblems)
         break;
@@ -187,7 +160,7 @@ bool Engine::validate_action(int r, int i, const Action& a) {
   return true;
 }
 
-SimResult Engine::run() {
+SimResult Engine::simulate() {
   if (!plan_.is_whole())
     throw InputError("simulate needs every rank's program (the plan holds " +
                      std::to_string(plan_.ranks.size()) + " of " + std::to_string(meta_.pp_degree) +
@@ -202,46 +175,28 @@ SimResult Engine::run() {
   keys_.assign(keys, KeyState{});
   seen_.assign(keys, 0);
   if (transport_ == Transport::Eager) send_at_.assign(keys, {-1, -1});
-  make_pairs();
+  stage_rank_.resize(static_cast<std::size_t>(num_stages_));
+  for (int s = 0; s < num_stages_; ++s) stage_rank_[static_cast<std::size_t>(s)] = meta_.rank_of(s);
+  // One pair per pair of ranks that some stage boundary joins, so every
+  // SEND/RECV (and every compute-only value) finds its pair by its boundary.
+  connect(meta_, transport_, 2 * keys);
+  hop_ends_.resize(ends().size());
   const int n_ranks = meta_.pp_degree;
-  ranks_.assign(static_cast<std::size_t>(n_ranks), RankState{});
+  rank_.assign(static_cast<std::size_t>(n_ranks), RankState{});
   rank_problems_.resize(static_cast<std::size_t>(n_ranks));
   // Each rank's timeline grows as the rank runs (one write per action);
   // finish() pads the lists of ranks that got stuck.
   result_.times.resize(static_cast<std::size_t>(n_ranks));
   for (std::size_t r = 0; r < result_.times.size(); ++r)
     result_.times[r].reserve(plan_.ranks[r].size());
-  streams_.resize(static_cast<std::size_t>(n_ranks));
-  for (int r = n_ranks - 1; r >= 0; --r) wake(r);
-  drain();
+  start(plan_.ranks);
+  run();
   if (!check_rest()) {
     result_.times.clear();
     return std::move(result_);
   }
   finish();
   return std::move(result_);
-}
-
-void Engine::wake(int rank) {
-  RankState& st = ranks_[static_cast<std::size_t>(rank)];
-  if (st.queued) return;
-  st.queued = true;
-  worklist_.push_back(rank);
-}
-
-void Engine::drain() {
-  while (!worklist_.empty() || !stream_work_.empty()) {
-    if (!stream_work_.empty()) {
-      int r = stream_work_.back();
-      stream_work_.pop_back();
-      try_serial(r);
-      continue;
-    }
-    int r = worklist_.back();
-    worklist_.pop_back();
-    ranks_[static_cast<std::size_t>(r)].queued = false;
-    advance(r);
-  }
 }
 
 // When `rank`'s RECV of the value keyed (dir, k) completed; kUnknown while
@@ -306,66 +261,53 @@ bool Engine::ready_time(const Action& a, int rank, Loc implicit[2], double* data
   return known;
 }
 
-// Runs rank r's list from where it stopped until an input is missing. The
-// host posts SEND/RECV and launches computes without waiting for the compute
-// stream; it blocks only for a RECV whose value the next compute needs.
-void Engine::advance(int r) {
-  RankState& st = ranks_[static_cast<std::size_t>(r)];
-  const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
-  auto& times = result_.times[static_cast<std::size_t>(r)];
-  if (st.halted) return;
-  while (st.next < list.size()) {
-    prefetch_ahead(list, st.next);
-    const Action& a = list[st.next];
-    const int index = static_cast<int>(st.next);
-    if (st.checked == st.next) {  // first visit (a rank may wait at an action and come back)
-      ++st.checked;
-      if (!validate_action(r, index, a)) {
-        st.halted = true;  // check_rest() reports it with the rest
-        return;
-      }
-    }
-    if (is_passthrough(a.type)) {
-      times.push_back({st.host, st.host});
-    } else if (is_comm(a.type)) {
-      double ready = st.host;
-      if (is_send(a.type)) {
-        // A send ships a value this rank produced earlier in its list.
-        const KeyState& k = keys_[key(a.stage, a.microbatch)];
-        const double produced = a.type == ActionType::SendF ? k.f_end : k.bi_end;
-        if (produced == kUnknown) return;  // stuck: reported by finish()
-        ready = std::max(ready, produced);
-      }
-      times.push_back({st.host, kUnknown});
-      if (is_recv(a.type)) st.peak_buffers = std::max(st.peak_buffers, ++st.buffers);
-      post(r, index, a, ready);
-    } else {
-      Loc implicit[2];
-      double data = 0.0, received = 0.0;
-      if (!ready_time(a, r, implicit, &data, &received)) return;  // woken when it arrives
-      st.host = std::max(st.host, received);
-      st.buffers -= consumed_recvs_;  // received values become the compute's input
-      const double start = std::max({st.cursor, st.host, data});
-      const double end = start + costs_.duration(a);
-      times.push_back({start, end});
-      if (st.computes == 0) st.first_start = start;
-      ++st.computes;
-      st.busy += end - start;
-      st.cursor = st.last_end = end;
-      // Forward values cross the boundary below this stage, gradients the
-      // one above the backward's stage.
-      if (implicit[0].rank >= 0)
-        add_implicit_transfer(a.stage - 1, implicit[0], a.stage, a.microbatch, true);
-      if (implicit[1].rank >= 0) {
-        const bool overlap = a.type == ActionType::OverlapFB;
-        const int stage = overlap ? a.sub_stage : a.stage;
-        add_implicit_transfer(stage, implicit[1], stage, overlap ? a.sub_microbatch : a.microbatch,
-                              false);
-      }
-      complete_compute(r, a, end);
-    }
-    ++st.next;
+// ---- the core's hooks ------------------------------------------------------
+
+// Checks an action when its rank first reaches it (a rank may wait at an
+// action and come back); a failed check stops the rank, and check_rest()
+// reports it with the rest.
+run::Step Engine::enter(int r, std::size_t index, const Action& a) {
+  RankState& st = rank_[static_cast<std::size_t>(r)];
+  if (st.checked != index) return run::Step::Next;
+  ++st.checked;
+  return validate_action(r, static_cast<int>(index), a) ? run::Step::Next : run::Step::Halt;
+}
+
+run::Step Engine::bookkeeping(int r, std::size_t, const Action&) {
+  const double host = rank_[static_cast<std::size_t>(r)].host;
+  result_.times[static_cast<std::size_t>(r)].push_back({host, host});
+  return run::Step::Next;
+}
+
+// The host launches a compute without waiting for the compute stream; it
+// blocks only for a RECV whose value the compute needs.
+run::Step Engine::compute(int r, std::size_t, const Action& a) {
+  RankState& st = rank_[static_cast<std::size_t>(r)];
+  Loc implicit[2];
+  double data = 0.0, received = 0.0;
+  if (!ready_time(a, r, implicit, &data, &received))
+    return run::Step::Wait;  // woken when it arrives
+  st.host = std::max(st.host, received);
+  st.buffers -= consumed_recvs_;  // received values become the compute's input
+  const double start = std::max({st.cursor, st.host, data});
+  const double end = start + costs_.duration(a);
+  result_.times[static_cast<std::size_t>(r)].push_back({start, end});
+  if (st.computes == 0) st.first_start = start;
+  ++st.computes;
+  st.busy += end - start;
+  st.cursor = st.last_end = end;
+  // Forward values cross the boundary below this stage, gradients the
+  // one above the backward's stage.
+  if (implicit[0].rank >= 0)
+    add_implicit_transfer(a.stage - 1, implicit[0], a.stage, a.microbatch, true);
+  if (implicit[1].rank >= 0) {
+    const bool overlap = a.type == ActionType::OverlapFB;
+    const int stage = overlap ? a.sub_stage : a.stage;
+    add_implicit_transfer(stage, implicit[1], stage, overlap ? a.sub_microbatch : a.microbatch,
+                          false);
   }
+  complete_compute(r, a, end);
+  return run::Step::Next;
 }
 
 // A compute-only value of (stage, mb) that crossed `boundary` when produced.
@@ -378,7 +320,7 @@ void Engine::add_implicit_transfer(int boundary, Loc producer, int stage, int mb
 // Records produced values, counts activations, wakes cross-rank consumers of
 // compute-only plans (same-rank consumers come later in this rank's list).
 void Engine::complete_compute(int r, const Action& a, double end) {
-  RankState& st = ranks_[static_cast<std::size_t>(r)];
+  RankState& st = rank_[static_cast<std::size_t>(r)];
   deps::for_each_output(a, [&](const deps::Value& v) {
     KeyState& k = keys_[key(v.stage, v.microbatch)];
     if (v.kind == deps::Kind::Forward) {
@@ -404,74 +346,16 @@ void Engine::complete_compute(int r, const Action& a, double end) {
 
 }  // namespace detail
 
-namespace {
-
-std::string cost_text(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
-}  // namespace
-
-namespace detail {
-
-void check_costs(const CostModel& c, int num_stages, const std::string& prefix) {
-  auto bounded = [&prefix](const std::string& what, double v) {
-    if (std::isnan(v) || v < 0)
-      throw InputError(prefix + what + " " + cost_text(v) + " must be a non-negative number");
-    if (v > limits::kMaxCost)  // inf included: an overflow is refused, not simulated
-      throw InputError(prefix + what + " " + cost_text(v) + " is more than the supported " +
-                       cost_text(limits::kMaxCost) + " time units");
-  };
-  bounded("cost F", c.f);
-  bounded("cost B", c.b);
-  bounded("cost I", c.i);
-  bounded("cost W", c.w);
-  if (c.overlap) bounded("cost OVERLAP_F_B", *c.overlap);
-  bounded("comm latency", c.comm_latency);
-  for (double v : {c.comm_bandwidth, c.transfer_bytes})
-    if (!std::isfinite(v) || v < 0)
-      throw InputError(prefix +
-                       "comm bandwidth and transfer bytes must be finite and non-negative (got " +
-                       cost_text(c.comm_bandwidth) + " and " + cost_text(c.transfer_bytes) + ")");
-  bounded("transfer time (latency + bytes / bandwidth)", c.transfer_time());
-  for (const auto& [stage, scale] : c.stage_scales) {
-    if (stage < 0 || stage >= num_stages)
-      throw InputError(prefix + "stage costs name stage " + std::to_string(stage) +
-                       ", but the plan has " + std::to_string(num_stages) + " stages (0.." +
-                       std::to_string(num_stages - 1) + ")");
-    for (double v : {scale.f, scale.b, scale.i, scale.w})
-      if (!std::isfinite(v) || v < 0)
-        throw InputError(prefix + "stage " + std::to_string(stage) +
-                         " cost multipliers must be non-negative");
-    const std::string what = "stage " + std::to_string(stage) + " scaled cost";
-    bounded(what + " F", c.f * scale.f);
-    bounded(what + " B", c.b * scale.b);
-    bounded(what + " I", c.i * scale.i);
-    bounded(what + " W", c.w * scale.w);
-  }
-  if (!c.stage_memory.empty() && c.stage_memory.size() != static_cast<std::size_t>(num_stages))
-    throw InputError(prefix + "activation sizes are given for " +
-                     std::to_string(c.stage_memory.size()) + " stages, but the plan has " +
-                     std::to_string(num_stages));
-  for (double v : c.stage_memory)
-    if (!std::isfinite(v) || v < 0)
-      throw InputError(prefix + "activation sizes must be finite and non-negative");
-}
-
-}  // namespace detail
-
 SimResult simulate(const Plan& plan, const SimOptions& options) {
   if (plan.meta.pp_degree < 1 || plan.meta.num_microbatches < 1 || plan.meta.stages_per_rank < 1)
     throw InputError("plan shape must have pp_degree, microbatches and stages_per_rank >= 1");
   detail::check_costs(options.costs, plan.meta.num_stages());
   detail::Engine engine(plan, options);
-  SimResult result = engine.run();
+  SimResult result = engine.simulate();
   // Unreachable with bounded costs; a guard so no report ever says ok with inf/nan.
   if (!std::isfinite(result.makespan) || !std::isfinite(result.bubble_fraction))
-    throw InputError("the simulated times overflow (makespan " + cost_text(result.makespan) +
-                     "); use smaller costs");
+    throw InputError("the simulated times overflow (makespan " +
+                     detail::cost_text(result.makespan) + "); use smaller costs");
   return result;
 }
 

@@ -43,7 +43,7 @@ unsigned __int128 time_src(double start, int src_rank, int src_index) {
 }  // namespace
 
 void Engine::add_hop(int end, const Hop& hop) {
-  End& e = ends_[static_cast<std::size_t>(end)];
+  HopEnd& e = hop_ends_[static_cast<std::size_t>(end)];
   if (e.fill == kHopBlock) {
     // Blocks are left uninitialised: pages are touched as hops land.
     e.blocks.push_back(static_cast<std::uint32_t>(hop_blocks_.size()));
@@ -85,11 +85,11 @@ void Engine::order_transfers() {
   std::vector<Run> runs;
   std::vector<std::vector<Hop>> sorted_copies;
   std::size_t total = 0;
-  for (std::size_t e = 0; e < ends_.size(); ++e) {
-    const End& end = ends_[e];
+  for (std::size_t e = 0; e < hop_ends_.size(); ++e) {
+    const HopEnd& end = hop_ends_[e];
     if (end.blocks.empty()) continue;
     Run run;
-    run.src = end.rank;
+    run.src = ends_[e].rank;
     run.dst = ends_[e ^ 1].rank;
     bool sorted = true;
     const Hop* prev = nullptr;

@@ -1,5 +1,6 @@
-// Posting and matching SEND/RECV under the three transport models, and the
-// end-of-run accounting: per-rank statistics, or why ranks are stuck.
+// Posting SEND/RECV and timing what the execution core matches under the
+// three transport models, and the end-of-run accounting: per-rank
+// statistics, or why ranks are stuck.
 //   rendezvous: the k-th op a rank posts toward a peer meets the k-th op the
 //               peer posts back; a pair's transfers run one at a time, in order.
 //   eager:      a receive completes once its matching send was posted
@@ -7,8 +8,8 @@
 //   serial:     pair matching as rendezvous, but all of a rank's ops, to any
 //               peer, run one at a time in the order the rank posted them.
 // A posted op is held only while it waits for its partner: in its pair end's
-// queue (rendezvous, serial) or, under eager, found through its key. Its post
-// and completion times are the timeline's start and end.
+// queue in the core (rendezvous, serial) or, under eager, found through its
+// key. Its post and completion times are the timeline's start and end.
 #include <algorithm>
 
 #include "ir/deps.h"
@@ -36,58 +37,70 @@ std::string Engine::describe(int rank, int index) const {
 }
 
 std::string Engine::peer_state(int rank) const {
-  const RankState& st = ranks_[static_cast<std::size_t>(rank)];
   const auto& list = plan_.ranks[static_cast<std::size_t>(rank)];
-  if (st.next >= list.size()) return "rank " + std::to_string(rank) + " finished its list";
-  return "rank " + std::to_string(rank) + " is stuck at index " + std::to_string(st.next) + " (" +
-         to_string(list[st.next]) + ")";
+  const std::size_t next = pc(rank);
+  if (next >= list.size()) return "rank " + std::to_string(rank) + " finished its list";
+  return "rank " + std::to_string(rank) + " is stuck at index " + std::to_string(next) + " (" +
+         to_string(list[next]) + ")";
 }
 
-void Engine::post(int rank, int index, const Action& a, double ready) {
+// A send ships a value this rank produced earlier in its list: it waits
+// (stuck, reported by finish()) while that has not run.
+run::Step Engine::transfer(int r, std::size_t index, const Action& a) {
+  RankState& st = rank_[static_cast<std::size_t>(r)];
+  double ready = st.host;
+  if (is_send(a.type)) {
+    const KeyState& k = keys_[key(a.stage, a.microbatch)];
+    const double produced = a.type == ActionType::SendF ? k.f_end : k.bi_end;
+    if (produced == kUnknown) return run::Step::Wait;
+    ready = std::max(ready, produced);
+  }
+  result_.times[static_cast<std::size_t>(r)].push_back({st.host, kUnknown});
+  if (is_recv(a.type)) st.peak_buffers = std::max(st.peak_buffers, ++st.buffers);
   const int dir = dir_of(a.type);
   const bool send = is_send(a.type);
   const int peer_stage = peer_stage_of(a);
   const std::size_t k = key(send ? peer_stage : a.stage, a.microbatch);
   const std::uint64_t tag = (static_cast<std::uint64_t>(k) << 2) |
                             static_cast<std::uint64_t>(dir << 1) | (send ? 1u : 0u);
-  const std::uint32_t seq = posted_++;
-  const int end = end_of(std::min(a.stage, peer_stage), rank);
-  if (transport_ == Transport::Eager) {
-    const KeyState& ks = keys_[k];
-    const int peer = rank_of(peer_stage);
-    const int other = send ? ks.recv_at[dir] : send_at_[k][static_cast<std::size_t>(dir)];
-    if (!passed(peer, other)) {
-      // Waits for its partner; kept only to be reported if it never comes.
-      pending_.push_back({seq, rank, index});
-      if (pending_.size() >= 2 * std::max<std::size_t>(pending_kept_, 1024)) {
-        pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
-                                      [&](const Pending& p) {
-                                        return time_at(p.rank, p.index).end != kUnknown;
-                                      }),
-                       pending_.end());
-        pending_kept_ = pending_.size();
-      }
-      return;
-    }
-    if (send) {
-      settle(rank, index, end, peer, other, tag, ready);
-    } else {
-      // The send was ready once posted and its value produced.
-      const KeyState& src = keys_[producer_key(k, dir == 0)];
-      const double send_ready =
-          std::max(time_at(peer, other).start, dir == 0 ? src.f_end : src.bi_end);
-      settle(peer, other, end ^ 1, rank, index, tag, send_ready);
-    }
-    return;
-  }
-  End& e = ends_[static_cast<std::size_t>(end)];
-  e.queue.push(Posted{ready, tag, index, seq});
-  ++e.posted;
-  if (transport_ == Transport::Rendezvous) {
-    try_pair(end / 2);
-  } else {
-    streams_[static_cast<std::size_t>(rank)].ends.push(end);
-    try_serial(rank);
+  const Posted op{ready, tag, static_cast<std::int32_t>(index), posted_++};
+  const int end = end_of(std::min(a.stage, peer_stage), r);
+  if (transport_ == Transport::Eager) post_eager(end, op, send, tag >> 1);
+  else post(r, end, op);
+  return run::Step::Next;
+}
+
+// Eager: a send completes once posted and its value produced; it settles
+// now when its receive was posted first.
+void Engine::on_sent(int end, const Posted& op) {
+  const int rank = this->end(end).rank, peer = this->end(end ^ 1).rank;
+  const int other = keys_[op.tag >> 2].recv_at[(op.tag >> 1) & 1u];
+  if (passed(peer, other)) settle(rank, op.index, end, peer, other, op.tag, op.ready);
+  else on_waiting(end, op);
+}
+
+// Eager: a receive whose send was posted settles now. The send was ready
+// once posted and its value produced.
+void Engine::on_delivered(int end, const Posted& op) {
+  const int rank = this->end(end).rank, peer = this->end(end ^ 1).rank;
+  const std::size_t k = op.tag >> 2;
+  const int dir = static_cast<int>((op.tag >> 1) & 1u);
+  const int other = send_at_[k][static_cast<std::size_t>(dir)];
+  const KeyState& src = keys_[producer_key(k, dir == 0)];
+  const double send_ready = std::max(time_at(peer, other).start, dir == 0 ? src.f_end : src.bi_end);
+  settle(peer, other, end ^ 1, rank, op.index, op.tag, send_ready);
+}
+
+// Eager: an op posted before its partner, kept only to be reported if the
+// partner never comes.
+void Engine::on_waiting(int end, const Posted& op) {
+  pending_.push_back({op.seq, this->end(end).rank, op.index});
+  if (pending_.size() >= 2 * std::max<std::size_t>(pending_kept_, 1024)) {
+    pending_.erase(
+        std::remove_if(pending_.begin(), pending_.end(),
+                       [&](const Pending& p) { return time_at(p.rank, p.index).end != kUnknown; }),
+        pending_.end());
+    pending_kept_ = pending_.size();
   }
 }
 
@@ -105,13 +118,30 @@ void Engine::settle(int send_rank, int send_index, int send_end, int recv_rank, 
   wake(recv_rank);
 }
 
-void Engine::mismatch(Pair& p, int x_end, int y_end) {
-  p.broken = true;
-  const End& ex = ends_[static_cast<std::size_t>(x_end)];
-  const End& ey = ends_[static_cast<std::size_t>(y_end)];
+// FIFO models: ops at one position complete when one sends exactly the
+// value the other receives; anything else blocks the pair for good.
+bool Engine::meet(int x_end, const Posted& x, int y_end, const Posted& y) {
+  if ((x.tag ^ y.tag) == 1u) return true;
+  mismatch(x_end, y_end);
+  return false;
+}
+
+// The transfer starts when both are ready and the stream is free.
+double Engine::complete(int x_end, const Posted& x, int y_end, const Posted& y, double busy) {
+  const double start = std::max({x.ready, y.ready, busy});
+  const int x_rank = end(x_end).rank, y_rank = end(y_end).rank;
+  if (x.tag & 1u) settle(x_rank, x.index, x_end, y_rank, y.index, x.tag, start);
+  else settle(y_rank, y.index, y_end, x_rank, x.index, x.tag, start);
+  return start + transfer_time_;
+}
+
+void Engine::mismatch(int x_end, int y_end) {
+  const run::Pair& p = pairs()[static_cast<std::size_t>(x_end / 2)];
+  const auto& ex = end(x_end);
+  const auto& ey = end(y_end);
   const bool x_send = ex.queue.front().tag & 1u, y_send = ey.queue.front().tag & 1u;
-  const End& lo = ex.rank == p.lo ? ex : ey;
-  const End& hi = ex.rank == p.lo ? ey : ex;
+  const auto& lo = ex.rank == p.lo ? ex : ey;
+  const auto& hi = ex.rank == p.lo ? ey : ex;
   const int lo_index = lo.queue.front().index, hi_index = hi.queue.front().index;
   const std::size_t pos = static_cast<std::size_t>(lo.posted) - lo.queue.size();
   std::string why;
@@ -125,51 +155,8 @@ void Engine::mismatch(Pair& p, int x_end, int y_end) {
                                   describe(hi.rank, hi_index) + ": " + why});
 }
 
-void Engine::try_pair(int pair) {
-  Pair& p = pairs_[static_cast<std::size_t>(pair)];
-  End& a = ends_[2 * static_cast<std::size_t>(pair)];
-  End& b = ends_[2 * static_cast<std::size_t>(pair) + 1];
-  while (!p.broken && !a.queue.empty() && !b.queue.empty()) {
-    const Posted x = a.queue.front(), y = b.queue.front();
-    if ((x.tag ^ y.tag) != 1u) return mismatch(p, 2 * pair, 2 * pair + 1);
-    const double start = std::max({x.ready, y.ready, p.last_end});
-    if (x.tag & 1u) settle(a.rank, x.index, 2 * pair, b.rank, y.index, x.tag, start);
-    else settle(b.rank, y.index, 2 * pair + 1, a.rank, x.index, x.tag, start);
-    p.last_end = start + transfer_time_;
-    a.queue.pop();
-    b.queue.pop();
-  }
-}
-
-// A rank's stream head meets its partner when that is the head of the
-// peer's stream too. Pair ends match in posting order under this model, so
-// both partners are at the front of their ends' queues.
-void Engine::try_serial(int rank) {
-  Stream& mine = streams_[static_cast<std::size_t>(rank)];
-  while (!mine.ends.empty()) {
-    const int xe = mine.ends.front(), ye = xe ^ 1;
-    End& ex = ends_[static_cast<std::size_t>(xe)];
-    End& ey = ends_[static_cast<std::size_t>(ye)];
-    Pair& p = pairs_[static_cast<std::size_t>(xe / 2)];
-    if (p.broken || ey.queue.empty()) return;
-    Stream& other = streams_[static_cast<std::size_t>(ey.rank)];
-    if (other.ends.empty() || other.ends.front() != ye) return;
-    const Posted x = ex.queue.front(), y = ey.queue.front();
-    if ((x.tag ^ y.tag) != 1u) return mismatch(p, xe, ye);
-    const double start = std::max({x.ready, y.ready, mine.last_end, other.last_end});
-    if (x.tag & 1u) settle(rank, x.index, xe, ey.rank, y.index, x.tag, start);
-    else settle(ey.rank, y.index, ye, rank, x.index, x.tag, start);
-    mine.last_end = other.last_end = start + transfer_time_;
-    ex.queue.pop();
-    ey.queue.pop();
-    mine.ends.pop();
-    other.ends.pop();
-    stream_work_.push_back(ey.rank);  // its next op may now meet its partner
-  }
-}
-
 int Engine::find_posted(int end, int index) const {
-  const End& e = ends_[static_cast<std::size_t>(end)];
+  const run::End<Posted>& e = ends_[static_cast<std::size_t>(end)];
   for (std::size_t j = 0; j < e.queue.size(); ++j)
     if (e.queue[j].index == index) return static_cast<int>(j);
   return -1;
@@ -190,9 +177,9 @@ std::string Engine::why_not_received(int dir, std::size_t k, int rank) {
     return to_string(recv) + " waits for " + to_string(send) + " from rank " +
            std::to_string(peer) + ", never posted: " + peer_state(peer);
   const int e = end_of(std::min(stage, send_stage), rank);
-  const End& mine = ends_[static_cast<std::size_t>(e)];
-  const End& theirs = ends_[static_cast<std::size_t>(e ^ 1)];
-  const Pair& p = pairs_[static_cast<std::size_t>(e / 2)];
+  const run::End<Posted>& mine = ends_[static_cast<std::size_t>(e)];
+  const run::End<Posted>& theirs = ends_[static_cast<std::size_t>(e ^ 1)];
+  const run::Pair& p = pairs_[static_cast<std::size_t>(e) / 2];
   // Not complete, so still queued; its position counts every op before it.
   const std::size_t pos = static_cast<std::size_t>(mine.posted) - mine.queue.size() +
                           static_cast<std::size_t>(find_posted(e, at));
@@ -209,9 +196,9 @@ std::string Engine::why_not_received(int dir, std::size_t k, int rank) {
   // earlier operation that cannot complete.
   const std::size_t their_matched = static_cast<std::size_t>(theirs.posted) - theirs.queue.size();
   const Posted& y = theirs.queue[pos - their_matched];
-  const Stream& own = streams_[static_cast<std::size_t>(rank)];
-  const Stream& other = streams_[static_cast<std::size_t>(theirs.rank)];
-  auto head_index = [&](const Stream& s) {
+  const run::Stream& own = streams_[static_cast<std::size_t>(rank)];
+  const run::Stream& other = streams_[static_cast<std::size_t>(theirs.rank)];
+  auto head_index = [&](const run::Stream& s) {
     return ends_[static_cast<std::size_t>(s.ends.front())].queue.front().index;
   };
   if (!own.ends.empty() && head_index(own) != at)
@@ -223,8 +210,8 @@ std::string Engine::why_not_received(int dir, std::size_t k, int rank) {
 }
 
 void Engine::report_stuck_rank(int r) {
-  const RankState& st = ranks_[static_cast<std::size_t>(r)];
-  const Action& a = plan_.ranks[static_cast<std::size_t>(r)][st.next];
+  const std::size_t next = pc(r);
+  const Action& a = plan_.ranks[static_cast<std::size_t>(r)][next];
   const std::string rank_s = std::to_string(r);
   // Where a same-rank input that has not run sits, if anywhere.
   auto local = [&](std::int32_t KeyState::*at, ActionType t, int s, int mb) {
@@ -286,7 +273,7 @@ void Engine::report_stuck_rank(int r) {
     default: why = "cannot run"; break;
   }
   result_.problems.push_back(
-      {"sim-deadlock", r, static_cast<int>(st.next), to_string(a), "stuck: " + why});
+      {"sim-deadlock", r, static_cast<int>(next), to_string(a), "stuck: " + why});
 }
 
 // Every posted op still waiting for its partner, in posting order.
@@ -299,7 +286,7 @@ std::vector<Engine::Unmatched> Engine::unmatched_ops() const {
         out.push_back({p.seq, p.rank, p.index, -1, -1});
   } else {
     for (std::size_t e = 0; e < ends_.size(); ++e) {
-      const End& end = ends_[e];
+      const run::End<Posted>& end = ends_[e];
       const int matched = end.posted - static_cast<int>(end.queue.size());
       for (std::size_t j = 0; j < end.queue.size(); ++j)
         out.push_back({end.queue[j].seq, end.rank, end.queue[j].index, static_cast<int>(e),
@@ -317,15 +304,13 @@ void Engine::finish() {
   for (std::size_t r = 0; r < result_.times.size(); ++r)
     result_.times[r].resize(plan_.ranks[r].size());
   for (int r = 0; r < n_ranks; ++r)
-    if (ranks_[static_cast<std::size_t>(r)].next <
-            plan_.ranks[static_cast<std::size_t>(r)].size() &&
+    if (pc(r) < plan_.ranks[static_cast<std::size_t>(r)].size() &&
         result_.problems.size() < kMaxProblems)
       report_stuck_rank(r);
   // Ranks that reached their end still wait for every op they posted.
   for (const Unmatched& op : unmatched_ops()) {
     if (result_.problems.size() >= kMaxProblems) break;
-    const RankState& st = ranks_[static_cast<std::size_t>(op.rank)];
-    if (st.next < plan_.ranks[static_cast<std::size_t>(op.rank)].size()) continue;
+    if (pc(op.rank) < plan_.ranks[static_cast<std::size_t>(op.rank)].size()) continue;
     const Action& a =
         plan_.ranks[static_cast<std::size_t>(op.rank)][static_cast<std::size_t>(op.index)];
     std::string why;
@@ -334,7 +319,7 @@ void Engine::finish() {
     } else if (transport_ == Transport::Eager) {
       why = "no rank posts its receive";
     } else {
-      const End& theirs = ends_[static_cast<std::size_t>(op.end ^ 1)];
+      const run::End<Posted>& theirs = ends_[static_cast<std::size_t>(op.end ^ 1)];
       why = theirs.posted <= op.pos
                 ? "rank " + std::to_string(theirs.rank) + " posted only " +
                       std::to_string(theirs.posted) + " operation(s) toward rank " +
@@ -350,11 +335,11 @@ void Engine::finish() {
   if (!result_.problems.empty()) return;
 
   double makespan = 0.0, busy = 0.0;
-  for (const RankState& st : ranks_) makespan = std::max(makespan, st.last_end);
+  for (const RankState& st : rank_) makespan = std::max(makespan, st.last_end);
   makespan = std::max(makespan, makespan_);
   result_.makespan = makespan;
   for (int r = 0; r < n_ranks; ++r) {
-    const RankState& st = ranks_[static_cast<std::size_t>(r)];
+    const RankState& st = rank_[static_cast<std::size_t>(r)];
     RankStats s;
     s.rank = r;
     s.busy = st.busy;

@@ -1,24 +1,9 @@
-// The verify API's names and text: transport models and diagnostic lines.
+// The verify API's text: diagnostic lines.
 #include <string>
 
 #include "pipeplan/verify.h"
 
 namespace pipeplan {
-
-std::string_view to_string(Transport t) {
-  switch (t) {
-    case Transport::Rendezvous: return "rendezvous";
-    case Transport::Eager: return "eager";
-    default: return "serial";
-  }
-}
-
-std::optional<Transport> parse_transport(std::string_view s) {
-  if (s == "rendezvous") return Transport::Rendezvous;
-  if (s == "eager") return Transport::Eager;
-  if (s == "serial") return Transport::Serial;
-  return std::nullopt;
-}
 
 std::string format_diagnostics(const std::vector<Diagnostic>& diags) {
   std::string out;

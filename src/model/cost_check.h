@@ -1,9 +1,10 @@
-// Internal: the one check of a cost model, shared by simulate() and lower().
+// Internal: the one check of a cost model, shared by lower(), simulate() and
+// the cost options' reader.
 #pragma once
 
 #include <string>
 
-#include "pipeplan/simulate.h"
+#include "pipeplan/costs.h"
 
 namespace pipeplan::detail {
 
@@ -14,5 +15,8 @@ namespace pipeplan::detail {
 /// most limits::kMaxActions actions overflows: a makespan is never inf and a
 /// bubble never nan.
 void check_costs(const CostModel& c, int num_stages, const std::string& prefix = "");
+
+/// A cost or time as messages quote it ("%g": 0.25, 1e+12).
+std::string cost_text(double v);
 
 }  // namespace pipeplan::detail

@@ -1,0 +1,176 @@
+// The stacks people train on: torch profiler traces in (a measured Trace to
+// calibrate from), torchtitan configs and Megatron-LM layouts out (and a
+// Megatron layout back in as a partition). docs/torch-profiler.md,
+// docs/torchtitan.md and docs/megatron.md describe each direction.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipeplan/io.h"
+#include "pipeplan/ir.h"
+#include "pipeplan/profile.h"
+#include "pipeplan/trace.h"
+
+namespace pipeplan {
+
+// ---------------------------------------------------------------- torch in
+
+/// One event of a torch.profiler (kineto) Chrome trace that the import uses;
+/// the rest of the file is checked for syntax and skipped.
+struct TorchEvent {
+  enum class Kind : std::uint8_t {
+    Action,        ///< "X", cat user_annotation, name "PP:<action>"
+    ProfilerStep,  ///< "X", cat user_annotation, name "ProfilerStep#N"
+    Launch,        ///< "X", cat cuda_runtime / cuda_driver (a kernel launch, memcpy...)
+    Device,        ///< "X", cat kernel / gpu_memcpy / gpu_memset
+    HostComm,      ///< "X", cpu_op named gloo:send|recv, nccl:send|recv (a c10d P2P op)
+    FlowStart,     ///< "s", cat ac2g
+    FlowEnd,       ///< "f", cat ac2g
+  };
+  Kind kind = Kind::Action;
+  double ts = 0.0, dur = 0.0;      ///< microseconds, as in the file
+  std::uint64_t pid = 0, tid = 0;  ///< numbers as given; strings hashed
+  std::int64_t correlation = -1;   ///< args.correlation (Launch, Device); flow id (Flow*)
+  bool nccl = false;               ///< Device: a NCCL kernel (its name contains "nccl")
+  std::int64_t bytes = -1;         ///< Device/HostComm: message bytes when the args tell
+  std::string name;                ///< Action: the action text after "PP:"
+};
+
+/// One rank's torch trace file.
+struct TorchRankTrace {
+  std::string source;
+  int rank = -1;                   ///< distributedInfo.rank; -1 when the file has none
+  std::int64_t base_time_ns = 0;   ///< baseTimeNanoseconds (0 when absent)
+  std::vector<TorchEvent> events;  ///< in file order
+};
+
+/// Reads one torch.profiler Chrome trace (streamed: memory follows the
+/// events kept, not the file). Refuses malformed JSON, a key given twice in
+/// an object, nesting deeper than 64, and a kept event without a finite ts
+/// or dur. Throws InputError "<source>: traceEvents[K]: ...".
+TorchRankTrace parse_torch_trace(std::string_view text, const std::string& source = "<trace>");
+
+/// How per-rank torch traces become one measured Trace.
+struct TorchImportOptions {
+  /// The plan the run executed; unset: the order read from the traces (every
+  /// rank's actions of its first step, metadata inferred as for a CSV).
+  std::optional<Plan> plan;
+  /// Metadata for the inferred plan (mapping, microbatch count, schedule).
+  CsvReadOptions csv;
+};
+
+/// What the import found, for the log.
+struct TorchImportReport {
+  int ranks = 0, steps = 0;
+  long long actions = 0;             ///< action spans in every step
+  long long device_timed = 0;        ///< of those, timed by their GPU kernels
+  long long kernels_linked = 0;      ///< kernels attributed to an action
+  bool used_profiler_steps = false;  ///< steps cut at ProfilerStep#N spans
+};
+
+/// The measured Trace of per-rank torch traces (one per rank; several files
+/// of one rank are consecutive windows of it): each "PP:<action>" span of
+/// torch's schedule runtime is one record. A compute takes the extent of the
+/// GPU kernels launched inside its span (linked by args.correlation, or by
+/// an ac2g flow); without kernels, its host span from when its input
+/// arrived. A SEND/RECV is posted at its span's start and completes when its
+/// NCCL kernel (or host gloo/nccl op) ends. Steps are cut at ProfilerStep#N
+/// spans when the traces have them, else where a rank's first action
+/// repeats. Times are ms on one clock (baseTimeNanoseconds + ts). Throws
+/// InputError naming the rank, step and action that disagree with the plan.
+Trace import_torch_traces(const std::vector<TorchRankTrace>& ranks,
+                          const TorchImportOptions& options = {},
+                          TorchImportReport* report = nullptr);
+
+// ----------------------------------------------------------- torchtitan out
+
+/// torch's schedule class name for a library schedule torch has ("1F1B",
+/// "Interleaved1F1B", "ZBVZeroBubble", ...); "" for the others.
+std::string torch_schedule_name(std::string_view schedule);
+
+/// The modules of each stage: the profile's layer names split by `partition`.
+std::vector<std::vector<std::string>> module_fqns_per_stage(const LayerProfile& profile,
+                                                            const Partition& partition);
+
+/// Why torchtitan cannot build this plan's stages ("" when it can): a V
+/// placement needs exactly 2 stages per rank; only whole plans.
+std::string torchtitan_refusal(const Plan& plan);
+
+/// The plan with its compute actions only (F, B, I, W, OVERLAP_F_B): what a
+/// compute-only torch CSV holds and what Megatron's own order is compared to.
+Plan compute_actions(const Plan& plan);
+
+/// The schedule torch's runtime loads with `_load_csv(path)` (format
+/// "compute_only"): one row per rank, the plan's compute actions only
+/// (torch inserts the SEND/RECV and REDUCE_GRAD itself).
+void write_torch_compute_csv(const Plan& plan, std::ostream& out);
+
+struct TorchtitanOptions {
+  std::string csv_path = "schedule.csv";  ///< as written into the TOML
+  int microbatch_size = 1;                ///< sequences per microbatch
+};
+
+/// The torchtitan TOML snippet: [parallelism] pipeline_parallel_degree,
+/// pipeline_parallel_schedule (a library schedule's torch name, or the
+/// placement a V plan needs), pipeline_parallel_schedule_csv,
+/// pipeline_parallel_microbatch_size, pipeline_parallel_module_fqns_per_model_part;
+/// [training] local_batch_size = microbatches x microbatch size (torchtitan
+/// divides it back). Throws InputError on torchtitan_refusal or a profile
+/// the plan's partition does not fit.
+void write_torchtitan_toml(const Plan& plan, const LayerProfile& profile,
+                           const TorchtitanOptions& options, std::ostream& out);
+
+// ------------------------------------------------------------ Megatron out/in
+
+/// Each layer's Megatron symbol: 'E' (the leading embedding layers: a name
+/// containing "embed", or wte / wpe), 'L' (the trailing head: norm, ln_f,
+/// final_norm, output, lm_head, head, loss), 'm' (a name starting with
+/// "mtp"), else 't'.
+std::vector<char> megatron_symbols(const LayerProfile& profile);
+
+/// `--pipeline-model-parallel-layout` for a partition: stages in Megatron's
+/// order (stage k on rank k mod p), '|' between them, runs as "t*4". The
+/// embedding group is one E, the head group one L (added to the first /
+/// last stage when the profile has none). Throws InputError when a group is
+/// split across stages.
+std::string megatron_layout(const LayerProfile& profile, const Partition& partition);
+
+/// A layout string expanded as Megatron's parse_str_to_list does (commas
+/// dropped, "(..)*n" then "x*n" unrolled, '|' splits): one string of
+/// symbols per stage. Throws InputError naming a bad character or a count
+/// past the limits.
+std::vector<std::string> expand_megatron_layout(std::string_view layout);
+
+/// The profile's partition a layout describes, after Megatron's own checks
+/// (E first, L last, each once; the transformer and MTP counts match the
+/// profile; the stage count a multiple of `pp_degree`). `stages_per_rank`,
+/// when given, receives stages / pp_degree. Throws InputError.
+Partition partition_from_megatron_layout(const LayerProfile& profile, std::string_view layout,
+                                         int pp_degree, int* stages_per_rank = nullptr);
+
+/// Why Megatron-LM cannot run this plan ("" when it can): a V placement, a
+/// split backward (I/W) or an overlapped F/B; Megatron runs 1F1B (v = 1) or
+/// interleaved 1F1B (v > 1) on a loop placement.
+std::string megatron_refusal(const Plan& plan);
+
+/// The Megatron arguments of a plan: the layout and the flags that go with it.
+struct MegatronExport {
+  std::string layout;
+  std::vector<std::string> args;              ///< --pipeline-model-parallel-size ... (argv form)
+  std::vector<std::string> alternative_args;  ///< without the layout, when the split is uniform
+  std::vector<std::string> notes;
+};
+/// Throws InputError on megatron_refusal or a profile the partition does not fit.
+MegatronExport megatron_export(const Plan& plan, const LayerProfile& profile,
+                               int micro_batch_size = 1);
+/// `format` "args": the flags on one line, shell-quoted; "layout": the
+/// layout string alone; "json": {"format":"pipeplan.megatron","version":1,
+/// "layout":..,"args":[..],"alternative_args":[..],"notes":[..]}.
+void write_megatron_export(const MegatronExport& e, std::string_view format, std::ostream& out);
+
+}  // namespace pipeplan

@@ -1,0 +1,63 @@
+// The one check of a cost model, shared by lower(), simulate() and the cost
+// options' reader.
+#include "model/cost_check.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "pipeplan/error.h"
+#include "pipeplan/limits.h"
+
+namespace pipeplan::detail {
+
+std::string cost_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+void check_costs(const CostModel& c, int num_stages, const std::string& prefix) {
+  auto bounded = [&prefix](const std::string& what, double v) {
+    if (std::isnan(v) || v < 0)
+      throw InputError(prefix + what + " " + cost_text(v) + " must be a non-negative number");
+    if (v > limits::kMaxCost)  // inf included: an overflow is refused, not simulated
+      throw InputError(prefix + what + " " + cost_text(v) + " is more than the supported " +
+                       cost_text(limits::kMaxCost) + " time units");
+  };
+  bounded("cost F", c.f);
+  bounded("cost B", c.b);
+  bounded("cost I", c.i);
+  bounded("cost W", c.w);
+  if (c.overlap) bounded("cost OVERLAP_F_B", *c.overlap);
+  bounded("comm latency", c.comm_latency);
+  for (double v : {c.comm_bandwidth, c.transfer_bytes})
+    if (!std::isfinite(v) || v < 0)
+      throw InputError(prefix +
+                       "comm bandwidth and transfer bytes must be finite and non-negative (got " +
+                       cost_text(c.comm_bandwidth) + " and " + cost_text(c.transfer_bytes) + ")");
+  bounded("transfer time (latency + bytes / bandwidth)", c.transfer_time());
+  for (const auto& [stage, scale] : c.stage_scales) {
+    if (stage < 0 || stage >= num_stages)
+      throw InputError(prefix + "stage costs name stage " + std::to_string(stage) +
+                       ", but the plan has " + std::to_string(num_stages) + " stages (0.." +
+                       std::to_string(num_stages - 1) + ")");
+    for (double v : {scale.f, scale.b, scale.i, scale.w})
+      if (!std::isfinite(v) || v < 0)
+        throw InputError(prefix + "stage " + std::to_string(stage) +
+                         " cost multipliers must be non-negative");
+    const std::string what = "stage " + std::to_string(stage) + " scaled cost";
+    bounded(what + " F", c.f * scale.f);
+    bounded(what + " B", c.b * scale.b);
+    bounded(what + " I", c.i * scale.i);
+    bounded(what + " W", c.w * scale.w);
+  }
+  if (!c.stage_memory.empty() && c.stage_memory.size() != static_cast<std::size_t>(num_stages))
+    throw InputError(prefix + "activation sizes are given for " +
+                     std::to_string(c.stage_memory.size()) + " stages, but the plan has " +
+                     std::to_string(num_stages));
+  for (double v : c.stage_memory)
+    if (!std::isfinite(v) || v < 0)
+      throw InputError(prefix + "activation sizes must be finite and non-negative");
+}
+
+}  // namespace pipeplan::detail

@@ -1,0 +1,228 @@
+// Internal: the progress proof, verify()'s run of a structurally valid plan
+// under one transport model on the execution core (src/run/core.h), and the
+// reports that name what is stuck when it does not finish.
+//
+// The proof keeps counters, not per-operation records: every pair end posts
+// its operations in program order and, under the FIFO models, completes them
+// in that order too, so "posted" and "done" of an end are two counters, and
+// the operation at end position k pairs with position k of the reverse end.
+// Memory: 8 bytes per (stage, microbatch) beside the shared index and the
+// short queues of posted, unmatched operations. Reports (failure only)
+// rebuild per-operation detail from those counters (4 bytes per SEND/RECV).
+//
+// Proof holds the layout, the hooks' records and the reports; ProofRun<M> is
+// the core's policy for model M (a constant, so the loop carries no test of
+// the model: the proof's speed, docs/performance.md).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipeplan/diagnostic.h"
+#include "pipeplan/ir.h"
+#include "pipeplan/verify.h"
+#include "run/core.h"
+#include "verify/index.h"
+#include "verify/payload.h"
+
+namespace pipeplan::detail {
+
+/// A posted SEND/RECV: its index in its rank's list.
+struct ProofOp {
+  std::int32_t index = -1;
+};
+using ProofState = run::State<ProofOp>;
+
+class Proof {
+ public:
+  /// After the run of `core` (the ProofRun this is part of): appends why the
+  /// plan does not progress, if it does not.
+  void conclude(std::vector<Diagnostic>& out);
+
+ protected:
+  // A SEND/RECV named by its place in the plan (failure reports only).
+  struct OpRef {
+    int rank = -1, index = -1;
+    bool valid() const { return rank >= 0; }
+    bool operator==(const OpRef& o) const { return rank == o.rank && index == o.index; }
+    bool operator!=(const OpRef& o) const { return !(*this == o); }
+  };
+  // A rank's last few posted receives: (stage, mb, end position, grad).
+  struct RecentRecv {
+    std::int32_t stage = -1, mb = -1, pos = 0;
+    bool grad = false;
+  };
+  static constexpr std::size_t kRecent = 4;
+
+  /// `index`: the dense index check_structure_indexed() built for `plan`;
+  /// `core`: the run's state, which this connects to the plan's layout.
+  Proof(const Plan& plan, const PlanIndex& index, ProofState& core, Transport model);
+
+  // ---- layout (progress.cc) ----
+  int comm_end(const Action& a) const {
+    const auto s = static_cast<std::size_t>(a.stage);
+    return deps::peer_stage(a) > a.stage ? down_[s] : up_[s];
+  }
+  std::size_t key(int s, int mb) const { return static_cast<std::size_t>(s) * index_.mbs + mb; }
+  // Eager: the value a SEND/RECV carries, named by its sending stage.
+  std::size_t value_of(const Action& a) const {
+    const bool grad = a.type == ActionType::SendB || a.type == ActionType::RecvB;
+    const int send_stage = is_send(a.type) ? a.stage : deps::peer_stage(a);
+    return 2 * key(send_stage, a.microbatch) + (grad ? 1 : 0);
+  }
+  const Action& action(int rank, int index) const {
+    return plan_.ranks[static_cast<std::size_t>(rank)][static_cast<std::size_t>(index)];
+  }
+  const Action& action(OpRef o) const { return action(o.rank, o.index); }
+  std::string act(OpRef o) const { return to_string(action(o)); }
+  int count(int e) const {
+    const auto u = static_cast<std::size_t>(e);
+    return static_cast<int>(end_last_[u] - end_first_[u]);
+  }
+  OpRef op_at(int e, int pos) const {
+    return {core_.end(e).rank,
+            idx_[end_first_[static_cast<std::size_t>(e)] + static_cast<std::size_t>(pos)]};
+  }
+
+  // ---- what the hooks and the reports both ask ----
+  bool recv_done(const ProofState& core, Transport model, int r, bool grad, int s, int mb) const;
+  OpRef blocking_recv(const ProofState& core, Transport model, int r, const Action& a) const;
+  bool all_done() const;
+
+  // ---- failure reports (progress_report.cc) ----
+  void fill_ends();
+  std::vector<int> pairs_in_rank_order() const;
+  void fifo_check(std::vector<Diagnostic>& out) const;
+  void report_corruption(std::vector<Diagnostic>& out) const;
+  int pair_pos(OpRef o) const;
+  bool posted(OpRef o) const;
+  bool done(OpRef o) const;
+  OpRef partner(OpRef o) const;
+  OpRef head_of(OpRef o) const;
+  int next_comm(int r, int i) const;
+  int peer_of(OpRef o) const;
+  std::string pair_name(OpRef o) const;
+  bool pending(int r) const;
+  OpRef first_pending(int r) const;
+  std::string why(OpRef id, int& waits_for) const;
+  void report(std::vector<Diagnostic>& out) const;
+
+  const Plan& plan_;
+  const PlanIndex& index_;
+  const ProofState& core_;
+  int n_;
+  std::vector<int> up_, down_;                     // per stage: end towards stage-1 / stage+1
+  std::vector<std::vector<int>> ends_of_;          // rank -> its ends
+  std::vector<std::size_t> end_first_, end_last_;  // per end: its range in idx_
+  std::vector<std::int32_t> idx_;                  // action indices, end by end (reports)
+  std::vector<int> corrupt_;  // per pair: first completed position whose payloads differ
+  bool corrupt_any_ = false;
+  int receiver_ = 0;  // the receiving rank of the ops meet() accepted
+  std::vector<std::array<RecentRecv, kRecent>> recent_;
+  std::vector<std::uint32_t> recent_next_;
+};
+
+/// The proof under model M: the core's policy (hooks below).
+template <Transport M>
+class ProofRun final : public run::Core<ProofRun<M>, ProofOp>, public Proof {
+ public:
+  static constexpr run::Order kOrder = run::Order::Queue;
+  static constexpr Transport kModel = M;
+
+  ProofRun(const Plan& plan, const PlanIndex& index)
+      : Proof(plan, index, static_cast<ProofState&>(*this), M) {}
+  /// Runs the proof; appends why the plan does not progress, if it does not.
+  void prove(std::vector<Diagnostic>& out) {
+    this->start(plan_.ranks);
+    this->run();
+    conclude(out);
+  }
+
+ private:
+  friend class run::Core<ProofRun<M>, ProofOp>;
+  using Core = run::Core<ProofRun<M>, ProofOp>;
+
+  // Ranks take turns every few actions, so the hardware does not see a
+  // stream: fetch this rank's next lines ahead of time.
+  void prefetch(const Action* list, std::size_t i, std::size_t n) const {
+    detail::prefetch(list + std::min(i + kPrefetchAhead, n - 1));
+  }
+  run::Step compute(int r, std::size_t, const Action& a) {
+    return blocking_recv(*this, M, r, a).valid() ? run::Step::Wait : run::Step::Next;
+  }
+  run::Step transfer(int r, std::size_t i, const Action& a) {
+    const int e = comm_end(a);
+    const auto ru = static_cast<std::size_t>(r);
+    if (is_recv(a.type))
+      recent_[ru][recent_next_[ru]++ % kRecent] = {a.stage, a.microbatch, this->end(e).posted,
+                                                   a.type == ActionType::RecvB};
+    const ProofOp op{static_cast<std::int32_t>(i)};
+    if constexpr (M == Transport::Eager) this->post_eager(e, op, is_send(a.type), value_of(a));
+    else this->post(r, e, op);
+    return run::Step::Next;
+  }
+  // Two ops at one position of a pair complete when one sends and the other
+  // receives; a payload mismatch still completes, and is noted (corruption).
+  bool meet(int xe, const ProofOp& x, int ye, const ProofOp& y) {
+    const Action& ax = action(this->end(xe).rank, x.index);
+    const Action& ay = action(this->end(ye).rank, y.index);
+    const bool x_send = is_send(ax.type);
+    if (x_send == is_send(ay.type)) return false;
+    int& corrupt = corrupt_[static_cast<unsigned>(xe) >> 1];
+    if (corrupt < 0 && !(payload_of(ax) == payload_of(ay))) {
+      corrupt = this->end(xe).done;
+      corrupt_any_ = true;
+    }
+    receiver_ = this->end(x_send ? ye : xe).rank;
+    return true;
+  }
+  double complete(int, const ProofOp&, int, const ProofOp&, double) {
+    this->wake(receiver_);
+    return 0.0;
+  }
+  void on_sent(int e, const ProofOp&) { this->wake(this->end(e ^ 1).rank); }
+};
+
+// ---- what the hooks and the reports both ask (inline: the hot path) ----
+
+// Whether the receive of direction `grad` into (s, mb) on rank r is done.
+// Eager: once its send is posted. FIFO models: an end completes in program
+// order, so the receive at end position k is done once k < done; k comes
+// from the rank's last few receives (a receive sits right before its
+// consumer in lowered plans), else from the index.
+inline bool Proof::recv_done(const ProofState& core, Transport model, int r, bool grad, int s,
+                             int mb) const {
+  if (model == Transport::Eager)
+    return core.sent(2 * key(grad ? s + 1 : s - 1, mb) + (grad ? 1 : 0));
+  const auto& e =
+      core.end(grad ? down_[static_cast<std::size_t>(s)] : up_[static_cast<std::size_t>(s)]);
+  for (const RecentRecv& x : recent_[static_cast<std::size_t>(r)])
+    if (x.stage == s && x.mb == mb && x.grad == grad) return e.done > x.pos;
+  const std::int32_t j = index_.raw(s, mb, grad ? kRecvB : kRecvF);
+  return e.last_done >= j;  // an end completes in program order
+}
+
+// The receive a compute action still waits for, or an invalid ref.
+inline Proof::OpRef Proof::blocking_recv(const ProofState& core, Transport model, int r,
+                                         const Action& a) const {
+  OpRef w;
+  auto fwd = [&](int s, int mb) {
+    if (w.valid() || s <= 0 || up_[static_cast<std::size_t>(s)] < 0) return;
+    if (!recv_done(core, model, r, false, s, mb)) w = {r, index_.raw(s, mb, kRecvF)};
+  };
+  auto bwd = [&](int s, int mb) {
+    if (w.valid() || down_[static_cast<std::size_t>(s)] < 0) return;
+    if (!recv_done(core, model, r, true, s, mb)) w = {r, index_.raw(s, mb, kRecvB)};
+  };
+  deps::for_each_input(a, index_.stages, [&](const deps::Value& v, int s) {
+    if (v.stage == s) return;  // kept on this stage: no receive
+    if (v.kind == deps::Kind::Forward) fwd(s, v.microbatch);
+    else bwd(s, v.microbatch);
+  });
+  return w;
+}
+
+}  // namespace pipeplan::detail

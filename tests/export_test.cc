@@ -1,0 +1,130 @@
+// torchtitan and Megatron-LM out (and a Megatron layout back in).
+#include <catch2/catch.hpp>
+
+#include <sstream>
+
+#include "pipeplan/error.h"
+#include "pipeplan/interop.h"
+#include "pipeplan/planner.h"
+#include "pipeplan/search.h"
+#include "test_util.h"
+
+using namespace pipeplan;
+
+namespace {
+
+LayerProfile model(int blocks) {
+  LayerProfile p;
+  p.layers.push_back(Layer{"tok_embeddings", 0.2, 0.4, 0.4, 0.1, {}, {}});
+  for (int i = 0; i < blocks; ++i)
+    p.layers.push_back(Layer{"layers." + std::to_string(i), 1, 2, 1, 1, {}, {}});
+  p.layers.push_back(Layer{"norm", 0.05, 0.1, 0, 0.05, {}, {}});
+  p.layers.push_back(Layer{"output", 2, 4, 2, 1.5, {}, {}});
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("megatron: layouts of partitions, and back", "[megatron]") {
+  const LayerProfile p = model(8);
+  CHECK(megatron_symbols(p) ==
+        std::vector<char>{'E', 't', 't', 't', 't', 't', 't', 't', 't', 'L', 'L'});
+  CHECK(megatron_layout(p, {3, 3, 2, 3}) == "Et*2|t*3|t*2|tL");
+  CHECK(megatron_layout(p, {1, 4, 4, 2}) == "E|t*4|t*4|L");
+  for (const Partition& part : {Partition{3, 3, 2, 3}, Partition{1, 4, 4, 2}, Partition{5, 6}}) {
+    int v = 0;
+    const int pp = part.size() == 4 ? 2 : 1;
+    CHECK(partition_from_megatron_layout(p, megatron_layout(p, part), pp, &v) == part);
+    CHECK(v == static_cast<int>(part.size()) / pp);
+  }
+  // The head group is one L: a split between norm and output is refused.
+  CHECK_THROWS_WITH(megatron_layout(p, {3, 3, 4, 1}),
+                    Catch::Contains("Megatron's loss (L) is one layer"));
+  // A profile without embedding and head: E and L ride on the end stages.
+  LayerProfile blocks;
+  for (int i = 0; i < 4; ++i)
+    blocks.layers.push_back(Layer{"block" + std::to_string(i), 1, 2, 1, 1, {}, {}});
+  CHECK(megatron_layout(blocks, {2, 2}) == "Et*2|t*2L");
+  CHECK(partition_from_megatron_layout(blocks, "Et*2|t*2L", 2) == Partition{2, 2});
+}
+
+TEST_CASE("megatron: the layout grammar as Megatron expands it", "[megatron][io]") {
+  CHECK(expand_megatron_layout("Et*3|(tt|)*2,m|L") ==
+        std::vector<std::string>{"Ettt", "tt", "tt", "m", "L"});
+  CHECK(expand_megatron_layout("E(t|)*2tL") == std::vector<std::string>{"Et", "t", "tL"});
+  CHECK(expand_megatron_layout("|*2") == std::vector<std::string>{"", "", ""});
+  auto fails = [](const std::string& layout, int pp, const std::string& what) {
+    INFO(layout);
+    CHECK_THROWS_WITH(partition_from_megatron_layout(model(8), layout, pp), Catch::Contains(what));
+  };
+  fails("Et*4|t*4 L", 2, "invalid layer character ' '");
+  fails("t*8|EL", 2, "the first layer must be the embedding E");
+  fails("Et*8", 1, "the last layer must be the loss L");
+  fails("Et*7L", 1, "holds 7 't' layers, but the profile has 8 transformer layers");
+  fails("Et*4|t*4|L", 2, "3 stages are not a multiple of the pipeline size 2");
+  fails("Et*8||L", 3, "stage 1 ('') holds no layer of the profile");
+  fails("E(t)*99999999999999L", 1, "expands past the supported");
+  fails("Et*4|mt*4L", 2, "transformer layers t must come before the MTP layers m");
+}
+
+TEST_CASE("megatron: what Megatron can run, and its flags", "[megatron]") {
+  const LayerProfile p = model(8);
+  CHECK_THAT(megatron_refusal(plan(Problem{"zbv", 2, 4, 2})), Catch::Contains("V placement"));
+  CHECK_THAT(megatron_refusal(plan(Problem{"zb-h1", 2, 4, 1})),
+             Catch::Contains("splits the backward into I and W"));
+  CHECK(megatron_refusal(plan(Problem{"interleaved-1f1b", 2, 4, 2})).empty());
+  Plan pl = plan(Problem{"interleaved-1f1b", 2, 4, 2});
+  pl.meta.partition = {3, 3, 2, 3};
+  const MegatronExport e = megatron_export(pl, p, 2);
+  CHECK(e.layout == "Et*2|t*3|t*2|tL");
+  CHECK(e.args == std::vector<std::string>{"--pipeline-model-parallel-size", "2",
+                                           "--pipeline-model-parallel-layout", "Et*2|t*3|t*2|tL",
+                                           "--num-layers", "8", "--micro-batch-size", "2",
+                                           "--global-batch-size", "8"});
+  CHECK(e.alternative_args.empty());  // an uneven split needs the layout
+  std::ostringstream args;
+  write_megatron_export(e, "args", args);
+  CHECK(args.str() ==
+        "--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout \"Et*2|t*3|t*2|tL\" "
+        "--num-layers 8 --micro-batch-size 2 --global-batch-size 8\n");
+  pl.meta.partition = {3, 2, 2, 4};  // 2 transformer layers per stage: even
+  const MegatronExport even = megatron_export(pl, p);
+  CHECK(even.alternative_args ==
+        std::vector<std::string>{"--pipeline-model-parallel-size", "2", "--num-layers", "8",
+                                 "--num-layers-per-virtual-pipeline-stage", "2"});
+}
+
+TEST_CASE("torchtitan: the compute-only CSV and the TOML", "[torchtitan]") {
+  const LayerProfile p = model(8);
+  Plan pl = plan(Problem{"1f1b", 2, 4, 1});
+  pl.meta.partition = {5, 6};
+  std::ostringstream csv;
+  write_torch_compute_csv(pl, csv);
+  CHECK(csv.str() == "0F0,0F1,0B0,0F2,0B1,0F3,0B2,0B3\n1F0,1B0,1F1,1B1,1F2,1B2,1F3,1B3\n");
+  std::ostringstream toml;
+  TorchtitanOptions o;
+  o.csv_path = "/tmp/x/schedule.csv";
+  o.microbatch_size = 2;
+  write_torchtitan_toml(pl, p, o, toml);
+  const std::string t = toml.str();
+  CHECK_THAT(t, Catch::Contains("[parallelism]\npipeline_parallel_degree = 2\n"
+                                "pipeline_parallel_schedule = \"1F1B\"\n"
+                                "pipeline_parallel_schedule_csv = \"/tmp/x/schedule.csv\"\n"
+                                "pipeline_parallel_microbatch_size = 2\n"));
+  CHECK_THAT(t, Catch::Contains("  [\"tok_embeddings\", \"layers.0\", \"layers.1\", \"layers.2\", "
+                                "\"layers.3\"],\n  [\"layers.4\", \"layers.5\", \"layers.6\", "
+                                "\"layers.7\", \"norm\", \"output\"],\n]"));
+  CHECK_THAT(t, Catch::Contains("[training]\n"));
+  CHECK_THAT(t, Catch::Contains("local_batch_size = 8\n"));
+  // A searched loop plan names no schedule; a V one names the V placement.
+  pl.meta.schedule = "search";
+  std::ostringstream searched;
+  write_torchtitan_toml(pl, p, o, searched);
+  CHECK(searched.str().find("pipeline_parallel_schedule =") == std::string::npos);
+  CHECK(torch_schedule_name("interleaved-zb") == "InterleavedZeroBubble");
+  CHECK(torch_schedule_name("zb-h1").empty());
+  Plan v4 = pl;
+  v4.meta.mapping = StageMapping::V;
+  v4.meta.stages_per_rank = 4;
+  CHECK_THAT(torchtitan_refusal(v4), Catch::Contains("only with 2 stages per rank"));
+}
