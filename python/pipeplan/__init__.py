@@ -20,6 +20,8 @@ Errors (pipeplan.errors): Error > InputError > ShapeError, BudgetError, InputTyp
 
 from __future__ import annotations
 
+import collections.abc as _abc
+
 from . import errors
 from .errors import (
     BudgetError,
@@ -99,6 +101,9 @@ __all__ = [
     "to_torch_csv",
     "verify",
 ]
+
+# plan.ranks[r] is a read-only sequence of Actions, made on access.
+_abc.Sequence.register(ActionList)
 
 # Show the public names as pipeplan.X (not pipeplan._pipeplan.X) in help().
 for _name in __all__:

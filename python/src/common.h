@@ -44,8 +44,7 @@ void bind_torch(py::module_& m);
 
 /// The rule for an int argument (as the CLI's integer options): TypeError
 /// unless an int (a bool is not one; objects with __index__ are), InputError
-/// "NAME N is more than the supported HI" / "is below the minimum LO"
-/// outside [lo, hi].
+/// "NAME must be in LO..HI, got N" outside [lo, hi].
 long long int_in(const py::handle& value, const char* name, long long lo, long long hi);
 /// A count the library checks itself (pp_degree, num_microbatches,
 /// stages_per_rank: its messages name the limits): int_in's TypeError, and

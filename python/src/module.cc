@@ -74,10 +74,8 @@ std::optional<long long> int_value(const py::handle& value, const char* name, st
 
 [[noreturn]] void out_of_range(const char* name, const std::string& text, long long lo,
                                long long hi) {
-  const bool low = !text.empty() && text[0] == '-';
-  throw InputError(std::string(name) + " " + text +
-                   (low ? " is below the minimum " + std::to_string(lo)
-                        : " is more than the supported " + std::to_string(hi)));
+  throw InputError(std::string(name) + " must be in " + std::to_string(lo) + ".." +
+                   std::to_string(hi) + ", got " + text);
 }
 
 }  // namespace

@@ -81,8 +81,13 @@ std::function<int()> setup_lower(CLI::App& app) {
                 << format_diagnostics(defects);
       return kExitInvalid;
     }
-    LowerOptions options = make_lower_options(
-        plan.meta, args->lowering, make_sim_options(args->costs).costs, !args->costs.comm.empty());
+    // With --layers: the profile's stage sums on the plan's partition (else
+    // the balanced one, which the lowered plan records).
+    SimOptions costs = make_sim_options(args->costs);
+    if (const std::optional<LayerProfile> layers = load_layers(args->costs))
+      plan.meta.partition = apply_layers(*layers, plan.meta, costs);
+    LowerOptions options =
+        make_lower_options(plan.meta, args->lowering, costs.costs, !args->costs.comm.empty());
     if (args->send_placement == "earliest") options.send_placement = SendPlacement::Earliest;
     if (args->send_placement == "parity") options.send_placement = SendPlacement::ParityStaggered;
     Plan lowered;

@@ -48,11 +48,18 @@ std::function<int()> setup_plan(CLI::App& app) {
   add_lowering_options(app, args->lowering);
   return [args]() {
     const Problem& pr = args->problem;
-    // The plan is lowered for the cost model given (else the nominal one).
+    // The plan is lowered for the cost model given (else the nominal one):
+    // with --layers, the profile's stage sums on the balanced partition,
+    // which the plan records.
+    const PlanMeta meta = resolve(pr);
+    SimOptions costs = make_sim_options(args->costs);
+    Partition partition;
+    if (const std::optional<LayerProfile> layers = load_layers(args->costs))
+      partition = apply_layers(*layers, meta, costs);
     const LowerOptions lowering =
-        make_lower_options(resolve(pr), args->lowering, make_sim_options(args->costs).costs,
-                           !args->costs.comm.empty());
+        make_lower_options(meta, args->lowering, costs.costs, !args->costs.comm.empty());
     Plan whole = args->compute_only ? plan_compute(pr) : plan(pr, lowering);
+    whole.meta.partition = partition;
     spdlog::debug("planned {} p={} m={} v={}: {} actions", whole.meta.schedule,
                   whole.meta.pp_degree, whole.meta.num_microbatches, whole.meta.stages_per_rank,
                   whole.num_actions());

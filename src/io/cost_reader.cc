@@ -104,8 +104,11 @@ StageCosts parse_stage_costs_json(std::string_view text, const std::string& sour
   for (const auto& entry : doc["stages"]) {
     const std::string where = source + ": stages[" + std::to_string(n++) + "]";
     if (!entry.is_object() || !entry.contains("stage") || !entry["stage"].is_number_integer() ||
-        entry["stage"].get<long long>() < 0 || entry["stage"].get<long long>() > 1000000000)
+        entry["stage"].get<long long>() < 0)
       throw InputError(where + ": needs \"stage\": a non-negative integer");
+    if (entry["stage"].get<long long>() >= limits::kMaxStages)
+      throw InputError(where + ": stage " + std::to_string(entry["stage"].get<long long>()) +
+                       " is larger than the supported " + std::to_string(limits::kMaxStages - 1));
     const int stage = entry["stage"].get<int>();
     auto number = [&](const char* key, double fallback) {
       if (!entry.contains(key)) return fallback;
@@ -151,6 +154,9 @@ std::map<int, StageScale> parse_stage_costs_csv(std::string_view text, const std
         stage < 0)
       throw InputError(where + ": stage '" + limits::excerpt(cells[0]) +
                        "' is not a non-negative integer");
+    if (stage >= limits::kMaxStages)
+      throw InputError(where + ": stage " + std::to_string(stage) +
+                       " is larger than the supported " + std::to_string(limits::kMaxStages - 1));
     std::vector<double> v;
     for (std::size_t k = 1; k < cells.size(); ++k) {
       auto x = to_cost(cells[k]);
