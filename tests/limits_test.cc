@@ -107,6 +107,15 @@ TEST_CASE("limits: JSON nested past 64 levels is refused while reading, never a 
   CHECK(contains(c.err, "nested deeper than the supported 64 levels"));
   CHECK_THROWS_WITH(parse_trace_json(trace_doc(plan, deep(70)), "t.json"),
                     "t.json: nested deeper than the supported 64 levels");
+  // A number no double holds is invalid JSON too (nlohmann's out_of_range
+  // escaped as exit 3; found by fuzz_trace).
+  const std::string overflow = temp_file("overflow.json", "{\"stages\": [{\"stage\": 0, \"scale\": 1e400}]}");
+  const CliResult big = run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--stage-costs",
+                                 overflow});
+  CHECK(big.exit_code == 2);
+  CHECK(contains(big.err, "overflow.json: not valid JSON: number overflow parsing '1e400'"));
+  CHECK_THROWS_WITH(parse_trace_json(trace_doc(plan, "[1, 0, 0, \"0F0\", 1e999, 1, 0, 0, 0]"), "t.json"),
+                    Catch::Contains("t.json: not valid JSON: number overflow parsing '1e999'"));
   // 64 levels are fine (and refused for what they hold).
   CHECK_THROWS_WITH(parse_trace_json(trace_doc(plan, deep(62)), "t.json"),
                     Catch::Contains("records[0]: expected [step, rank, index"));

@@ -147,13 +147,18 @@ std::string read_text_file(const std::string& path) {
   if (!f) return fail(std::strerror(errno));
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> closer(f, &std::fclose);
   std::string text;
+  const std::string too_large =
+      "larger than the supported " + std::to_string(limits::kMaxInputBytes >> 20) + " MiB";
+  // As the CLI's reader: too large refused unread, else read into its size.
+  if (const auto size = std::filesystem::file_size(path, ec); !ec) {
+    if (size > limits::kMaxInputBytes) return fail(too_large);
+    text.reserve(static_cast<std::size_t>(size));
+  }
   char buf[1 << 16];
   std::size_t n = 0;
   while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    if (text.size() + n > limits::kMaxInputBytes) return fail(too_large);
     text.append(buf, n);
-    if (text.size() > limits::kMaxInputBytes)
-      return fail("larger than the supported " + std::to_string(limits::kMaxInputBytes >> 20) +
-                  " MiB");
   }
   if (std::ferror(f)) return fail(std::strerror(errno));
   return text;

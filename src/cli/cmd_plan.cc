@@ -7,6 +7,7 @@
 #include "cli/sim_options.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/verify.h"
 
@@ -36,7 +37,8 @@ void write_plan(const Plan& plan, const std::string& format, std::ostream& out) 
 std::function<int()> setup_plan(CLI::App& app) {
   auto args = std::make_shared<PlanArgs>();
   add_problem_options(app, args->problem, true);
-  args->rank_opt = app.add_option("-r,--rank", args->rank, "Emit only this rank's program");
+  args->rank_opt = app.add_option("-r,--rank", args->rank, "Emit only this rank's program")
+                       ->check(integer_in(0, limits::kMaxRanks - 1));
   app.add_flag("--compute-only", args->compute_only, "Emit the compute order without SEND/RECV");
   app.add_flag("--forward-only", args->problem.forward_only,
                "Plan inference: each rank's forwards in the schedule's order, no backward");

@@ -35,7 +35,8 @@ CLI::Validator at_most(long long max, const std::string& unit) {
         if (digits && text[0] != '-' && (!CLI::detail::lexical_cast(text, x) || x > max))
           return limits::excerpt(text) + " is more than the supported " + std::to_string(max) +
                  unit;
-        if (!CLI::detail::lexical_cast(text, x))
+        // Decimal only: CLI11 would also read 0x10, 0o20 and 0b10000.
+        if (!digits || !CLI::detail::lexical_cast(text, x))
           return "'" + limits::excerpt(text) + "' is not an integer";
         return {};
       },
@@ -73,7 +74,9 @@ CLI::Validator number_in(double min, double max, bool above_min) {
         char* end = nullptr;
         errno = 0;
         x = std::strtod(begin, &end);
-        if (text.empty() || end != begin + text.size())
+        // Decimal only: strtod would also read hexadecimal (0x10, 0x1p4).
+        if (text.empty() || end != begin + text.size() ||
+            text.find_first_of("xXpP") != std::string::npos)
           return "'" + limits::excerpt(text) + "' is not a number";
         if (!std::isfinite(x)) return limits::excerpt(text) + " is not a finite number";
         if (x > max)
@@ -145,10 +148,10 @@ std::string read_input(const std::string& path) {
     std::string text;
     char buf[1 << 16];
     while (std::cin.read(buf, sizeof buf) || std::cin.gcount() > 0) {
-      text.append(buf, static_cast<std::size_t>(std::cin.gcount()));
-      if (text.size() > limits::kMaxInputBytes) {
+      // Refused before the text outgrows the limit (no doubling past it).
+      if (text.size() + static_cast<std::size_t>(std::cin.gcount()) > limits::kMaxInputBytes)
         throw InputError("cannot read stdin: " + too_large);
-      }
+      text.append(buf, static_cast<std::size_t>(std::cin.gcount()));
     }
     if (std::cin.bad()) throw InputError("cannot read stdin");
     return text;
@@ -161,11 +164,17 @@ std::string read_input(const std::string& path) {
   if (!f) return fail(std::strerror(errno));
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> closer(f, &std::fclose);
   std::string text;
+  // A file known too large is refused unread; one that fits is read into
+  // its exact size (memory: the file, not twice it).
+  if (const auto size = std::filesystem::file_size(path, ec); !ec) {
+    if (size > limits::kMaxInputBytes) return fail(too_large);
+    text.reserve(static_cast<std::size_t>(size));
+  }
   char buf[1 << 16];
   std::size_t n = 0;
   while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    if (text.size() + n > limits::kMaxInputBytes) return fail(too_large);
     text.append(buf, n);
-    if (text.size() > limits::kMaxInputBytes) return fail(too_large);
   }
   if (std::ferror(f)) return fail(std::strerror(errno));
   return text;

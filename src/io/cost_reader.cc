@@ -141,8 +141,9 @@ std::map<int, StageScale> parse_stage_costs_csv(std::string_view text, const std
     if (line.empty()) continue;
     const std::string where = source + ":" + std::to_string(line_no);
     std::vector<std::string> cells = split(line, ',');
-    const bool header =
-        !seen_row && !cells[0].empty() && !std::isdigit(static_cast<unsigned char>(cells[0][0]));
+    // The optional header names its first column "stage" ("stage,F,B,I,W",
+    // "stage,scale"); any other first row is data, checked as such.
+    const bool header = !seen_row && upper(cells[0]) == "STAGE";
     seen_row = true;
     if (header) continue;  // "stage,F,B,I,W"
     if (cells.size() != 2 && cells.size() != 5)

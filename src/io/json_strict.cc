@@ -1,39 +1,14 @@
 #include "io/json_strict.h"
 
-#include <algorithm>
-#include <set>
 #include <vector>
 
 #include "pipeplan/error.h"
 #include "pipeplan/limits.h"
 
 namespace pipeplan::io {
-namespace {
 
 using nlohmann::json;
 
-// The keys of one open object: a short list, a set once it grows (an
-// object of a million keys must not cost a million squared).
-class KeySet {
- public:
-  /// False when `key` was there already.
-  bool insert(const std::string& key) {
-    if (!many_.empty()) return many_.insert(key).second;
-    if (std::find(few_.begin(), few_.end(), key) != few_.end()) return false;
-    few_.push_back(key);
-    if (few_.size() > 16) {
-      many_.insert(few_.begin(), few_.end());
-      few_.clear();
-    }
-    return true;
-  }
-
- private:
-  std::vector<std::string> few_;
-  std::set<std::string> many_;
-};
-
-}  // namespace
 
 std::string too_deep_text() {
   return "nested deeper than the supported " + std::to_string(limits::kMaxJsonDepth) + " levels";
@@ -44,6 +19,14 @@ std::string json_error_text(const std::string& message) {
   // nlohmann quotes the whole offending token ("last read: '...'"): cap it.
   if (auto last = what.find("; last read: '"); last != std::string::npos) {
     const std::size_t from = last + 14;
+    const std::size_t to = what.rfind('\'');
+    if (to != std::string::npos && to >= from)
+      what = what.substr(0, from) +
+             limits::excerpt(std::string_view(what).substr(from, to - from)) + what.substr(to);
+  }
+  // ... and the number it could not hold ("number overflow parsing '1e+3096'").
+  if (auto at = what.find("parsing '"); at != std::string::npos) {
+    const std::size_t from = at + 9;
     const std::size_t to = what.rfind('\'');
     if (to != std::string::npos && to >= from)
       what = what.substr(0, from) +
@@ -80,7 +63,7 @@ json parse_json_strict(std::string_view text, const std::string& source, const J
   };
   try {
     return json::parse(text.begin(), text.end(), strict);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for "1e+3096"
     throw InputError(source + ": not valid JSON: " + json_error_text(e.what()));
   }
 }

@@ -10,8 +10,36 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
+#include <vector>
 
 namespace pipeplan::io {
+
+/// The keys of one open object, for the duplicate check: a short list, a
+/// hash set once it grows (an object of a million keys stays linear).
+class KeySet {
+ public:
+  /// False when `key` was there already.
+  bool insert(const std::string& key) {
+    if (!many_.empty()) return many_.insert(key).second;
+    for (const std::string& k : few_)
+      if (k == key) return false;
+    few_.push_back(key);
+    if (few_.size() > 16) {
+      many_.insert(few_.begin(), few_.end());
+      few_.clear();
+    }
+    return true;
+  }
+  void clear() {
+    few_.clear();
+    many_.clear();
+  }
+
+ private:
+  std::vector<std::string> few_;
+  std::unordered_set<std::string> many_;
+};
 
 /// nlohmann's parser callback: (depth, event, value) -> keep the value.
 using JsonFilter =

@@ -1,9 +1,9 @@
 // libFuzzer target: the layer-profile reader and the partitions of a
 // profile. Properties: whatever the reader accepts holds named layers with
 // finite costs, 0 <= W <= B; writing it back as CSV (exact numbers) reads to
-// the same profile; every balanced partition is a valid split whose most
-// expensive stage is the least possible (checked against an exhaustive DP
-// on small profiles, which also fixes the evening among equal bottlenecks).
+// the same profile; every balanced partition is a valid split, and on small
+// profiles the very split of the exhaustive DP it replaced (least
+// bottleneck, then least sum of squares within its tolerance).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -26,11 +26,14 @@ std::string exact(double x) {
   return buf;
 }
 
-// The bottleneck of the best split, by the O(S n^2) DP over prefix sums.
-double least_bottleneck(const LayerProfile& p, int stages) {
+// The split as pipeplan made it before issue 25, by the O(S n^2) DP over
+// prefix sums: the least bottleneck M, then among splits with every stage
+// within M's tolerance the least sum of squares (leftmost on ties).
+Partition reference_split(const LayerProfile& p, int stages) {
   const std::size_t n = p.size(), S = static_cast<std::size_t>(stages);
   std::vector<double> prefix(n + 1, 0.0);
   for (std::size_t l = 0; l < n; ++l) prefix[l + 1] = prefix[l] + (p.layers[l].f + p.layers[l].b);
+  auto cost = [&](std::size_t b, std::size_t e) { return prefix[e] - prefix[b]; };
   const double inf = std::numeric_limits<double>::infinity();
   std::vector<std::vector<double>> best(S + 1, std::vector<double>(n + 1, inf));
   best[0][0] = 0;
@@ -38,21 +41,29 @@ double least_bottleneck(const LayerProfile& p, int stages) {
     for (std::size_t e = s; e + (S - s) <= n; ++e)
       for (std::size_t b = s - 1; b < e; ++b)
         if (best[s - 1][b] < inf)
-          best[s][e] = std::min(best[s][e], std::max(best[s - 1][b], prefix[e] - prefix[b]));
-  return best[S][n];
-}
-
-double bottleneck_of(const LayerProfile& p, const Partition& part) {
-  std::vector<double> prefix(p.size() + 1, 0.0);
-  for (std::size_t l = 0; l < p.size(); ++l)
-    prefix[l + 1] = prefix[l] + (p.layers[l].f + p.layers[l].b);
-  double top = 0;
-  std::size_t at = 0;
-  for (int k : part) {
-    top = std::max(top, prefix[at + static_cast<std::size_t>(k)] - prefix[at]);
-    at += static_cast<std::size_t>(k);
+          best[s][e] = std::min(best[s][e], std::max(best[s - 1][b], cost(b, e)));
+  const double limit = best[S][n] * (1 + 1e-12) + 1e-12;
+  std::vector<std::vector<double>> sq(S + 1, std::vector<double>(n + 1, inf));
+  std::vector<std::vector<int>> from(S + 1, std::vector<int>(n + 1, -1));
+  sq[0][0] = 0;
+  for (std::size_t s = 1; s <= S; ++s)
+    for (std::size_t e = s; e + (S - s) <= n; ++e)
+      for (std::size_t b = s - 1; b < e; ++b) {
+        const double c = cost(b, e);
+        if (sq[s - 1][b] == inf || c > limit) continue;
+        if (sq[s - 1][b] + c * c < sq[s][e]) {
+          sq[s][e] = sq[s - 1][b] + c * c;
+          from[s][e] = static_cast<int>(b);
+        }
+      }
+  Partition counts(S);
+  std::size_t e = n;
+  for (std::size_t s = S; s >= 1; --s) {
+    const auto b = static_cast<std::size_t>(from[s][e]);
+    counts[s - 1] = static_cast<int>(e - b);
+    e = b;
   }
-  return top;
+  return counts;
 }
 
 }  // namespace
@@ -93,8 +104,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       fuzz::fail(std::string("balanced_partition gave an invalid split: ") + e.what());
     }
     if (n <= 48)
-      fuzz::check(bottleneck_of(profile, part) == least_bottleneck(profile, stages),
-                  "balanced_partition's bottleneck is not the least possible");
+      fuzz::check(part == reference_split(profile, stages),
+                  "balanced_partition differs from the exhaustive DP's split");
   }
   return 0;
 }
