@@ -74,15 +74,6 @@ std::string state_text(const py::object& state, const char* type) {
   return py::reinterpret_borrow<py::tuple>(state)[0].cast<std::string>();
 }
 
-Action action_from(const std::string& text) {
-  std::optional<Action> a = parse_action(text);
-  if (!a)
-    throw InputError("unknown action '" + limits::excerpt(text) +
-                     "': expected torch's grammar, e.g. 0F0, 1SEND_F3, 2I1, 0UNSHARD, "
-                     "(0F7;7B3)OVERLAP_F_B");
-  return *a;
-}
-
 // Keys of the JSON document's metadata, which Plan.meta also answers to.
 py::object meta_item(const PlanMeta& m, const std::string& key) {
   if (key == "schedule") return py::str(m.schedule);
@@ -98,6 +89,13 @@ const char* const kMetaKeys[] = {"schedule",        "pp_degree",  "num_microbatc
                                  "stages_per_rank", "num_stages", "stage_to_rank",
                                  "forward_only"};
 
+// The one action parser; a refusal says where and why, as the readers do.
+Action action_from_text(const std::string& text) {
+  ActionParse parsed = parse_action_located(text);
+  if (!parsed.action) throw InputError(describe_bad_action(text, parsed));
+  return *parsed.action;
+}
+
 }  // namespace
 
 void bind_ir(py::module_& m) {
@@ -105,12 +103,12 @@ void bind_ir(py::module_& m) {
 One action of a rank's program, in torch.distributed.pipelining's grammar:
 ``str(action)`` is e.g. ``"2F0"``, ``"1SEND_F3"``, ``"(0F7;7B3)OVERLAP_F_B"``.
 
-``Action("1SEND_F3")`` parses the torch grammar (strictly: ``"2BW0"`` is an
-InputError). Actions compare equal to each other and to their string.)doc")
+``Action("1SEND_F3")`` parses the torch grammar as the plan readers do
+(strictly: ``"2BW0"`` is an InputError saying why). Actions compare equal to each other and to their string.)doc")
       .def(py::init([](const py::object& text) {
              if (!py::isinstance<py::str>(text))
                throw TypeFailure{"Action() takes an action string, got " + type_name(text)};
-             return action_from(text.cast<std::string>());
+             return action_from_text(text.cast<std::string>());
            }),
            py::arg("text"))
       .def_property_readonly(
@@ -150,7 +148,7 @@ InputError). Actions compare equal to each other and to their string.)doc")
       .def("__hash__", [](const Action& a) { return py::hash(py::str(to_string(a))); })
       .def(py::pickle(
           [](const Action& a) -> py::object { return py::make_tuple(to_string(a)); },
-          [](const py::object& state) { return action_from(state_text(state, "Action")); }));
+          [](const py::object& state) { return action_from_text(state_text(state, "Action")); }));
   refuse_uninitialised<Action>();
 
   py::class_<ActionList>(m, "ActionList", R"doc(
@@ -282,12 +280,7 @@ One defect found by verify(): a stable ``code`` (e.g. "fifo-both-send"), the
           },
           "The diagnostic as `pipeplan verify -f json` writes it.")
       .def(py::self == py::self)
-      .def("__str__",
-           [](const Diagnostic& d) {
-             std::string line = format_diagnostics({d});
-             while (!line.empty() && line.back() == '\n') line.pop_back();
-             return line;
-           })
+      .def("__str__", [](const Diagnostic& d) { return format_diagnostics({d}); })
       .def("__repr__", [](const Diagnostic& d) {
         return "Diagnostic(code=" + py::repr(py::str(d.code)).cast<std::string>() +
                ", rank=" + py::repr(optional_int(d.rank)).cast<std::string>() +

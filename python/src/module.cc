@@ -2,13 +2,8 @@
 // C++ exceptions map onto the classes of pipeplan/errors.py.
 #include <pybind11/stl.h>
 
-#include <cerrno>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <limits>
-#include <memory>
 
 #include "common.h"
 #include "pipeplan/error.h"
@@ -131,39 +126,6 @@ std::string path_from(const py::object& path) {
   return py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
 }
 
-std::string read_text_file(const std::string& path) {
-  // Worded as the CLI's read_input(): one message for every way a path fails
-  // to read (missing, a directory, no permission, an I/O error, too large).
-  auto fail = [&](const std::string& why) -> std::string {
-    throw InputError("cannot read '" + limits::excerpt(path) + "': " + why);
-  };
-  // The OS would read the path up to its first NUL: another file.
-  if (path.find('\0') != std::string::npos) return fail("the path holds a NUL byte");
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status)) return fail("no such file");
-  if (std::filesystem::is_directory(status)) return fail("it is a directory");
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return fail(std::strerror(errno));
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> closer(f, &std::fclose);
-  std::string text;
-  const std::string too_large =
-      "larger than the supported " + std::to_string(limits::kMaxInputBytes >> 20) + " MiB";
-  // As the CLI's reader: too large refused unread, else read into its size.
-  if (const auto size = std::filesystem::file_size(path, ec); !ec) {
-    if (size > limits::kMaxInputBytes) return fail(too_large);
-    text.reserve(static_cast<std::size_t>(size));
-  }
-  char buf[1 << 16];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
-    if (text.size() + n > limits::kMaxInputBytes) return fail(too_large);
-    text.append(buf, n);
-  }
-  if (std::ferror(f)) return fail(std::strerror(errno));
-  return text;
-}
-
 CsvReadOptions csv_options(std::optional<int> num_microbatches,
                            const std::optional<std::string>& mapping,
                            const std::optional<std::string>& schedule, bool forward_only) {
@@ -178,12 +140,6 @@ CsvReadOptions csv_options(std::optional<int> num_microbatches,
   if (mapping) o.mapping = mapping_from(*mapping);
   if (schedule) o.schedule = *schedule;
   return o;
-}
-
-std::string describe(const std::vector<Diagnostic>& diagnostics) {
-  std::string text = format_diagnostics(diagnostics);
-  while (!text.empty() && text.back() == '\n') text.pop_back();
-  return text;
 }
 
 }  // namespace pipeplan::python

@@ -78,7 +78,7 @@ std::function<int()> setup_lower(CLI::App& app) {
     if (!defects.empty()) {
       std::cerr << "cannot lower " << name << ": its compute order has " << defects.size()
                 << " problem(s)\n"
-                << format_diagnostics(defects);
+                << format_diagnostics(defects) << "\n";
       return kExitInvalid;
     }
     // With --layers: the profile's stage sums on the plan's partition (else

@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "io/action_text.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
 #include "pipeplan/limits.h"
@@ -134,10 +133,10 @@ class CsvReader {
         i = end;
       }
       if (!cell.empty()) {
-        io::ActionParse parsed = io::parse_action_located(cell);
+        ActionParse parsed = parse_action_located(cell);
         if (!parsed.action)
           error(line, static_cast<int>(cell_at + parsed.error_offset) + 1,
-                io::describe_bad_action(cell, parsed));
+                describe_bad_action(cell, parsed));
         out.push_back(Located{*parsed.action, line, static_cast<int>(cell_at) + 1});
       }
       if (i >= body.size()) break;
@@ -315,8 +314,8 @@ Plan parse_action_table(const std::vector<std::vector<std::optional<std::string>
       if (!rows[r][k]) continue;  // an idle step
       const std::string& text = *rows[r][k];
       const int line = static_cast<int>(r) + 1, column = static_cast<int>(k) + 1;
-      io::ActionParse parsed = io::parse_action_located(text);
-      if (!parsed.action) locator.error(line, column, io::describe_bad_action(text, parsed));
+      ActionParse parsed = parse_action_located(text);
+      if (!parsed.action) locator.error(line, column, describe_bad_action(text, parsed));
       located[r].push_back(Located{*parsed.action, line, column});
     }
   }

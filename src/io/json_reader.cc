@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "io/action_text.h"
 #include "io/json_strict.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
@@ -280,9 +279,9 @@ class PlanEvents {
   void action(const std::string& s) {
     const std::size_t k = entry_.count++;
     if (entry_.bad_action) return;
-    io::ActionParse parsed = io::parse_action_located(s);
+    ActionParse parsed = parse_action_located(s);
     if (parsed.action) scratch_.push_back(*parsed.action);
-    else entry_.bad_action.emplace(k, io::describe_bad_action(s, parsed));
+    else entry_.bad_action.emplace(k, describe_bad_action(s, parsed));
   }
 
   // A value that is not a container, at the current position.

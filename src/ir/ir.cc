@@ -1,94 +1,7 @@
+// Stage mappings and plans: where stages live and what a plan holds.
 #include "pipeplan/ir.h"
 
-#include <algorithm>
-#include <array>
-#include <charconv>
-
 namespace pipeplan {
-namespace {
-
-constexpr std::array<std::string_view, 12> kTypeNames = {
-    "F",      "B",      "I",           "W",       "SEND_F",  "RECV_F",
-    "SEND_B", "RECV_B", "OVERLAP_F_B", "UNSHARD", "RESHARD", "REDUCE_GRAD"};
-
-// Parses a non-negative decimal int at the start of s; advances s.
-std::optional<int> take_int(std::string_view& s) {
-  if (s.empty() || s[0] < '0' || s[0] > '9') return std::nullopt;
-  int value = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
-  if (ec != std::errc()) return std::nullopt;
-  s.remove_prefix(static_cast<std::size_t>(ptr - s.data()));
-  return value;
-}
-
-// "<stage><TYPE><mb>" for a plain (non-group) action.
-std::optional<Action> parse_simple(std::string_view s) {
-  auto stage = take_int(s);
-  if (!stage) return std::nullopt;
-  std::size_t n = 0;
-  while (n < s.size() && ((s[n] >= 'A' && s[n] <= 'Z') || s[n] == '_')) ++n;
-  auto type = parse_action_type(s.substr(0, n));
-  if (!type || *type == ActionType::OverlapFB) return std::nullopt;
-  s.remove_prefix(n);
-  if (is_passthrough(*type)) {
-    if (!s.empty()) return std::nullopt;
-    return Action{*type, *stage, -1, -1, -1};
-  }
-  auto mb = take_int(s);
-  if (!mb || !s.empty()) return std::nullopt;
-  return make(*type, *stage, *mb);
-}
-
-}  // namespace
-
-std::string_view to_string(ActionType t) { return kTypeNames[static_cast<std::size_t>(t)]; }
-
-std::optional<ActionType> parse_action_type(std::string_view s) {
-  for (std::size_t i = 0; i < kTypeNames.size(); ++i)
-    if (kTypeNames[i] == s) return static_cast<ActionType>(i);
-  return std::nullopt;
-}
-
-void append_to(std::string& out, const Action& a) {
-  if (a.type == ActionType::OverlapFB) {
-    out += '(';
-    append_to(out, make(ActionType::F, a.stage, a.microbatch));
-    out += ';';
-    append_to(out, make(ActionType::B, a.sub_stage, a.sub_microbatch));
-    out += ")OVERLAP_F_B";
-    return;
-  }
-  // to_chars into a stack buffer: no temporary string per number.
-  char buf[48];
-  char* p = std::to_chars(buf, buf + 16, a.stage).ptr;
-  const std::string_view type = to_string(a.type);
-  p = std::copy(type.begin(), type.end(), p);
-  if (!is_passthrough(a.type)) p = std::to_chars(p, p + 16, a.microbatch).ptr;
-  out.append(buf, static_cast<std::size_t>(p - buf));
-}
-
-std::string to_string(const Action& a) {
-  std::string s;
-  append_to(s, a);
-  return s;
-}
-
-std::optional<Action> parse_action(std::string_view s) {
-  constexpr std::string_view kGroupSuffix = ")OVERLAP_F_B";
-  if (!s.empty() && s.front() == '(') {
-    if (s.size() <= kGroupSuffix.size() + 1 ||
-        s.substr(s.size() - kGroupSuffix.size()) != kGroupSuffix)
-      return std::nullopt;
-    std::string_view inner = s.substr(1, s.size() - 1 - kGroupSuffix.size());
-    auto semi = inner.find(';');
-    if (semi == std::string_view::npos) return std::nullopt;
-    auto f = parse_simple(inner.substr(0, semi));
-    auto b = parse_simple(inner.substr(semi + 1));
-    if (!f || !b || f->type != ActionType::F || b->type != ActionType::B) return std::nullopt;
-    return make_overlap(f->stage, f->microbatch, b->stage, b->microbatch);
-  }
-  return parse_simple(s);
-}
 
 std::string_view to_string(StageMapping m) { return m == StageMapping::Loop ? "loop" : "v"; }
 
@@ -135,15 +48,6 @@ std::size_t Plan::num_actions() const {
   std::size_t n = 0;
   for (const auto& list : ranks) n += list.size();
   return n;
-}
-
-std::string to_string(const std::vector<Action>& actions) {
-  std::string s;
-  for (std::size_t i = 0; i < actions.size(); ++i) {
-    if (i) s += ' ';
-    append_to(s, actions[i]);
-  }
-  return s;
 }
 
 }  // namespace pipeplan
