@@ -10,7 +10,7 @@
 
 #include "pipeplan/error.h"
 #include "pipeplan/profile.h"
-#include "search/split.h"
+#include "model/split.h"
 
 namespace pipeplan {
 
