@@ -14,7 +14,7 @@
 #include "search/greedy.h"
 #include "search/improve.h"
 #include "search/refine.h"
-#include "search/split.h"
+#include "model/split.h"
 #include "test_util.h"
 
 #include <algorithm>
