@@ -71,8 +71,10 @@ void check_costs(const CostModel& c, int num_stages, const std::string& prefix) 
   if (!std::isfinite(c.host_bandwidth) || c.host_bandwidth < 0)
     throw InputError(prefix + "host bandwidth " + cost_text(c.host_bandwidth) +
                      " must be a finite non-negative number (0: copies take the latency only)");
-  double largest = 0.0;
-  for (int s = 0; s < num_stages; ++s) largest = std::max(largest, c.memory(s));
+  // The largest copy: every stage holds 1 without per-stage sizes.
+  double largest = c.stage_memory.empty() ? 1.0 : 0.0;
+  for (double v : c.stage_memory) largest = std::max(largest, v);
+  for (double v : c.stage_input) largest = std::max(largest, v);
   bounded("copy time (host latency + activation / host bandwidth)", c.copy_time(largest));
 }
 
