@@ -507,7 +507,10 @@ class Search {
     std::vector<Candidate> refilled;
     std::size_t tried = 0;
     for (const Candidate& c : pool_) {
-      if (tried >= kRefillSeeds || clock_.expired()) break;
+      if (tried >= kRefillSeeds) break;
+      std::size_t actions = 0;
+      for (const auto& list : c.compute.ranks) actions += list.size();
+      if (!clock_.affords(static_cast<double>(actions))) break;
       bool split = false;
       for (const auto& list : c.compute.ranks)
         for (const Action& a : list) split = split || a.type == ActionType::I;
@@ -663,8 +666,8 @@ class Search {
     const double value =
         simulate(compute_projection(res_.plan), sim_options(res_.plan.meta.partition)).makespan;
     Plan best;
-    res_.exact = detail::exact_search(
-        profile_, o_, budget_, value, [this] { return clock_.expired(); }, &best);
+    res_.exact = detail::exact_search(profile_, o_, budget_, value, expired_, &best);
+    if (!res_.exact->complete && clock_.expired()) res_.time_limited = true;
     if (best.ranks.empty()) return;
     const Partition part = best.meta.partition;
     const std::string origin = "exact branch and bound (" +
