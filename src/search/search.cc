@@ -37,6 +37,8 @@ constexpr std::size_t kImproveSeeds = 6;
 constexpr long long kImproveWork = 8000000;
 // Split orders whose W passes are placed anew (the best of the pool).
 constexpr std::size_t kRefillSeeds = 8;
+// Of those, the best that the local improvement starts from too.
+constexpr std::size_t kImproveRefilled = 2;
 
 // Actions of a lowered plan per (stage, microbatch), at most: F, B (or I
 // and W) and four SEND/RECV.
@@ -92,6 +94,7 @@ struct Candidate {
   double makespan = 0.0;  // compute-only model
   double peak = 0.0;
   std::string origin;
+  bool refilled = false;  // its W placed anew (step 3a)
 };
 
 std::string knob_text(const GreedyKnobs& k) {
@@ -521,8 +524,8 @@ class Search {
         auto g = detail::refill_weights(c.compute, table, budget_, slack);
         ++res_.candidates;
         if (g && g->peak <= budget_ + kEps && g->makespan < c.makespan - kEps)
-          refilled.push_back(
-              {std::move(g->plan), g->makespan, g->peak, c.origin + ", W passes placed anew"});
+          refilled.push_back({std::move(g->plan), g->makespan, g->peak,
+                              c.origin + ", W passes placed anew", true});
         if (table.transfer <= 0) break;
       }
     }
@@ -541,11 +544,17 @@ class Search {
             : std::string();
     for (const Candidate& c : pool_)
       if (c.origin == best_origin) starts.push_back(&c);
-    for (const Candidate& c : pool_) {
-      if (starts.size() >= kImproveSeeds) break;
-      bool dup = false;
-      for (const Candidate* s : starts) dup = dup || s->compute == c.compute;
-      if (!dup) starts.push_back(&c);
+    // The best orders as built, then the best whose W were placed anew (a
+    // re-placed order is close to its source: it gets seeds of its own).
+    for (bool refilled : {false, true}) {
+      const std::size_t limit = refilled ? starts.size() + kImproveRefilled : kImproveSeeds;
+      for (const Candidate& c : pool_) {
+        if (starts.size() >= limit) break;
+        if (c.refilled != refilled) continue;
+        bool dup = false;
+        for (const Candidate* s : starts) dup = dup || s->compute == c.compute;
+        if (!dup) starts.push_back(&c);
+      }
     }
     const auto expired = [this] { return clock_.expired(); };
     std::vector<Candidate> improved;
