@@ -14,7 +14,7 @@ namespace {
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
 constexpr double kEps = 1e-9;
-constexpr long long kNodeBudget = 4'000'000;
+constexpr long long kNodeBudget = 100'000'000;  // the time limit comes first
 constexpr int kTinyPairs = 16, kTinyLayers = 8;
 
 class Exact {
