@@ -56,6 +56,11 @@ struct SearchOptions {
   /// the mapping is loop, and nothing moves its boundaries; the library
   /// baselines run on it too (those with a loop mapping at that v).
   std::optional<Partition> partition;
+  /// Memory actions the search may decide per (stage, microbatch)
+  /// (docs/memory.md): RECOMPUTE, and OFFLOAD/RELOAD when the copy stream has
+  /// a bandwidth (comm.host_bandwidth > 0).
+  bool recompute = true;
+  bool offload = true;
 };
 
 /// A library schedule run on the same profile (balanced partition).
@@ -98,6 +103,12 @@ struct SearchResult {
   std::string lower_bound_reason;
   std::vector<LibraryRun> library;         ///< every library schedule tried, fitting or not
   std::optional<LibraryRun> best_library;  ///< the fastest that fits the budget
+  /// Every library schedule with full recompute (a RECOMPUTE before each
+  /// backward: what Megatron users run), and the fastest of them that fits.
+  std::vector<LibraryRun> library_recompute;
+  std::optional<LibraryRun> best_library_recompute;
+  /// (stage, microbatch)s the chosen plan recomputes / offloads.
+  int recomputed = 0, offloaded = 0;
   std::optional<ExactResult> exact;
   int candidates = 0;         ///< plans simulated
   bool time_limited = false;  ///< the time limit cut the search short

@@ -26,6 +26,7 @@ struct Item {
   std::size_t f_idx = 0, bwd_idx = 0;
   double f_start = 0, f_end = 0, bwd_start = 0, free_end = 0;
   double mem = 0, input = 0, copy = 0;
+  double recompute_cost = 0;  // what its RECOMPUTE adds to the rank's time
   Keep keep = Keep::Kept;
   std::size_t reload_idx = 0;  // RELOAD before this index (== f_idx + 1: right after OFFLOAD)
   double reload_start = 0;
@@ -67,7 +68,12 @@ class Rank {
       const auto found = at.find(key(a.stage, a.microbatch));
       if (found == at.end()) continue;
       Item& it = items_[found->second];
-      if (a.type != ActionType::W) it.bwd_idx = i, it.bwd_start = start[i];
+      if (a.type != ActionType::W) {
+        it.bwd_idx = i, it.bwd_start = start[i];
+        // A RECOMPUTE right before the backward first fills the rank's wait for it.
+        const double idle = start[i] - (i > 0 ? end_[i - 1] : 0.0);
+        it.recompute_cost = std::max(0.0, costs.duration(make(ActionType::Recompute, a.stage, 0)) - idle);
+      }
       it.free_end = end_[i];  // B, or the W after an I
     }
   }
@@ -168,7 +174,10 @@ class Rank {
         Item t = it;
         if (place_reload(t, when)) off = &it, trial = t;
       }
-      if (allowed.recompute && it.mem > it.input + kEps && (!rec || it.bwd_start > rec->bwd_start))
+      // The one needed last (it frees the longest stretch), the cheaper on ties.
+      if (allowed.recompute && it.mem > it.input + kEps &&
+          (!rec || it.bwd_start > rec->bwd_start + kEps ||
+           (it.bwd_start >= rec->bwd_start - kEps && it.recompute_cost < rec->recompute_cost)))
         rec = &it;
     }
     if (off) {
@@ -247,7 +256,7 @@ std::optional<MemoryCandidate> fit_one(const Plan& order, const StageTable& tabl
 
 // The budgets the list scheduler builds orders for: more memory than there
 // is, which the memory actions then recover.
-constexpr double kVirtualBudgets[] = {1.5, 2.0, 3.0, 0.0};  // x budget; 0: no limit
+constexpr double kVirtualBudgets[] = {1.25, 1.5, 2.0, 3.0, 4.0, 0.0};  // x budget; 0: no limit
 
 }  // namespace
 
