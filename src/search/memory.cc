@@ -256,7 +256,42 @@ std::optional<MemoryCandidate> fit_one(const Plan& order, const StageTable& tabl
 
 // The budgets the list scheduler builds orders for: more memory than there
 // is, which the memory actions then recover.
-constexpr double kVirtualBudgets[] = {1.25, 1.5, 2.0, 3.0, 4.0, 0.0};  // x budget; 0: no limit
+// How many of the best candidates get their orders improved, and the work
+// each may spend (plans timed x actions per plan, as the search's own phase).
+constexpr std::size_t kImproved = 3;
+constexpr long long kImproveWork = 4000000;
+
+constexpr double kVirtualBudgets[] = {1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 0.0};  // x budget; 0: no limit
+
+// The orders of the best few candidates improved locally for the memory
+// they were built for (improve.h), then fitted again.
+template <class Source>
+void improve_best(std::vector<MemoryCandidate>& out, const std::vector<Source>& sources,
+                  double budget, MemoryAllowed allowed, const std::function<bool()>& expired,
+                  int* evaluations) {
+  std::vector<std::size_t> order(out.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return out[a].makespan < out[b].makespan - kEps;
+  });
+  const std::size_t n = std::min<std::size_t>(order.size(), kImproved);
+  for (std::size_t k = 0; k < n && !expired(); ++k) {
+    const Source& src = sources[order[k]];
+    if (src.limit == std::numeric_limits<double>::max()) continue;  // a library order
+    const StageTable table = stage_table(src.seed->options.costs, src.seed->meta.num_stages());
+    std::size_t actions = 1;
+    for (const auto& list : src.order.ranks) actions += list.size();
+    const auto evals = std::max<long long>(100, kImproveWork / static_cast<long long>(actions));
+    auto imp = improve_orders(src.order, table, src.limit, evals, expired, evaluations);
+    if (!imp) continue;
+    std::optional<MemoryCandidate> c =
+        fit_one(imp->plan, table, src.seed->options, budget, allowed, evaluations);
+    if (!c || c->makespan >= out[order[k]].makespan - kEps) continue;
+    c->origin = out[order[k]].origin.substr(0, out[order[k]].origin.find(", memory decided")) +
+                ", orders improved locally, memory decided: " + c->origin;
+    out.push_back(std::move(*c));
+  }
+}
 
 }  // namespace
 
@@ -266,16 +301,27 @@ std::vector<MemoryCandidate> memory_candidates(const std::vector<MemorySeed>& se
                                                int* evaluations) {
   std::vector<MemoryCandidate> out;
   if (!allowed.any()) return out;
-  const auto keep = [&](std::optional<MemoryCandidate> c, const std::string& origin) {
+  // What each candidate was fitted from: its order, and the budget it was built for.
+  struct Source {
+    Plan order;
+    double limit;
+    const MemorySeed* seed;
+  };
+  std::vector<Source> sources;
+  const auto keep = [&](const Plan& order, double limit, const MemorySeed& seed,
+                        const StageTable& table, const std::string& origin) {
+    std::optional<MemoryCandidate> c =
+        fit_one(order, table, seed.options, budget, allowed, evaluations);
     if (!c) return;
     c->origin = origin + ", memory decided: " + c->origin;
     out.push_back(std::move(*c));
+    sources.push_back({order, limit, &seed});
   };
   for (const MemorySeed& seed : seeds) {
-    if (expired()) break;
+    if (expired()) return out;
     const StageTable table = stage_table(seed.options.costs, seed.meta.num_stages());
     if (!seed.order.ranks.empty()) {
-      keep(fit_one(seed.order, table, seed.options, budget, allowed, evaluations), seed.origin);
+      keep(seed.order, std::numeric_limits<double>::max(), seed, table, seed.origin);
       continue;
     }
     for (const double scale : kVirtualBudgets)
@@ -287,12 +333,13 @@ std::vector<MemoryCandidate> memory_candidates(const std::vector<MemorySeed>& se
           ++*evaluations;
           std::optional<GreedyOutcome> g = list_schedule(seed.meta, table, limit, knobs);
           if (!g || g->peak <= budget + kEps) continue;  // fits already: the search has it
-          keep(fit_one(g->plan, table, seed.options, budget, allowed, evaluations),
+          keep(g->plan, limit, seed, table,
                seed.origin + (split ? ", I/W split" : ", B whole") +
                    (forward_first ? ", forward-first" : ", backward-first") + ", ordered for " +
                    (scale > 0 ? format_number(scale, 2) + "x the budget" : std::string("no budget")));
         }
   }
+  improve_best(out, sources, budget, allowed, expired, evaluations);
   return out;
 }
 
