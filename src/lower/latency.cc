@@ -45,8 +45,9 @@
 #include <vector>
 
 #include "lower/latency.h"
-#include "lower/pair_order.h"
+#include "lower/order_search.h"
 #include "lower/producers.h"
+#include "lower/stream_run.h"
 #include "lower/timing.h"
 #include "model/cost_check.h"
 #include "pipeplan/error.h"
@@ -93,7 +94,12 @@ class Lowering {
         latest_(latest),
         stages_(plan.meta.num_stages()),
         mbs_(plan.meta.num_microbatches),
-        hop_(costs.transfer_time()) {}
+        hop_(costs.transfer_time()) {
+    for (const auto& ends : timing.end)
+      for (double e : ends) report_.bound = std::max(report_.bound, e);
+  }
+
+  const LowerReport& report() const { return report_; }
 
   Plan run() {
     index_producers();
@@ -342,32 +348,62 @@ class Lowering {
       for (auto [d0, d1] : pairs) order_pair(d0, d1);
       return;
     }
-    std::vector<std::vector<std::uint32_t>> orders;
+    PairOrders orders;
     if (release_orders(pairs, orders)) {
-      for (std::size_t k = 0; k < pairs.size(); ++k) {
-        order_ = std::move(orders[k]);
-        walk_ends(pairs[k].first, pairs[k].second);
-      }
-      return;
+      report_.orders = LowerReport::Orders::Bound;
+      report_.makespan = report_.bound;
+    } else {
+      orders = searched_orders(pairs, pair_of_dir);
     }
-    // Each pair in the order its stream takes transfers when it carries one
-    // at a time, earliest deadline first among those ready.
-    std::vector<int> pair_of(xfers_.size(), -1);
-    for (std::size_t d = 0; d < dirs_.size(); ++d)
-      for (std::uint32_t id : dirs_[d].ids) pair_of[id] = pair_of_dir[d];
-    orders = serialized_pair_orders(plan_, costs_, xfers_, pair_of, static_cast<int>(pairs.size()));
     for (std::size_t k = 0; k < pairs.size(); ++k) {
       order_ = std::move(orders[k]);
       walk_ends(pairs[k].first, pairs[k].second);
     }
   }
 
+  // Each pair in the order its stream takes transfers when it carries one
+  // at a time, earliest deadline first among those ready; where that
+  // misses the bound, the orders a search finds (order_search.h).
+  PairOrders searched_orders(const std::vector<std::pair<int, int>>& pairs,
+                             const std::vector<int>& pair_of_dir) {
+    static const std::vector<std::uint32_t> kNone;
+    PairTransfers in;
+    in.plan = &plan_;
+    in.xfers = &xfers_;
+    in.tid_f = &tid_f_;
+    in.tid_b = &tid_b_;
+    in.stages = stages_;
+    in.mbs = mbs_;
+    for (auto [d0, d1] : pairs) {
+      const Dir& a = dirs_[static_cast<std::size_t>(d0)];
+      const std::vector<std::uint32_t>* other =
+          d1 < 0 ? &kNone : &dirs_[static_cast<std::size_t>(d1)].ids;
+      in.up.push_back(a.src < a.dst ? &a.ids : other);
+      in.down.push_back(a.src < a.dst ? other : &a.ids);
+    }
+    in.pair_of.assign(xfers_.size(), 0);
+    for (std::size_t d = 0; d < dirs_.size(); ++d)
+      for (std::uint32_t id : dirs_[d].ids)
+        in.pair_of[id] = static_cast<std::uint32_t>(pair_of_dir[d]);
+    DeadlineRun run(in, costs_);
+    run.go();
+    for (int r = 0; r < ranks(); ++r)
+      if (run.pc(r) < plan_.ranks[static_cast<std::size_t>(r)].size())
+        throw InternalError("lower: the pair-stream run of rank " + std::to_string(r) +
+                            " stopped at index " + std::to_string(run.pc(r)));
+    SearchedOrders found = search_orders(in, costs_, std::move(run.orders()), run.makespan(),
+                                         report_.bound, options_.mode == LowerMode::Exact);
+    report_.makespan = found.makespan;
+    report_.orders = found.verdict;
+    return std::move(found.orders);
+  }
+
   // When no transfer of a pair is released less than one transfer time
   // after the previous one (in the bound's run), a pair stream carrying one
   // at a time never makes a transfer wait: the pair-stream run is the
   // bound's run and takes each pair's transfers in release (key) order. Then
-  // this fills `orders` so (as serialized_pair_orders would, without its
-  // event queue) and returns true; otherwise false.
+  // this fills `orders` so (as the deadline run would, without its events)
+  // and returns true; otherwise false.
   bool release_orders(const std::vector<std::pair<int, int>>& pairs,
                       std::vector<std::vector<std::uint32_t>>& orders) {
     if (!(hop_ > 0.0)) return false;  // simultaneous releases: deadlines decide
@@ -493,6 +529,7 @@ class Lowering {
   std::vector<std::vector<std::vector<std::uint32_t>>> histories_;
   std::vector<std::uint32_t> heap_, order_;  // scratch of order_pair, walk_ends
   double hop_ = 0.0;                         // transfer time
+  LowerReport report_;
 };
 
 // The cost model the bound is timed with: zero durations would let start
@@ -515,16 +552,24 @@ CostModel planning_costs(const CostModel& given, int num_stages) {
 
 }  // namespace
 
-Plan lower_latency_hiding(const Plan& plan, const LowerOptions& options) {
+Plan lower_latency_hiding(const Plan& plan, const LowerOptions& options, LowerReport* report) {
   if (options.max_prefetch < 0)
     throw InputError("lower: the prefetch cap must be >= 0 (0: no limit), got " +
                      std::to_string(options.max_prefetch));
+  if (options.mode == LowerMode::Exact && (options.max_prefetch > 0 || options.serial_safe))
+    throw InputError(std::string("lower: the exact lowering orders each rank pair's transfers on "
+                                 "their own, with every receive posted as early as the order "
+                                 "allows; it takes no ") +
+                     (options.serial_safe ? "serial-safe order" : "prefetch cap"));
   const CostModel costs = planning_costs(options.costs, plan.meta.num_stages());
   const Timing timing = time_compute(plan, costs, TimingFields::End);
   refuse_if_stuck(timing);
   const ProducerIndex producers(plan);
   const auto latest = latest_starts(plan, costs, timing, producers);
-  return Lowering(plan, options, costs, producers, timing, latest).run();
+  Lowering lowering(plan, options, costs, producers, timing, latest);
+  Plan out = lowering.run();
+  if (report) *report = lowering.report();
+  return out;
 }
 
 }  // namespace pipeplan::detail
