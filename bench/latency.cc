@@ -45,8 +45,8 @@ struct Row {
   int out_of_reach = 0;  // proved out of reach: reach.cc's proof, or the lowering's exact search
   int by_search = 0;     // of those, proved only by the exact search (its optimum is above)
   int neither = 0;       // neither at the bound nor proved out of reach: the cases to fix
-  int optimal = 0;       // shapes where no lowering of the order is faster (at the bound, or proved)
-  int local = 0;         // misses whose orders are a proved local optimum (no adjacent swap helps)
+  int optimal = 0;  // shapes where no lowering of the order is faster (at the bound, or proved)
+  int local = 0;    // misses whose orders are a proved local optimum (no adjacent swap helps)
 };
 
 std::string fixed(double x, int digits) {
@@ -109,7 +109,8 @@ void add_shape(const Plan& compute, const std::string& shape, const LatencyBench
       hide.costs = so.costs;
       LowerReport report;
       const Plan hidden = lower(compute, hide, report);
-      const std::string what = schedule + " " + shape + " " + c.name + " latency " + number(latency);
+      const std::string what =
+          schedule + " " + shape + " " + c.name + " latency " + number(latency);
       for (Transport t : {Transport::Rendezvous, Transport::Eager}) {
         VerifyResult vr = verify(hidden, {t});
         if (!vr.ok())
@@ -156,9 +157,8 @@ void print_csv(const std::vector<Row>& rows, std::ostream& out) {
     out << r.schedule << "," << r.costs << "," << number(r.latency) << "," << r.shapes << ","
         << r.seed.at_bound << "," << fixed(r.seed.worst, 4) << "," << r.hiding.at_bound << ","
         << fixed(r.hiding.worst, 4) << "," << r.torch.at_bound << "," << fixed(r.torch.worst, 4)
-        << "," << r.slower_than_torch << "," << fixed(r.worst_vs_torch, 4) << ","
-        << r.out_of_reach << "," << r.by_search << "," << r.neither << "," << r.optimal << ","
-        << r.local << "\n";
+        << "," << r.slower_than_torch << "," << fixed(r.worst_vs_torch, 4) << "," << r.out_of_reach
+        << "," << r.by_search << "," << r.neither << "," << r.optimal << "," << r.local << "\n";
 }
 
 void print_rows(const std::vector<Row>& rows, std::ostream& out) {
@@ -185,11 +185,11 @@ void print_rows(const std::vector<Row>& rows, std::ostream& out) {
 
 // Per cost set: schedules x latencies, each cell "at bound / out of reach /
 // neither".
-void print_summary(const std::vector<Row>& rows, const LatencyBenchOptions& o,
-                   std::ostream& out) {
+void print_summary(const std::vector<Row>& rows, const LatencyBenchOptions& o, std::ostream& out) {
   const std::size_t per_schedule = o.cost_sets.size() * o.latencies.size();
   for (std::size_t c = 0; c < o.cost_sets.size(); ++c) {
-    out << "\n" << o.cost_sets[c].name << ": shapes at the bound / proved out of reach / neither\n\n";
+    out << "\n"
+        << o.cost_sets[c].name << ": shapes at the bound / proved out of reach / neither\n\n";
     std::vector<std::vector<std::string>> table = {{"schedule", "shapes"}};
     for (double l : o.latencies) table[0].push_back("lat " + number(l));
     for (std::size_t s = 0; s * per_schedule < rows.size(); ++s) {
@@ -241,16 +241,17 @@ void run_latency_bench(const LatencyBenchOptions& options, std::ostream& out) {
             continue;  // the schedule rejects the shape
           }
           if (compute.meta.stages_per_rank != v) continue;
-          add_shape(compute,
-                    "p=" + std::to_string(p) + " m=" + std::to_string(m) + " v=" + std::to_string(v),
-                    o, mine);
+          add_shape(
+              compute,
+              "p=" + std::to_string(p) + " m=" + std::to_string(m) + " v=" + std::to_string(v), o,
+              mine);
         }
     rows.insert(rows.end(), mine.begin(), mine.end());
   }
 
   if (o.csv) return print_csv(rows, out);
-  out << "Rendezvous makespan against the eager bound, p " << o.pp_min << ".." << o.pp_max
-      << ", m " << o.mb_min << ".." << o.mb_max << ", v 1.." << o.v_max << "\n";
+  out << "Rendezvous makespan against the eager bound, p " << o.pp_min << ".." << o.pp_max << ", m "
+      << o.mb_min << ".." << o.mb_max << ", v 1.." << o.v_max << "\n";
   out << "at bound: shapes whose makespan equals the bound; worst: largest makespan / bound;\n"
          "out of reach: shapes where latency hiding misses the bound and it is proved that no\n"
          "execution with one transfer stream per rank pair reaches it (bench/reach.cc), or\n"

@@ -1,4 +1,5 @@
-// The latency-hiding lowering (LowerMode::LatencyHiding).
+// The latency-hiding lowering (LowerMode::LatencyHiding, and LowerMode::Exact,
+// which searches harder).
 //
 // 1. Time the compute order under the caller's cost model, each cross-rank
 //    value arriving its transfer time after its producer ends: the eager
@@ -7,22 +8,27 @@
 //    makespan (latest_starts: slack-aware, so of two transfers wanted at
 //    the same time the one on the critical path goes first).
 // 2. Each rank pair's order is the order its one stream takes transfers in
-//    an event-driven run of the compute order where a pair carries one
-//    transfer at a time, picking the earliest deadline among those released
-//    (pair_order.cc). With a prefetch cap: plain deadline order, so each end
-//    receives in consumer order. With serial_safe: one global order, by
-//    release (by deadline with a cap). Both ends post in the pair's order,
-//    so the pair FIFO is complementary by construction.
+//    a run of the compute order on the execution core where a pair carries
+//    one transfer at a time, picking the earliest deadline among those
+//    released (stream_run.h: DeadlineRun). Where that run misses the bound,
+//    a local search swaps adjacent transfers on a pair while that shortens
+//    the run, and small plans get an exact branch and bound over every
+//    pair's order (order_search.h). With a prefetch cap: plain deadline
+//    order, so each end receives in consumer order. With serial_safe: one
+//    global order, by release (by deadline with a cap). Both ends post in
+//    the pair's order, so the pair FIFO is complementary by construction.
 // 3. A send goes right after its producer, later only when the pair order
 //    puts an earlier transfer of the pair after that point on this rank; a
 //    receive goes right after the previous operation of its pair end (as
 //    early as the order allows), but no earlier than `max_prefetch`
-//    receives ahead of their consumers on its rank.
+//    receives ahead of their consumers on its rank. Without a cap no post
+//    then waits for anything its stream would not wait for anyway, so the
+//    pair-stream run's makespan is the lowered plan's under rendezvous.
 //
 // Why every receive fits before its consumer (X before Y in a pair's order,
-// X a send on Y's receiving rank): in the event-driven run X's producer
-// ended before X was taken, and Y's consumer started after Y arrived, later;
-// in release or deadline order, Y's consumer preceding X's producer in the
+// X a send on Y's receiving rank): in a pair-stream run X's producer ended
+// before X was taken, and Y's consumer started after Y arrived, later; in
+// release or deadline order, Y's consumer preceding X's producer in the
 // list would make Y both released and due before X. With positive
 // durations the producer then precedes the consumer in the list. An earlier
 // receive is placed no later than the smallest consumer slot of the
@@ -30,12 +36,13 @@
 // transfer is posted on both ends and its pair reaches it, so no rank waits
 // forever (verify() proves each plan; tests/latency_test.cc, sweep_test.cc).
 //
-// Cost: linear in the actions, times log(ranks) for the heap of compute ends
-// of the pair-stream run (at most one per rank; transfer ends wait in a
-// FIFO). When no two transfers of a pair meet in the bound's run, the
-// pair-stream run is skipped: it would repeat the bound (release_orders).
-// Transfers are listed per direction in producer order; a history is a
-// merge of at most four such lists; each rank's program a merge by position.
+// Cost: linear in the actions, plus O(log) per transfer for the deadline
+// run's heaps, plus the searches' bounded work where the bound is missed
+// (order_search.cc's limits). When no two transfers of a pair meet in the
+// bound's run, the pair-stream run is skipped: it would repeat the bound
+// (release_orders). Transfers are listed per direction in producer order; a
+// history is a merge of at most four such lists; each rank's program a
+// merge by position.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -81,39 +88,33 @@ std::size_t smallest(const std::vector<Seq>& seqs, Less less) {
   return best;
 }
 
-class Lowering {
+// Phase 1: every cross-rank value of the plan as a transfer, released when
+// its producer ends in the bound's run and due at its consumer's latest
+// start; listed per direction (sending rank, receiving rank) in key order.
+struct Transfers {
+  std::vector<Xfer> xfers;
+  std::vector<Dir> dirs;
+  std::map<std::pair<int, int>, int> dir_ids;        // (src, dst) -> index into dirs
+  std::vector<std::vector<int>> sends_of, recvs_of;  // per rank: its directions
+  std::vector<std::int32_t> tid_f, tid_b;            // transfer id per sending (stage, mb), or -1
+};
+
+class TransferCollector {
  public:
-  Lowering(const Plan& plan, const LowerOptions& options, const CostModel& costs,
-           const ProducerIndex& producers, const Timing& timing,
-           const std::vector<std::vector<double>>& latest)
+  TransferCollector(const Plan& plan, const ProducerIndex& producers, const Timing& timing,
+                    const std::vector<std::vector<double>>& latest)
       : plan_(plan),
-        options_(options),
-        costs_(costs),
         producers_(producers),
         timing_(timing),
         latest_(latest),
         stages_(plan.meta.num_stages()),
-        mbs_(plan.meta.num_microbatches),
-        hop_(costs.transfer_time()) {
-    for (const auto& ends : timing.end)
-      for (double e : ends) report_.bound = std::max(report_.bound, e);
-  }
+        mbs_(plan.meta.num_microbatches) {}
 
-  const LowerReport& report() const { return report_; }
-
-  Plan run() {
+  Transfers run(int max_prefetch) {
     index_producers();
     collect();
-    cap_receives();
-    if (options_.serial_safe)
-      for (int r = 0; r < ranks(); ++r) walk_rank_serial(r);
-    else walk_pairs();
-    Plan out;
-    out.meta = plan_.meta;
-    out.rank_ids = plan_.rank_ids;
-    out.ranks.resize(plan_.ranks.size());
-    for (int r = 0; r < ranks(); ++r) out.ranks[static_cast<std::size_t>(r)] = emit(r);
-    return out;
+    cap_receives(max_prefetch);
+    return std::move(t_);
   }
 
  private:
@@ -124,8 +125,8 @@ class Lowering {
 
   void index_producers() {
     const std::size_t n = static_cast<std::size_t>(stages_) * static_cast<std::size_t>(mbs_);
-    tid_f_.assign(n, -1);
-    tid_b_.assign(n, -1);
+    t_.tid_f.assign(n, -1);
+    t_.tid_b.assign(n, -1);
     rank_of_.resize(static_cast<std::size_t>(stages_));
     for (int s = 0; s < stages_; ++s) rank_of_[static_cast<std::size_t>(s)] = plan_.meta.rank_of(s);
     memo_.assign(static_cast<std::size_t>(stages_) * 2, -1);
@@ -133,14 +134,41 @@ class Lowering {
 
   int direction(int src, int dst, int stage, bool grad) {
     int& memo = memo_[static_cast<std::size_t>(stage) * 2 + (grad ? 1 : 0)];
-    if (memo >= 0 && dirs_[static_cast<std::size_t>(memo)].src == src &&
-        dirs_[static_cast<std::size_t>(memo)].dst == dst)
+    if (memo >= 0 && t_.dirs[static_cast<std::size_t>(memo)].src == src &&
+        t_.dirs[static_cast<std::size_t>(memo)].dst == dst)
       return memo;
     auto [it, inserted] =
-        dir_ids_.emplace(std::make_pair(src, dst), static_cast<int>(dirs_.size()));
-    if (inserted) dirs_.push_back(Dir{src, dst, {}});
+        t_.dir_ids.emplace(std::make_pair(src, dst), static_cast<int>(t_.dirs.size()));
+    if (inserted) t_.dirs.push_back(Dir{src, dst, {}});
     memo = it->second;
     return memo;
+  }
+
+  // One transfer out of rank r's action i, when the value crosses ranks.
+  void add(int r, std::size_t i, bool grad, int s, int mb) {
+    if (!in_range(s, mb)) return;
+    const int to = grad ? s - 1 : s + 1;
+    if (to < 0 || to >= stages_) return;
+    const int dst = rank_of(to);
+    if (dst == r) return;
+    // The consumer of Forward(s) produces Forward(s+1); that of Grad(s)
+    // produces Grad(s-1).
+    const std::int32_t consumer = producers_.of(grad, to, mb);
+    if (consumer < 0) return;  // structure checks report a missing consumer
+    Xfer x;
+    x.t = timing_.end[static_cast<std::size_t>(r)][i];
+    x.deadline = latest_[static_cast<std::size_t>(dst)][static_cast<std::size_t>(consumer)];
+    x.src = r;
+    x.dst = dst;
+    x.producer = static_cast<std::int32_t>(i);
+    x.consumer = consumer;
+    x.send_stage = s;
+    x.mb = mb;
+    x.grad = grad;
+    const auto id = static_cast<std::uint32_t>(t_.xfers.size());
+    t_.xfers.push_back(x);
+    (grad ? t_.tid_b : t_.tid_f)[at(s, mb)] = static_cast<std::int32_t>(id);
+    t_.dirs[static_cast<std::size_t>(direction(r, dst, s, grad))].ids.push_back(id);
   }
 
   // Every transfer, walking each sending rank's list: per direction the ids
@@ -148,62 +176,34 @@ class Lowering {
   void collect() {
     std::size_t n_actions = 0;  // a bound on the transfers, but for OVERLAP_F_B's second
     for (const auto& list : plan_.ranks) n_actions += list.size();
-    xfers_.reserve(n_actions);
+    t_.xfers.reserve(n_actions);
     for (int r = 0; r < ranks(); ++r) {
       const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
-      const auto& end = timing_.end[static_cast<std::size_t>(r)];
       for (std::size_t i = 0; i < list.size(); ++i) {
         const Action& a = list[i];
-        auto add = [&](bool grad, int s, int mb) {
-          if (!in_range(s, mb)) return;
-          const int to = grad ? s - 1 : s + 1;
-          if (to < 0 || to >= stages_) return;
-          const int dst = rank_of(to);
-          if (dst == r) return;
-          // The consumer of Forward(s) produces Forward(s+1); that of
-          // Grad(s) produces Grad(s-1).
-          const std::int32_t consumer = producers_.of(grad, to, mb);
-          if (consumer < 0) return;  // structure checks report a missing consumer
-          Xfer x;
-          x.t = end[i];
-          x.deadline = latest_[static_cast<std::size_t>(dst)][static_cast<std::size_t>(consumer)];
-          x.src = r;
-          x.dst = dst;
-          x.producer = static_cast<std::int32_t>(i);
-          x.consumer = consumer;
-          x.send_stage = s;
-          x.mb = mb;
-          x.grad = grad;
-          const auto id = static_cast<std::uint32_t>(xfers_.size());
-          xfers_.push_back(x);
-          (grad ? tid_b_ : tid_f_)[at(s, mb)] = static_cast<std::int32_t>(id);
-          dirs_[static_cast<std::size_t>(direction(r, dst, s, grad))].ids.push_back(id);
-        };
         switch (a.type) {
-          case ActionType::F: add(false, a.stage, a.microbatch); break;
+          case ActionType::F: add(r, i, false, a.stage, a.microbatch); break;
           case ActionType::B:
-          case ActionType::I: add(true, a.stage, a.microbatch); break;
+          case ActionType::I: add(r, i, true, a.stage, a.microbatch); break;
           case ActionType::OverlapFB:  // same key: gradient first
-            add(true, a.sub_stage, a.sub_microbatch);
-            add(false, a.stage, a.microbatch);
+            add(r, i, true, a.sub_stage, a.sub_microbatch);
+            add(r, i, false, a.stage, a.microbatch);
             break;
           default: break;
         }
       }
     }
-    histories_.assign(static_cast<std::size_t>(ranks()), {});
-    sends_of_.assign(static_cast<std::size_t>(ranks()), {});
-    recvs_of_.assign(static_cast<std::size_t>(ranks()), {});
-    for (std::size_t d = 0; d < dirs_.size(); ++d) {
-      sends_of_[static_cast<std::size_t>(dirs_[d].src)].push_back(static_cast<int>(d));
-      recvs_of_[static_cast<std::size_t>(dirs_[d].dst)].push_back(static_cast<int>(d));
+    t_.sends_of.assign(static_cast<std::size_t>(ranks()), {});
+    t_.recvs_of.assign(static_cast<std::size_t>(ranks()), {});
+    for (std::size_t d = 0; d < t_.dirs.size(); ++d) {
+      t_.sends_of[static_cast<std::size_t>(t_.dirs[d].src)].push_back(static_cast<int>(d));
+      t_.recvs_of[static_cast<std::size_t>(t_.dirs[d].dst)].push_back(static_cast<int>(d));
     }
   }
 
   // The prefetch cap: the j-th receive of a rank (in consumer order) may be
   // posted only after the consumer of its (j - cap)-th.
-  void cap_receives() {
-    const int cap = options_.max_prefetch;
+  void cap_receives(int cap) {
     if (cap <= 0) return;
     std::vector<std::int32_t> ring(static_cast<std::size_t>(cap), -1);
     for (int r = 0; r < ranks(); ++r) {
@@ -214,11 +214,11 @@ class Lowering {
         const Action& a = list[i];
         auto input = [&](bool grad, int from, int mb) {
           if (!in_range(from, mb) || rank_of(from) == r) return;
-          const std::int32_t id = (grad ? tid_b_ : tid_f_)[at(from, mb)];
+          const std::int32_t id = (grad ? t_.tid_b : t_.tid_f)[at(from, mb)];
           if (id < 0) return;
           std::int32_t& slot = ring[j % static_cast<std::size_t>(cap)];
           const auto here = static_cast<std::uint32_t>(i);
-          xfers_[static_cast<std::size_t>(id)].recv_lb =
+          t_.xfers[static_cast<std::size_t>(id)].recv_lb =
               slot < 0 ? 0u : std::min(static_cast<std::uint32_t>(slot) + 1, here);
           slot = static_cast<std::int32_t>(i);
           ++j;
@@ -237,45 +237,199 @@ class Lowering {
     }
   }
 
+  const Plan& plan_;
+  const ProducerIndex& producers_;
+  const Timing& timing_;
+  const std::vector<std::vector<double>>& latest_;  // latest starts (deadlines)
+  int stages_, mbs_;
+  std::vector<int> rank_of_;
+  std::vector<int> memo_;
+  Transfers t_;
+};
+
+// Phase 3: where each end posts its transfers (positions in its rank's
+// list, given the order its history takes them in), and the programs.
+class Placement {
+ public:
+  Placement(const Plan& plan, Transfers& t) : plan_(plan), t_(t), histories_(plan.ranks.size()) {}
+
+  // Fixes the positions of rank r's side of every op of one history (ops:
+  // transfer id << 1 | 1 for a send), and keeps the history.
+  void walk_history(int r, std::vector<std::uint32_t> ops) {
+    // The latest slot each receive may take: no later than any receive after
+    // it in the history.
+    limit_.resize(ops.size());
+    std::uint32_t lim = UINT32_MAX;
+    for (std::size_t k = ops.size(); k-- > 0;) {
+      if ((ops[k] & 1u) == 0)
+        lim = std::min(lim, static_cast<std::uint32_t>(t_.xfers[ops[k] >> 1].consumer));
+      limit_[k] = lim;
+    }
+    std::uint32_t back = 0;
+    for (std::size_t k = 0; k < ops.size(); ++k) {
+      Xfer& x = t_.xfers[ops[k] >> 1];
+      if (ops[k] & 1u) {
+        back = std::max(back, pack(static_cast<std::uint32_t>(x.producer) + 1, kSubSend));
+        x.send_pos = back;
+      } else {
+        back = std::max(back, pack(std::min(x.recv_lb, limit_[k]), kSubRecv));
+        if (back > pack(static_cast<std::uint32_t>(x.consumer), kSubRecv))
+          throw InternalError("lower: transfer order conflicts with receive " +
+                              to_string(recv_action(x)) + " on rank " + std::to_string(r));
+        x.recv_pos = back;
+      }
+    }
+    histories_[static_cast<std::size_t>(r)].push_back(std::move(ops));
+  }
+
+  // Both ends of the pair of directions d0 (and d1, its reverse, or -1) post
+  // their transfers in `order` (id << 1 | 1 when it goes from the lower rank
+  // to the higher).
+  void walk_ends(int d0, int d1, const std::vector<std::uint32_t>& order) {
+    for (int d : {d0, d1}) {
+      if (d < 0) continue;
+      const Dir& dir = t_.dirs[static_cast<std::size_t>(d)];
+      const std::uint32_t up = dir.src < dir.dst ? 1u : 0u;  // the sender sends upwards
+      std::vector<std::uint32_t> ops;
+      ops.reserve(order.size());
+      for (std::uint32_t op : order) ops.push_back((op & ~1u) | ((op & 1u) == up ? 1u : 0u));
+      walk_history(dir.src, std::move(ops));
+    }
+    if (d1 < 0) {  // one-way pair: the receiving end
+      std::vector<std::uint32_t> ops;
+      ops.reserve(order.size());
+      for (std::uint32_t op : order) ops.push_back(op & ~1u);
+      walk_history(t_.dirs[static_cast<std::size_t>(d0)].dst, std::move(ops));
+    }
+  }
+
+  Plan emit_plan() const {
+    Plan out;
+    out.meta = plan_.meta;
+    out.rank_ids = plan_.rank_ids;
+    out.ranks.resize(plan_.ranks.size());
+    for (std::size_t r = 0; r < plan_.ranks.size(); ++r) out.ranks[r] = emit(static_cast<int>(r));
+    return out;
+  }
+
+ private:
+  static Action send_action(const Xfer& x) {
+    return make(x.grad ? ActionType::SendB : ActionType::SendF, x.send_stage, x.mb);
+  }
+  static Action recv_action(const Xfer& x) {
+    return x.grad ? make(ActionType::RecvB, x.send_stage - 1, x.mb)
+                  : make(ActionType::RecvF, x.send_stage + 1, x.mb);
+  }
+
+  // Rank r's program: compute actions with its ops merged in by position
+  // (each history is sorted by position; ties across histories by key).
+  std::vector<Action> emit(int r) const {
+    const auto& hs = histories_[static_cast<std::size_t>(r)];
+    std::vector<std::size_t> next(hs.size(), 0);
+    std::size_t n_ops = 0;
+    for (const auto& h : hs) n_ops += h.size();
+    auto pos = [&](std::uint32_t op) {
+      const Xfer& x = t_.xfers[op >> 1];
+      return (op & 1u) ? x.send_pos : x.recv_pos;
+    };
+    const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
+    std::vector<Action> out;
+    out.reserve(list.size() + n_ops);
+    std::size_t i = 0;
+    while (true) {
+      std::size_t best = hs.size();
+      for (std::size_t q = 0; q < hs.size(); ++q) {
+        if (next[q] >= hs[q].size()) continue;
+        if (best == hs.size()) {
+          best = q;
+          continue;
+        }
+        const std::uint32_t a = hs[q][next[q]], b = hs[best][next[best]];
+        if (pos(a) < pos(b) || (pos(a) == pos(b) && key_less(t_.xfers[a >> 1], t_.xfers[b >> 1])))
+          best = q;
+      }
+      if (best == hs.size()) break;
+      const std::uint32_t op = hs[best][next[best]++];
+      const std::uint32_t slot = slot_of(pos(op));
+      if (slot > list.size())
+        throw InternalError("lower: op placed past the end of rank " + std::to_string(r));
+      while (i < slot) out.push_back(list[i++]);
+      const Xfer& x = t_.xfers[op >> 1];
+      out.push_back((op & 1u) ? send_action(x) : recv_action(x));
+    }
+    while (i < list.size()) out.push_back(list[i++]);
+    return out;
+  }
+
+  const Plan& plan_;
+  Transfers& t_;
+  // Per rank: its histories (pair ends, or one with serial_safe), each the
+  // ops it posts there in order (id << 1 | 1 for a send).
+  std::vector<std::vector<std::vector<std::uint32_t>>> histories_;
+  std::vector<std::uint32_t> limit_;  // scratch of walk_history
+};
+
+// Phase 2: the order each rank pair's stream (serial-safe: each rank)
+// takes its transfers in; each history goes to the placement.
+class PairOrders {
+ public:
+  PairOrders(const Plan& plan, const LowerOptions& options, const CostModel& costs,
+             const Transfers& t, Placement& place, LowerReport& report)
+      : plan_(plan),
+        options_(options),
+        costs_(costs),
+        t_(t),
+        place_(place),
+        report_(report),
+        hop_(costs.transfer_time()) {}
+
+  void run() {
+    if (!options_.serial_safe) return walk_pairs();
+    for (int r = 0; r < static_cast<int>(plan_.ranks.size()); ++r) walk_rank_serial(r);
+  }
+
+ private:
   // Serial-safe: one history per rank, all its peers merged in key order
   // (a global order, so every rank's streams agree); with a prefetch cap,
   // in deadline order (consumer's latest start, then key).
   void walk_rank_serial(int r) {
+    const auto& xfers = t_.xfers;
     std::vector<Seq> seqs;
-    for (int d : sends_of_[static_cast<std::size_t>(r)])
-      seqs.push_back({&dirs_[static_cast<std::size_t>(d)].ids, 0, true});
-    for (int d : recvs_of_[static_cast<std::size_t>(r)])
-      seqs.push_back({&dirs_[static_cast<std::size_t>(d)].ids, 0, false});
-    ops_.clear();
+    for (int d : t_.sends_of[static_cast<std::size_t>(r)])
+      seqs.push_back({&t_.dirs[static_cast<std::size_t>(d)].ids, 0, true});
+    for (int d : t_.recvs_of[static_cast<std::size_t>(r)])
+      seqs.push_back({&t_.dirs[static_cast<std::size_t>(d)].ids, 0, false});
+    std::vector<std::uint32_t> ops;
     while (true) {
       const std::size_t best = smallest(seqs, [&](std::size_t x, std::size_t y) {
-        return key_less(xfers_[seqs[x].head()], xfers_[seqs[y].head()]);
+        return key_less(xfers[seqs[x].head()], xfers[seqs[y].head()]);
       });
       if (best == seqs.size()) break;
-      ops_.push_back(seqs[best].head() << 1 | (seqs[best].send ? 1u : 0u));
+      ops.push_back(seqs[best].head() << 1 | (seqs[best].send ? 1u : 0u));
       ++seqs[best].next;
     }
     if (options_.max_prefetch > 0)  // receive in consumer order: the cap stays exact
-      std::stable_sort(ops_.begin(), ops_.end(), [&](std::uint32_t a, std::uint32_t b) {
-        const Xfer& x = xfers_[a >> 1];
-        const Xfer& y = xfers_[b >> 1];
+      std::stable_sort(ops.begin(), ops.end(), [&](std::uint32_t a, std::uint32_t b) {
+        const Xfer& x = xfers[a >> 1];
+        const Xfer& y = xfers[b >> 1];
         if (x.deadline != y.deadline) return x.deadline < y.deadline;
         return key_less(x, y);
       });
-    walk_history(r);
+    place_.walk_history(r, std::move(ops));
   }
 
   // Per pair, with a prefetch cap: the pair's transfers by deadline (the
   // consumer's latest start), so each end receives in consumer order.
   void order_pair(int d0, int d1) {
+    const auto& xfers = t_.xfers;
     const double hop = hop_;
     const bool capped = options_.max_prefetch > 0;
     std::vector<Seq> seqs;
     for (int d : {d0, d1})
-      if (d >= 0) seqs.push_back({&dirs_[static_cast<std::size_t>(d)].ids, 0, true});
+      if (d >= 0) seqs.push_back({&t_.dirs[static_cast<std::size_t>(d)].ids, 0, true});
     auto deadline_less = [&](std::uint32_t a, std::uint32_t b) {
-      const Xfer& x = xfers_[a];
-      const Xfer& y = xfers_[b];
+      const Xfer& x = xfers[a];
+      const Xfer& y = xfers[b];
       if (x.deadline != y.deadline) return x.deadline > y.deadline;  // min-heap
       return key_less(y, x);
     };
@@ -284,19 +438,19 @@ class Lowering {
     double free_at = 0.0;
     auto next_release = [&]() {
       return smallest(seqs, [&](std::size_t x, std::size_t y) {
-        return key_less(xfers_[seqs[x].head()], xfers_[seqs[y].head()]);
+        return key_less(xfers[seqs[x].head()], xfers[seqs[y].head()]);
       });
     };
     while (true) {
       std::size_t q = next_release();
       if (heap_.empty()) {
         if (q == seqs.size()) break;
-        free_at = std::max(free_at, xfers_[seqs[q].head()].t);
+        free_at = std::max(free_at, xfers[seqs[q].head()].t);
       }
       // With a prefetch cap the pair takes transfers in deadline order (all
       // released at once): each end then receives in consumer order, which
       // keeps the cap exact.
-      while (q < seqs.size() && (capped || xfers_[seqs[q].head()].t <= free_at)) {
+      while (q < seqs.size() && (capped || xfers[seqs[q].head()].t <= free_at)) {
         heap_.push_back(seqs[q].head());
         std::push_heap(heap_.begin(), heap_.end(), deadline_less);
         ++seqs[q].next;
@@ -305,40 +459,19 @@ class Lowering {
       std::pop_heap(heap_.begin(), heap_.end(), deadline_less);
       const std::uint32_t id = heap_.back();
       heap_.pop_back();
-      order_.push_back(id << 1 | (xfers_[id].src < xfers_[id].dst ? 1u : 0u));
-      free_at = std::max(free_at, xfers_[id].t) + hop;
+      order_.push_back(id << 1 | (xfers[id].src < xfers[id].dst ? 1u : 0u));
+      free_at = std::max(free_at, xfers[id].t) + hop;
     }
-    walk_ends(d0, d1);
-  }
-
-  // Both ends of the pair of directions d0 (and d1, its reverse, or -1) post
-  // their transfers in order_ (id << 1 | 1 when it goes from the lower rank
-  // to the higher).
-  void walk_ends(int d0, int d1) {
-    for (int d : {d0, d1}) {
-      if (d < 0) continue;
-      const int r = dirs_[static_cast<std::size_t>(d)].src;
-      ops_.clear();
-      const std::uint32_t up =
-          r < dirs_[static_cast<std::size_t>(d)].dst ? 1u : 0u;  // r sends upwards
-      for (std::uint32_t op : order_) ops_.push_back((op & ~1u) | ((op & 1u) == up ? 1u : 0u));
-      walk_history(r);
-    }
-    if (d1 < 0) {  // one-way pair: the receiving end
-      const int r = dirs_[static_cast<std::size_t>(d0)].dst;
-      ops_.clear();
-      for (std::uint32_t op : order_) ops_.push_back(op & ~1u);
-      walk_history(r);
-    }
+    place_.walk_ends(d0, d1, order_);
   }
 
   void walk_pairs() {
     std::vector<std::pair<int, int>> pairs;  // (direction, its reverse or -1)
-    std::vector<int> pair_of_dir(dirs_.size(), -1);
-    for (std::size_t d = 0; d < dirs_.size(); ++d) {
-      const Dir& x = dirs_[d];
-      auto it = dir_ids_.find({x.dst, x.src});
-      const int rev = it == dir_ids_.end() ? -1 : it->second;
+    std::vector<int> pair_of_dir(t_.dirs.size(), -1);
+    for (std::size_t d = 0; d < t_.dirs.size(); ++d) {
+      const Dir& x = t_.dirs[d];
+      auto it = t_.dir_ids.find({x.dst, x.src});
+      const int rev = it == t_.dir_ids.end() ? -1 : it->second;
       if (rev >= 0 && x.src > x.dst) continue;  // the pair is taken from its lower rank
       pair_of_dir[d] = static_cast<int>(pairs.size());
       if (rev >= 0) pair_of_dir[static_cast<std::size_t>(rev)] = static_cast<int>(pairs.size());
@@ -348,46 +481,45 @@ class Lowering {
       for (auto [d0, d1] : pairs) order_pair(d0, d1);
       return;
     }
-    PairOrders orders;
+    StreamOrders orders;
     if (release_orders(pairs, orders)) {
       report_.orders = LowerReport::Orders::Bound;
       report_.makespan = report_.bound;
     } else {
       orders = searched_orders(pairs, pair_of_dir);
     }
-    for (std::size_t k = 0; k < pairs.size(); ++k) {
-      order_ = std::move(orders[k]);
-      walk_ends(pairs[k].first, pairs[k].second);
-    }
+    for (std::size_t k = 0; k < pairs.size(); ++k)
+      place_.walk_ends(pairs[k].first, pairs[k].second, orders[k]);
   }
 
   // Each pair in the order its stream takes transfers when it carries one
-  // at a time, earliest deadline first among those ready; where that
-  // misses the bound, the orders a search finds (order_search.h).
-  PairOrders searched_orders(const std::vector<std::pair<int, int>>& pairs,
-                             const std::vector<int>& pair_of_dir) {
+  // at a time, earliest deadline first among those ready (DeadlineRun);
+  // where that misses the bound, the orders a search finds there
+  // (order_search.h).
+  StreamOrders searched_orders(const std::vector<std::pair<int, int>>& pairs,
+                               const std::vector<int>& pair_of_dir) {
     static const std::vector<std::uint32_t> kNone;
     PairTransfers in;
     in.plan = &plan_;
-    in.xfers = &xfers_;
-    in.tid_f = &tid_f_;
-    in.tid_b = &tid_b_;
-    in.stages = stages_;
-    in.mbs = mbs_;
+    in.xfers = &t_.xfers;
+    in.tid_f = &t_.tid_f;
+    in.tid_b = &t_.tid_b;
+    in.stages = plan_.meta.num_stages();
+    in.mbs = plan_.meta.num_microbatches;
     for (auto [d0, d1] : pairs) {
-      const Dir& a = dirs_[static_cast<std::size_t>(d0)];
+      const Dir& a = t_.dirs[static_cast<std::size_t>(d0)];
       const std::vector<std::uint32_t>* other =
-          d1 < 0 ? &kNone : &dirs_[static_cast<std::size_t>(d1)].ids;
+          d1 < 0 ? &kNone : &t_.dirs[static_cast<std::size_t>(d1)].ids;
       in.up.push_back(a.src < a.dst ? &a.ids : other);
       in.down.push_back(a.src < a.dst ? other : &a.ids);
     }
-    in.pair_of.assign(xfers_.size(), 0);
-    for (std::size_t d = 0; d < dirs_.size(); ++d)
-      for (std::uint32_t id : dirs_[d].ids)
+    in.pair_of.assign(t_.xfers.size(), 0);
+    for (std::size_t d = 0; d < t_.dirs.size(); ++d)
+      for (std::uint32_t id : t_.dirs[d].ids)
         in.pair_of[id] = static_cast<std::uint32_t>(pair_of_dir[d]);
     DeadlineRun run(in, costs_);
     run.go();
-    for (int r = 0; r < ranks(); ++r)
+    for (int r = 0; r < static_cast<int>(plan_.ranks.size()); ++r)
       if (run.pc(r) < plan_.ranks[static_cast<std::size_t>(r)].size())
         throw InternalError("lower: the pair-stream run of rank " + std::to_string(r) +
                             " stopped at index " + std::to_string(run.pc(r)));
@@ -404,15 +536,15 @@ class Lowering {
   // bound's run and takes each pair's transfers in release (key) order. Then
   // this fills `orders` so (as the deadline run would, without its events)
   // and returns true; otherwise false.
-  bool release_orders(const std::vector<std::pair<int, int>>& pairs,
-                      std::vector<std::vector<std::uint32_t>>& orders) {
+  bool release_orders(const std::vector<std::pair<int, int>>& pairs, StreamOrders& orders) const {
     if (!(hop_ > 0.0)) return false;  // simultaneous releases: deadlines decide
+    const auto& xfers = t_.xfers;
     orders.assign(pairs.size(), {});
     for (std::size_t k = 0; k < pairs.size(); ++k) {
-      const auto& up = dirs_[static_cast<std::size_t>(pairs[k].first)].ids;
+      const auto& up = t_.dirs[static_cast<std::size_t>(pairs[k].first)].ids;
       static const std::vector<std::uint32_t> kNone;
       const auto& down =
-          pairs[k].second < 0 ? kNone : dirs_[static_cast<std::size_t>(pairs[k].second)].ids;
+          pairs[k].second < 0 ? kNone : t_.dirs[static_cast<std::size_t>(pairs[k].second)].ids;
       auto& order = orders[k];
       order.reserve(up.size() + down.size());
       std::size_t i = 0, j = 0;
@@ -420,9 +552,9 @@ class Lowering {
       double last = 0.0;
       while (i < up.size() || j < down.size()) {
         const bool take_up =
-            j >= down.size() || (i < up.size() && key_less(xfers_[up[i]], xfers_[down[j]]));
+            j >= down.size() || (i < up.size() && key_less(xfers[up[i]], xfers[down[j]]));
         const std::uint32_t id = take_up ? up[i++] : down[j++];
-        const Xfer& x = xfers_[id];
+        const Xfer& x = xfers[id];
         if (any && x.t < last + hop_) return false;
         any = true;
         last = x.t;
@@ -432,110 +564,20 @@ class Lowering {
     return true;
   }
 
-  // Fixes the positions of rank r's side of every op of one history (ops_:
-  // transfer id << 1 | 1 for a send).
-  void walk_history(int r) {
-    // The latest slot each receive may take: no later than any receive after
-    // it in the history.
-    limit_.resize(ops_.size());
-    std::uint32_t lim = UINT32_MAX;
-    for (std::size_t k = ops_.size(); k-- > 0;) {
-      if ((ops_[k] & 1u) == 0)
-        lim = std::min(lim, static_cast<std::uint32_t>(xfers_[ops_[k] >> 1].consumer));
-      limit_[k] = lim;
-    }
-    std::uint32_t back = 0;
-    for (std::size_t k = 0; k < ops_.size(); ++k) {
-      Xfer& x = xfers_[ops_[k] >> 1];
-      if (ops_[k] & 1u) {
-        back = std::max(back, pack(static_cast<std::uint32_t>(x.producer) + 1, kSubSend));
-        x.send_pos = back;
-      } else {
-        back = std::max(back, pack(std::min(x.recv_lb, limit_[k]), kSubRecv));
-        if (back > pack(static_cast<std::uint32_t>(x.consumer), kSubRecv))
-          throw InternalError("lower: transfer order conflicts with receive " +
-                              to_string(recv_action(x)) + " on rank " + std::to_string(r));
-        x.recv_pos = back;
-      }
-    }
-    histories_[static_cast<std::size_t>(r)].push_back(ops_);
-  }
-
-  static Action send_action(const Xfer& x) {
-    return make(x.grad ? ActionType::SendB : ActionType::SendF, x.send_stage, x.mb);
-  }
-  static Action recv_action(const Xfer& x) {
-    return x.grad ? make(ActionType::RecvB, x.send_stage - 1, x.mb)
-                  : make(ActionType::RecvF, x.send_stage + 1, x.mb);
-  }
-
-  // Rank r's program: compute actions with its ops merged in by position
-  // (each history is sorted by position; ties across histories by key).
-  std::vector<Action> emit(int r) {
-    const auto& hs = histories_[static_cast<std::size_t>(r)];
-    std::vector<std::size_t> next(hs.size(), 0);
-    std::size_t n_ops = 0;
-    for (const auto& h : hs) n_ops += h.size();
-    auto pos = [&](std::uint32_t op) {
-      const Xfer& x = xfers_[op >> 1];
-      return (op & 1u) ? x.send_pos : x.recv_pos;
-    };
-    const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
-    std::vector<Action> out;
-    out.reserve(list.size() + n_ops);
-    std::size_t i = 0;
-    while (true) {
-      std::size_t best = hs.size();
-      for (std::size_t q = 0; q < hs.size(); ++q) {
-        if (next[q] >= hs[q].size()) continue;
-        if (best == hs.size()) {
-          best = q;
-          continue;
-        }
-        const std::uint32_t a = hs[q][next[q]], b = hs[best][next[best]];
-        if (pos(a) < pos(b) || (pos(a) == pos(b) && key_less(xfers_[a >> 1], xfers_[b >> 1])))
-          best = q;
-      }
-      if (best == hs.size()) break;
-      const std::uint32_t op = hs[best][next[best]++];
-      const std::uint32_t slot = slot_of(pos(op));
-      if (slot > list.size())
-        throw InternalError("lower: op placed past the end of rank " + std::to_string(r));
-      while (i < slot) out.push_back(list[i++]);
-      const Xfer& x = xfers_[op >> 1];
-      out.push_back((op & 1u) ? send_action(x) : recv_action(x));
-    }
-    while (i < list.size()) out.push_back(list[i++]);
-    return out;
-  }
-
   const Plan& plan_;
   const LowerOptions& options_;
   const CostModel& costs_;  // the planning costs (zero durations made positive)
-  const ProducerIndex& producers_;
-  const Timing& timing_;
-  const std::vector<std::vector<double>>& latest_;  // latest starts (deadlines)
-  int stages_, mbs_;
-  std::vector<int> rank_of_;
-  std::vector<std::int32_t> tid_f_, tid_b_;  // transfer id per sending (stage, mb)
-  std::vector<int> memo_;
-  std::map<std::pair<int, int>, int> dir_ids_;
-  std::vector<Dir> dirs_;
-  std::vector<Xfer> xfers_;
-  std::vector<std::vector<int>> sends_of_, recvs_of_;
-  std::vector<std::uint32_t> ops_, limit_;  // scratch of walk_history
-  // Per rank: its histories (pair ends, or one with serial_safe), each the
-  // ops it posts there in order (id << 1 | 1 for a send).
-  std::vector<std::vector<std::vector<std::uint32_t>>> histories_;
-  std::vector<std::uint32_t> heap_, order_;  // scratch of order_pair, walk_ends
+  const Transfers& t_;
+  Placement& place_;
+  LowerReport& report_;                      // its bound set by the caller
+  std::vector<std::uint32_t> heap_, order_;  // scratch of order_pair
   double hop_ = 0.0;                         // transfer time
-  LowerReport report_;
 };
 
 // The cost model the bound is timed with: zero durations would let start
 // times tie across a rank, which the ordering argument excludes, so they
 // become a sliver of the smallest positive cost.
-CostModel planning_costs(const CostModel& given, int num_stages) {
+CostModel bound_costs(const CostModel& given, int num_stages) {
   // The simulator's bounds (every duration a number in 0..limits::kMaxCost).
   check_costs(given, num_stages, "lower: ");
   CostModel c = given;
@@ -561,15 +603,22 @@ Plan lower_latency_hiding(const Plan& plan, const LowerOptions& options, LowerRe
                                  "their own, with every receive posted as early as the order "
                                  "allows; it takes no ") +
                      (options.serial_safe ? "serial-safe order" : "prefetch cap"));
-  const CostModel costs = planning_costs(options.costs, plan.meta.num_stages());
+  // The bound: the compute order timed under the costs, and latest starts.
+  const CostModel costs = bound_costs(options.costs, plan.meta.num_stages());
   const Timing timing = time_compute(plan, costs, TimingFields::End);
   refuse_if_stuck(timing);
   const ProducerIndex producers(plan);
   const auto latest = latest_starts(plan, costs, timing, producers);
-  Lowering lowering(plan, options, costs, producers, timing, latest);
-  Plan out = lowering.run();
-  if (report) *report = lowering.report();
-  return out;
+  LowerReport found;
+  for (const auto& ends : timing.end)
+    for (double e : ends) found.bound = std::max(found.bound, e);
+  // 1. the transfers, 2. each pair's order, 3. the positions and programs.
+  Transfers transfers =
+      TransferCollector(plan, producers, timing, latest).run(options.max_prefetch);
+  Placement place(plan, transfers);
+  PairOrders(plan, options, costs, transfers, place, found).run();
+  if (report) *report = found;
+  return place.emit_plan();
 }
 
 }  // namespace pipeplan::detail

@@ -11,8 +11,6 @@
 #include "lower/order_search.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <limits>
 #include <unordered_map>
 #include <utility>
@@ -37,7 +35,7 @@ std::size_t run_units(const PairTransfers& in) {
 struct Limits {
   std::size_t local_units, local_work, exact_units, exact_work;
 };
-constexpr Limits kDefaultLimits{std::size_t{1} << 15, std::size_t{1} << 21, std::size_t{1} << 10,
+constexpr Limits kDefaultLimits{std::size_t{1} << 15, std::size_t{1} << 21, std::size_t{1} << 15,
                                 std::size_t{1} << 22};
 constexpr Limits kExactLimits{std::size_t{1} << 20, std::size_t{1} << 24, std::size_t{1} << 16,
                               std::size_t{1} << 28};
@@ -57,7 +55,7 @@ struct Swap {
 // The swaps on one critical path of `run` (the chain of tight waits back
 // from the compute that ends last), earliest first: every transfer on the
 // path that waited for the one before it on its stream.
-std::vector<Swap> critical_swaps(const OrderRun& run, const PairOrders& orders,
+std::vector<Swap> critical_swaps(const OrderRun& run, const StreamOrders& orders,
                                  const std::vector<std::uint32_t>& pos) {
   const PairTransfers& in = run.input();
   const Plan& plan = *in.plan;
@@ -113,7 +111,7 @@ std::vector<Swap> critical_swaps(const OrderRun& run, const PairOrders& orders,
   return out;
 }
 
-void swap_at(PairOrders& orders, std::vector<std::uint32_t>& pos, const Swap& s) {
+void swap_at(StreamOrders& orders, std::vector<std::uint32_t>& pos, const Swap& s) {
   auto& order = orders[s.pair];
   std::swap(order[s.k], order[s.k + 1]);
   pos[order[s.k] >> 1] = static_cast<std::uint32_t>(s.k);
@@ -148,7 +146,7 @@ class BranchRun : public StreamRun<BranchRun> {
     choices_.clear();
     take(choice_pair_, id);
   }
-  PairOrders& orders() { return order_; }
+  StreamOrders& orders() { return order_; }
 
   /// Which transfers are decided, as a hash (equal sets, equal hashes).
   std::uint64_t decided() const { return decided_; }
@@ -300,11 +298,11 @@ class BranchRun : public StreamRun<BranchRun> {
   std::vector<std::pair<double, int>> decisions_;    // a min-heap of (time, pair)
   std::vector<std::uint32_t> choices_;               // at a choice: by deadline
   std::size_t choice_pair_ = 0;
-  PairOrders order_;
+  StreamOrders order_;
   std::vector<char> taken_;  // per transfer: decided
   std::uint64_t decided_ = 0;
   bool relaxed_ = false;
-  std::vector<double> floor_;                 // relaxed: per pair, its decided transfers' end
+  std::vector<double> floor_;  // relaxed: per pair, its decided transfers' end
   std::vector<std::vector<std::uint32_t>> carried_;  // relaxed: per pair, the undecided
 };
 
@@ -312,7 +310,7 @@ class BranchRun : public StreamRun<BranchRun> {
 // its state until its last child, which takes it over.
 class Exact {
  public:
-  Exact(const PairTransfers& in, const CostModel& costs, PairOrders orders, double makespan,
+  Exact(const PairTransfers& in, const CostModel& costs, StreamOrders orders, double makespan,
         std::size_t budget)
       : in_(in), costs_(costs), unit_(run_units(in)), budget_(budget) {
     best_.orders = std::move(orders);
@@ -387,7 +385,8 @@ class Exact {
         const std::int32_t id = in_.carrying(v);
         if (id < 0) return;
         const Xfer& x = in_.xfer(static_cast<std::uint32_t>(id));
-        const double q = from[static_cast<std::size_t>(x.dst)][static_cast<std::size_t>(x.consumer)];
+        const double q =
+            from[static_cast<std::size_t>(x.dst)][static_cast<std::size_t>(x.consumer)];
         tail_[static_cast<std::size_t>(id)] = q;
         longest = std::max(longest, run.hop() + q);
       });
@@ -433,7 +432,6 @@ class Exact {
     if (dominated(node)) return;
     BranchRun relaxed = node;
     const double bound = relaxed.lower_bound(tail_);
-    if (getenv("I27DBG") && nodes_++ < 3) fprintf(stderr, "node lb %g best %g\n", bound, best_.makespan);
     if (!shorter(bound, best_.makespan)) return;
     stack_.push_back({std::move(node), bound, 0});
   }
@@ -446,23 +444,21 @@ class Exact {
   bool exhausted_ = false;
   std::vector<Frame> stack_;
   static constexpr std::size_t kSeenLimit = std::size_t{1} << 23;  // doubles: 64 MiB
-  std::unordered_map<std::uint64_t, std::vector<double>> seen_;   // decided set -> signatures
+  std::unordered_map<std::uint64_t, std::vector<double>> seen_;    // decided set -> signatures
   std::size_t seen_size_ = 0;
   std::vector<double> sig_;
-  std::size_t nodes_ = 0;
- public:
-  ~Exact() { if (getenv("I27DBG")) fprintf(stderr, "nodes %zu work %zu\n", nodes_, best_.work); }
 };
 
 }  // namespace
 
-SearchedOrders improve_orders(const PairTransfers& in, const CostModel& costs, PairOrders orders,
+SearchedOrders improve_orders(const PairTransfers& in, const CostModel& costs, StreamOrders orders,
                               std::size_t budget) {
   SearchedOrders out;
   const std::size_t unit = run_units(in);
   std::vector<std::uint32_t> pos(in.n_transfers(), 0);
   for (const auto& order : orders)
-    for (std::size_t k = 0; k < order.size(); ++k) pos[order[k] >> 1] = static_cast<std::uint32_t>(k);
+    for (std::size_t k = 0; k < order.size(); ++k)
+      pos[order[k] >> 1] = static_cast<std::uint32_t>(k);
   OrderRun runs[2] = {OrderRun(in, costs), OrderRun(in, costs)};
   int current = 0;  // runs[current]: the run of `orders`; the other one tries a swap
   runs[current].go(orders);
@@ -496,12 +492,12 @@ SearchedOrders improve_orders(const PairTransfers& in, const CostModel& costs, P
   return out;
 }
 
-SearchedOrders exact_orders(const PairTransfers& in, const CostModel& costs, PairOrders orders,
+SearchedOrders exact_orders(const PairTransfers& in, const CostModel& costs, StreamOrders orders,
                             double makespan, std::size_t budget) {
   return Exact(in, costs, std::move(orders), makespan, budget).search();
 }
 
-SearchedOrders search_orders(const PairTransfers& in, const CostModel& costs, PairOrders orders,
+SearchedOrders search_orders(const PairTransfers& in, const CostModel& costs, StreamOrders orders,
                              double makespan, double bound, bool exact) {
   using Orders = LowerReport::Orders;
   SearchedOrders out;
@@ -518,9 +514,8 @@ SearchedOrders search_orders(const PairTransfers& in, const CostModel& costs, Pa
                   : local.proved                  ? Orders::Local
                                                   : Orders::Limited;
   if (local.verdict == Orders::Bound || units > limits.exact_units) return local;
-  SearchedOrders best =
-      exact_orders(in, costs, local.orders, local.makespan,
-                   limits.exact_work - std::min(limits.exact_work, local.work));
+  SearchedOrders best = exact_orders(in, costs, local.orders, local.makespan,
+                                     limits.exact_work - std::min(limits.exact_work, local.work));
   best.work += local.work;
   if (best.proved) best.verdict = shorter(bound, best.makespan) ? Orders::Optimal : Orders::Bound;
   else best.verdict = shorter(best.makespan, local.makespan) ? Orders::Limited : local.verdict;

@@ -15,7 +15,7 @@ namespace pipeplan::detail {
 
 /// Orders a search returns, with their makespan and what was shown.
 struct SearchedOrders {
-  PairOrders orders;
+  StreamOrders orders;
   double makespan = 0.0;
   /// improve_orders: no single swap of adjacent transfers on a pair
   /// shortens the makespan (a local optimum). exact_orders: no pair orders
@@ -30,7 +30,7 @@ struct SearchedOrders {
 /// and, on small plans (all plans up to a larger size with `exact`), the
 /// exact search's from there. Work is bounded by size (order_search.cc's
 /// limits); `verdict` says what was shown.
-SearchedOrders search_orders(const PairTransfers& in, const CostModel& costs, PairOrders orders,
+SearchedOrders search_orders(const PairTransfers& in, const CostModel& costs, StreamOrders orders,
                              double makespan, double bound, bool exact);
 
 /// First-improvement local search from `orders`: a swap of two adjacent transfers X, Y on a pair can shorten
@@ -39,7 +39,7 @@ SearchedOrders search_orders(const PairTransfers& in, const CostModel& costs, Pa
 /// the swaps on one critical path of the current run and keeps the first
 /// that shortens it. Stops at a local optimum (proved) or before `budget`
 /// units of work (one unit per action and transfer a run goes through).
-SearchedOrders improve_orders(const PairTransfers& in, const CostModel& costs, PairOrders orders,
+SearchedOrders improve_orders(const PairTransfers& in, const CostModel& costs, StreamOrders orders,
                               std::size_t budget);
 
 /// Branch and bound over the pair orders (active schedules: whenever a
@@ -49,7 +49,7 @@ SearchedOrders improve_orders(const PairTransfers& in, const CostModel& costs, P
 /// only wait for their stream's last decided one, and by each stream
 /// carrying them back to back. Proved when the search completed within
 /// `budget` units of work; otherwise the best orders found.
-SearchedOrders exact_orders(const PairTransfers& in, const CostModel& costs, PairOrders orders,
+SearchedOrders exact_orders(const PairTransfers& in, const CostModel& costs, StreamOrders orders,
                             double makespan, std::size_t budget);
 
 }  // namespace pipeplan::detail

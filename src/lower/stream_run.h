@@ -40,7 +40,7 @@ namespace pipeplan::detail {
 
 /// Each pair's transfers in the order its stream takes them: transfer id
 /// << 1 | 1 when it goes from the lower rank to the higher (<< 1 otherwise).
-using PairOrders = std::vector<std::vector<std::uint32_t>>;
+using StreamOrders = std::vector<std::vector<std::uint32_t>>;
 
 /// A compute-only plan's transfers by rank pair, as the runs read them (the
 /// lowering's tables, by pointer).
@@ -120,7 +120,8 @@ class StreamRun : public run::Core<P> {
         duration_(costs, in.stages),
         hop_(costs.transfer_time()),
         owner_(static_cast<std::size_t>(std::max(in.stages, 0))) {
-    for (int s = 0; s < in.stages; ++s) owner_[static_cast<std::size_t>(s)] = in.plan->meta.rank_of(s);
+    for (int s = 0; s < in.stages; ++s)
+      owner_[static_cast<std::size_t>(s)] = in.plan->meta.rank_of(s);
   }
 
   /// Every rank at the head of its list at time 0, nothing produced.
@@ -255,7 +256,7 @@ class DeadlineRun : public StreamRun<DeadlineRun> {
     begin();
     run();
   }
-  PairOrders& orders() { return order_; }
+  StreamOrders& orders() { return order_; }
 
  private:
   friend class run::Core<DeadlineRun>;
@@ -282,8 +283,7 @@ class DeadlineRun : public StreamRun<DeadlineRun> {
     double first = kNotYet;
     const std::vector<std::uint32_t>* dirs[2] = {input().up[p], input().down[p]};
     for (int d = 0; d < 2; ++d)
-      if (next_[p][d] < dirs[d]->size())
-        first = std::min(first, release((*dirs[d])[next_[p][d]]));
+      if (next_[p][d] < dirs[d]->size()) first = std::min(first, release((*dirs[d])[next_[p][d]]));
     return first == kNotYet ? kNotYet : std::max(first, pair_free(static_cast<int>(p)));
   }
   void schedule(std::size_t p) {
@@ -325,11 +325,11 @@ class DeadlineRun : public StreamRun<DeadlineRun> {
     return -1;
   }
 
-  std::vector<std::vector<Waiting>> ready_;               // per pair: released, by deadline
-  std::vector<std::array<std::size_t, 2>> next_;          // per pair: first id not waiting yet
-  std::vector<double> key_;                               // per pair: its live decision's time
+  std::vector<std::vector<Waiting>> ready_;       // per pair: released, by deadline
+  std::vector<std::array<std::size_t, 2>> next_;  // per pair: first id not waiting yet
+  std::vector<double> key_;                       // per pair: its live decision's time
   std::priority_queue<Decision, std::vector<Decision>, std::greater<Decision>> decisions_;
-  PairOrders order_;
+  StreamOrders order_;
 };
 
 /// The run of given pair orders: each stream takes its transfers in its
@@ -344,7 +344,7 @@ class OrderRun : public StreamRun<OrderRun> {
   /// Runs the compute order with `orders`; then makespan() (kNotYet when
   /// the orders cannot run: a stream waits for a transfer whose producer
   /// waits for one behind it).
-  void go(const PairOrders& orders) {
+  void go(const StreamOrders& orders) {
     orders_ = &orders;
     pos_.assign(orders.size(), 0);
     started_.assign(input().n_transfers(), kNotYet);
@@ -380,7 +380,7 @@ class OrderRun : public StreamRun<OrderRun> {
     }
   }
 
-  const PairOrders* orders_ = nullptr;
+  const StreamOrders* orders_ = nullptr;
   std::vector<std::size_t> pos_;  // per pair: the next transfer of its order
   std::vector<double> started_;   // per transfer
   std::vector<std::vector<double>> starts_;
