@@ -4,6 +4,9 @@
 
 #include <string>
 
+#include "cli/common.h"
+#include "pipeplan/limits.h"
+
 namespace pipeplan::cli {
 
 void add_lowering_options(CLI::App& app, LoweringChoice& choice) {
@@ -16,13 +19,13 @@ void add_lowering_options(CLI::App& app, LoweringChoice& choice) {
          "pair's order, within a work limit; takes no --prefetch or --serial-safe)")
       ->check([](const std::string& s) {
         return parse_lower_mode(s) ? std::string()
-                                   : "unknown lowering '" + s + "' (expected " +
+                                   : "unknown lowering '" + limits::excerpt(s) + "' (expected " +
                                          std::string(lower_mode_names()) + ")";
       });
   app.add_option("--prefetch", choice.max_prefetch,
                  "Latency hiding: most receives a rank posts ahead of their consumers (buffers "
                  "held before use); 0 = no limit (default)")
-      ->check(CLI::Range(0, 1 << 30));
+      ->check(integer_in(0, limits::kMaxPrefetch));
   app.add_flag("--serial-safe", choice.serial_safe,
                "Keep one transfer order per rank across its peers, so the plan also runs under "
                "the serial model (library schedules other than gpipe/1f1b already do)");
