@@ -8,12 +8,12 @@
 //    makespan (latest_starts: slack-aware, so of two transfers wanted at
 //    the same time the one on the critical path goes first).
 // 2. Each rank pair's order is the order its one stream takes transfers in
-//    a run of the compute order on the execution core where a pair carries
-//    one transfer at a time, picking the earliest deadline among those
-//    released (stream_run.h: DeadlineRun). Where that run misses the bound,
-//    a local search swaps adjacent transfers on a pair while that shortens
-//    the run, and small plans get an exact branch and bound over every
-//    pair's order (order_search.h). With a prefetch cap: plain deadline
+//    a run of the compute order where a pair carries one transfer at a
+//    time, picking the earliest deadline among those released
+//    (pair_order.h). Where that run misses the bound, a local search swaps
+//    adjacent transfers on a pair while that shortens the run, and small
+//    plans get an exact branch and bound over every pair's order
+//    (order_search.h, timing orders on the execution core: stream_run.h). With a prefetch cap: plain deadline
 //    order, so each end receives in consumer order. With serial_safe: one
 //    global order, by release (by deadline with a cap). Both ends post in
 //    the pair's order, so the pair FIFO is complementary by construction.
@@ -53,6 +53,7 @@
 
 #include "lower/latency.h"
 #include "lower/order_search.h"
+#include "lower/pair_order.h"
 #include "lower/producers.h"
 #include "lower/stream_run.h"
 #include "lower/timing.h"
@@ -495,7 +496,7 @@ class PairOrders {
   }
 
   // Each pair in the order its stream takes transfers when it carries one
-  // at a time, earliest deadline first among those ready (DeadlineRun);
+  // at a time, earliest deadline first among those ready (pair_order.h);
   // where that misses the bound, the orders a search finds there
   // (order_search.h).
   StreamOrders searched_orders(const std::vector<std::pair<int, int>>& pairs,
@@ -519,14 +520,11 @@ class PairOrders {
     for (std::size_t d = 0; d < t_.dirs.size(); ++d)
       for (std::uint32_t id : t_.dirs[d].ids)
         in.pair_of[id] = static_cast<std::uint32_t>(pair_of_dir[d]);
-    DeadlineRun run(in, costs_);
-    run.go();
-    for (int r = 0; r < static_cast<int>(plan_.ranks.size()); ++r)
-      if (run.pc(r) < plan_.ranks[static_cast<std::size_t>(r)].size())
-        throw InternalError("lower: the pair-stream run of rank " + std::to_string(r) +
-                            " stopped at index " + std::to_string(run.pc(r)));
-    SearchedOrders found = search_orders(in, costs_, std::move(run.orders()), run.makespan(),
-                                         report_.bound, options_.mode == LowerMode::Exact);
+    double makespan = 0.0;
+    StreamOrders first = serialized_pair_orders(plan_, costs_, t_.xfers, in.pair_of,
+                                                static_cast<int>(pairs.size()), makespan);
+    SearchedOrders found = search_orders(in, costs_, std::move(first), makespan, report_.bound,
+                                         options_.mode == LowerMode::Exact);
     report_.makespan = found.makespan;
     report_.orders = found.verdict;
     return std::move(found.orders);

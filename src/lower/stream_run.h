@@ -7,25 +7,24 @@
 // starts once it arrived. With each receive posted as early as that order
 // allows (latency.cc), this is the rendezvous simulation of the lowered plan.
 //
-//   DeadlineRun  each free stream takes, among the transfers released, the
-//                one with the earliest deadline: the lowering's first order
 //   OrderRun     each stream takes its transfers in given orders: the
 //                simulated makespan the local search compares orders by
 //   BranchRun    the exact search's run (order_search.cc): it stops where a
 //                stream has more than one transfer it could take next
 //
-// DeadlineRun and BranchRun decide in time order: the core runs every rank
-// as far as its inputs allow, and when no rank can move, stalled() takes
-// the next transfer of the pair whose stream decides first. Then every
-// transfer released by that time is known: a rank still waiting needs a
-// transfer not decided yet, which arrives at least a transfer time later.
+// The lowering's first order, earliest deadline first, comes from the same
+// run written as a plain event loop (pair_order.h), which large plans take
+// at a fraction of the core's cost. BranchRun decides in time order: the
+// core runs every rank as far as its inputs allow, and when no rank can
+// move, stalled() takes the next transfer of the pair whose stream decides
+// first. Then every transfer released by that time is known: a rank still
+// waiting needs a transfer not decided yet, which arrives at least a
+// transfer time later.
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <limits>
-#include <queue>
 #include <utility>
 #include <vector>
 
@@ -236,100 +235,6 @@ class StreamRun : public run::Core<P> {
   std::vector<double> release_;    // per transfer
   std::vector<double> rank_free_;  // per rank: when its last compute ended
   std::vector<double> pair_free_;  // per pair
-};
-
-/// The deadline run: whenever a pair's stream is free it takes, among the
-/// transfers released by then, the one with the earliest deadline (the
-/// consumer's latest start keeping the eager bound; ties: key_less). Time
-/// O(n + t log t) for n actions and t transfers.
-class DeadlineRun : public StreamRun<DeadlineRun> {
- public:
-  DeadlineRun(const PairTransfers& in, const CostModel& costs) : StreamRun(in, costs) {
-    const auto n = static_cast<std::size_t>(in.n_pairs());
-    ready_.resize(n);
-    next_.assign(n, {0, 0});
-    key_.assign(n, kNotYet);
-    order_.resize(n);
-  }
-  /// Runs the compute order to its end; orders() then holds each pair's.
-  void go() {
-    begin();
-    run();
-  }
-  StreamOrders& orders() { return order_; }
-
- private:
-  friend class run::Core<DeadlineRun>;
-  friend class StreamRun<DeadlineRun>;
-
-  // A transfer waiting on its stream: its deadline, then its id.
-  struct Waiting {
-    double deadline;
-    std::uint32_t id;
-  };
-  struct Later {  // heap order: the earliest deadline on top
-    const std::vector<Xfer>* xfers;
-    bool operator()(const Waiting& a, const Waiting& b) const {
-      if (a.deadline != b.deadline) return a.deadline > b.deadline;
-      return key_less((*xfers)[b.id], (*xfers)[a.id]);
-    }
-  };
-  using Decision = std::pair<double, int>;  // (when pair decides, pair)
-
-  // When pair p's stream takes its next transfer: when it is free, or
-  // when the first transfer not yet waiting is released; kNotYet if none.
-  double decides_at(std::size_t p) const {
-    if (!ready_[p].empty()) return pair_free(static_cast<int>(p));
-    double first = kNotYet;
-    const std::vector<std::uint32_t>* dirs[2] = {input().up[p], input().down[p]};
-    for (int d = 0; d < 2; ++d)
-      if (next_[p][d] < dirs[d]->size()) first = std::min(first, release((*dirs[d])[next_[p][d]]));
-    return first == kNotYet ? kNotYet : std::max(first, pair_free(static_cast<int>(p)));
-  }
-  void schedule(std::size_t p) {
-    const double t = decides_at(p);
-    if (t < key_[p]) {
-      key_[p] = t;
-      decisions_.push({t, static_cast<int>(p)});
-    }
-  }
-  void released(std::uint32_t id, double) { schedule(input().pair_of[id]); }
-
-  // The worklist ran dry: the pair deciding first takes its transfer.
-  int stalled() {
-    const Later later{input().xfers};
-    while (!decisions_.empty()) {
-      const auto [t, pi] = decisions_.top();
-      decisions_.pop();
-      const auto p = static_cast<std::size_t>(pi);
-      if (t != key_[p]) continue;  // a stale entry
-      key_[p] = kNotYet;
-      auto& heap = ready_[p];
-      const std::vector<std::uint32_t>* dirs[2] = {input().up[p], input().down[p]};
-      for (int d = 0; d < 2; ++d)
-        for (std::size_t& k = next_[p][d]; k < dirs[d]->size() && release((*dirs[d])[k]) <= t;
-             ++k) {
-          const std::uint32_t id = (*dirs[d])[k];
-          heap.push_back({input().xfer(id).deadline, id});
-          std::push_heap(heap.begin(), heap.end(), later);
-        }
-      std::pop_heap(heap.begin(), heap.end(), later);
-      const std::uint32_t id = heap.back().id;
-      heap.pop_back();
-      const Xfer& x = input().xfer(id);
-      order_[p].push_back(id << 1 | (x.src < x.dst ? 1u : 0u));
-      send(id, t);
-      schedule(p);
-      if (runnable(x.dst)) return x.dst;  // woken by send(): the core drains it
-    }
-    return -1;
-  }
-
-  std::vector<std::vector<Waiting>> ready_;       // per pair: released, by deadline
-  std::vector<std::array<std::size_t, 2>> next_;  // per pair: first id not waiting yet
-  std::vector<double> key_;                       // per pair: its live decision's time
-  std::priority_queue<Decision, std::vector<Decision>, std::greater<Decision>> decisions_;
-  StreamOrders order_;
 };
 
 /// The run of given pair orders: each stream takes its transfers in its
