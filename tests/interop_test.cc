@@ -388,7 +388,7 @@ TEST_CASE("interop: convert and the CSV options refuse contradictions", "[intero
   auto no_format = run_cli({"convert", "-"}, j.out);
   CHECK(no_format.exit_code == 2);
   CHECK(no_format.err ==
-        "pipeplan: error: convert: say which format to write with -f json|csv|text\n");
+        "pipeplan: error: convert: say which format to write with -f json|csv|torch-csv|text\n");
 
   // A single rank cannot become a CSV; no output file is left behind.
   auto one = run_cli({"plan", "-s", "1f1b", "-p", "4", "-m", "8", "-r", "2"});

@@ -305,3 +305,22 @@ TEST_CASE("verify: a ring of serial stream heads is named once, as a cycle", "[v
   CHECK(
       verify(pipeplan::plan(Problem{"interleaved-1f1b", 3, 6, 2}, safe), {Transport::Serial}).ok());
 }
+
+TEST_CASE("verify: group marks a file cannot hold are bad-group", "[verify][groups]") {
+  Plan p;
+  p.meta = PlanMeta{"custom", 2, 1, 1, StageMapping::Loop, false, {}};
+  p.rank_ids = {0, 1};
+  p.ranks = {actions("0F0 0SEND_F0 0RECV_B0 0B0"), actions("1RECV_F0 1F0 1B0 1SEND_B0")};
+  p.ranks[0][0].batch_next = true;
+  const std::vector<Diagnostic> d = check_structure(p);
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].code == "bad-group");
+  CHECK(d[0].message ==
+        "rank 0 index 0: 0F0 is in a BATCH_P2P group, which holds only SEND_F, RECV_F, SEND_B "
+        "and RECV_B");
+  p.ranks[0][0].batch_next = false;
+  p.ranks[1].back().batch_next = true;
+  CHECK(verify(p).diagnostics.at(0).message ==
+        "rank 1 index 3: 1SEND_B0 is marked as posted with the next action, but it ends its "
+        "rank's list");
+}

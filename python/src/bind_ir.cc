@@ -59,9 +59,15 @@ One action of a rank's program, in torch.distributed.pipelining's grammar:
 ``str(action)`` is e.g. ``"2F0"``, ``"1SEND_F3"``, ``"(0F7;7B3)OVERLAP_F_B"``.
 
 ``Action("1SEND_F3")`` parses the torch grammar (strictly: ``"2BW0"`` is an
-InputError). Actions compare equal to each other and to their string.)doc")
+InputError). Actions compare equal to each other and to their string. A
+batched P2P group ``(0SEND_F1;0RECV_B0)BATCH_P2P`` is one cell of a plan but
+several Actions, each a SEND/RECV; all but the last have ``batch_next``.)doc")
       .def(py::init([](const std::string& text) {
              std::optional<Action> a = parse_action(text);
+             if (!a && text.find("BATCH_P2P") != std::string::npos)
+               throw InputError("'" + text +
+                                "' is a batched P2P group, several actions: read it in a plan "
+                                "(loads, from_torch); its members are Actions with batch_next");
              if (!a)
                throw InputError("unknown action '" + text +
                                 "': expected torch's grammar, e.g. 0F0, 1SEND_F3, 2I1, 0UNSHARD, "
@@ -96,6 +102,11 @@ InputError). Actions compare equal to each other and to their string.)doc")
           "F, B, I, W or OVERLAP_F_B.")
       .def_property_readonly(
           "is_comm", [](const Action& a) { return is_comm(a.type); }, "SEND_* or RECV_*.")
+      .def_property_readonly(
+          "batch_next", [](const Action& a) { return a.batch_next; },
+          "True for a member of a batched P2P group, (A;B;...)BATCH_P2P, that is posted "
+          "together with the next action of its rank (every member but the last); the group's "
+          "members are consecutive Actions of plan.ranks[r].")
       .def("__str__", [](const Action& a) { return to_string(a); })
       .def("__repr__", [](const Action& a) { return "Action('" + to_string(a) + "')"; })
       .def(
@@ -104,8 +115,12 @@ InputError). Actions compare equal to each other and to their string.)doc")
           "__eq__", [](const Action& a, const std::string& s) { return to_string(a) == s; },
           py::is_operator())
       .def("__hash__", [](const Action& a) { return py::hash(py::str(to_string(a))); })
-      .def(py::pickle([](const Action& a) { return py::make_tuple(to_string(a)); },
-                      [](const py::tuple& t) { return *parse_action(t[0].cast<std::string>()); }));
+      .def(py::pickle([](const Action& a) { return py::make_tuple(to_string(a), a.batch_next); },
+                      [](const py::tuple& t) {
+                        Action a = *parse_action(t[0].cast<std::string>());
+                        a.batch_next = t.size() > 1 && t[1].cast<bool>();
+                        return a;
+                      }));
 
   py::class_<PlanMeta>(m, "PlanMeta", R"doc(
 A plan's shape and placement. Attributes and keys (``meta["pp_degree"]``)

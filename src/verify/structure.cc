@@ -160,8 +160,10 @@ class Checker {
 
   void scan_rank(int r) {
     const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
+    bool marked = false;  // any BATCH_P2P mark: the groups get checked after the scan
     for (int i = 0; i < static_cast<int>(list.size()); ++i) {
       const Action& a = list[static_cast<std::size_t>(i)];
+      marked |= a.batch_next;
       if (is_passthrough(a.type)) continue;
       if (meta_.forward_only && owes_nothing_backward(a.type)) {
         add_at("backward-in-forward-only", r, i,
@@ -180,6 +182,16 @@ class Checker {
         early_order(r, i, a);
       }
     }
+    if (marked) check_groups(r);
+  }
+
+  // Group marks the grammar cannot hold (a plan built in code).
+  void check_groups(int r) {
+    std::string why;
+    const long at = first_bad_group(plan_.ranks[static_cast<std::size_t>(r)], &why);
+    if (at >= 0)
+      add_at("bad-group", r, static_cast<int>(at),
+             "rank " + n2s(r) + " index " + n2s(at) + ": " + why);
   }
 
   // Types a forward-only plan must not hold.
