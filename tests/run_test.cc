@@ -13,12 +13,130 @@
 #include "pipeplan/planner.h"
 #include "pipeplan/simulate.h"
 #include "pipeplan/verify.h"
+#include "run/core.h"
 #include "search/greedy.h"
 #include "search/improve.h"
+#include "test_util.h"
 
 using namespace pipeplan;
 
 namespace {
+
+// A policy of the core for its own tests: F(s, k) on any rank waits until
+// rank s has passed k actions; every run is logged as (rank, index).
+template <run::Order O>
+class Gate : public run::Core<Gate<O>> {
+ public:
+  static constexpr run::Order kOrder = O;
+  std::vector<std::pair<int, int>> log;
+  bool force_honoured = true;
+  int stalls = 0;
+
+  explicit Gate(const std::vector<std::vector<Action>>& programs) : programs_(programs) {}
+  void go() {
+    this->start(programs_);
+    this->run();
+  }
+
+ private:
+  friend class run::Core<Gate<O>>;
+  run::Step compute(int r, std::size_t i, const Action& a) {
+    if (!forcing_ && this->pc(a.stage) < static_cast<std::size_t>(a.microbatch))
+      return run::Step::Wait;
+    if (forcing_ && !force_honoured) return run::Step::Wait;
+    forcing_ = false;
+    log.push_back({r, static_cast<int>(i)});
+    for (int x = 0; x < this->num_ranks(); ++x) this->wake(x);
+    return run::Step::Next;
+  }
+  int stalled() {
+    for (int r = 0; r < this->num_ranks(); ++r)
+      if (this->pc(r) < programs_[static_cast<std::size_t>(r)].size()) {
+        ++stalls;
+        forcing_ = true;
+        return r;
+      }
+    return -1;
+  }
+  const std::vector<std::vector<Action>>& programs_;
+  bool forcing_ = false;
+};
+
+std::vector<std::vector<Action>> gates(const std::vector<std::vector<std::pair<int, int>>>& spec) {
+  std::vector<std::vector<Action>> out;
+  for (const auto& rank : spec) {
+    out.emplace_back();
+    for (auto [s, k] : rank) out.back().push_back(make(ActionType::F, s, k));
+  }
+  return out;
+}
+
+// The core's transport with a toy op: a send or receive of one value.
+struct ToyOp {
+  std::int32_t index = -1;
+  int value = 0;
+  bool send = false;
+};
+
+class Wire : public run::Core<Wire, ToyOp> {
+ public:
+  static constexpr run::Order kOrder = run::Order::Queue;
+  std::vector<std::string> log;
+
+  Wire(const Plan& plan, Transport model) : plan_(plan) { connect(plan.meta, model, 64); }
+  void go() {
+    start(plan_.ranks);
+    run();
+  }
+
+ private:
+  friend class run::Core<Wire, ToyOp>;
+  // A SEND/RECV of (stage, mb) carries value mb across its boundary; a
+  // RECV waits for nothing (the test reads the log).
+  run::Step transfer(int r, std::size_t i, const Action& a) {
+    const int boundary = std::min(a.stage, deps::peer_stage(a));
+    const ToyOp op{static_cast<std::int32_t>(i), a.microbatch, is_send(a.type)};
+    const int e = end_of(boundary, r);
+    if (model() == Transport::Eager) post_eager(e, op, op.send, static_cast<std::size_t>(op.value));
+    else post(r, e, op);
+    return run::Step::Next;
+  }
+  bool meet(int xe, const ToyOp& x, int ye, const ToyOp& y) {
+    if (x.send == y.send) {
+      log.push_back("stall " + std::to_string(end(xe).rank) + ":" + std::to_string(x.index) + " " +
+                    std::to_string(end(ye).rank) + ":" + std::to_string(y.index));
+      return false;
+    }
+    return true;
+  }
+  double complete(int xe, const ToyOp& x, int ye, const ToyOp& y, double busy) {
+    log.push_back(std::to_string(end(xe).rank) + ":" + std::to_string(x.index) + "=" +
+                  std::to_string(end(ye).rank) + ":" + std::to_string(y.index) +
+                  (x.value == y.value ? "" : " corrupt") + " after " + std::to_string(busy));
+    return busy + 1.0;
+  }
+  void on_sent(int e, const ToyOp& op) {
+    log.push_back("sent " + std::to_string(end(e).rank) + ":" + std::to_string(op.index));
+  }
+  void on_delivered(int e, const ToyOp& op) {
+    log.push_back("delivered " + std::to_string(end(e).rank) + ":" + std::to_string(op.index));
+  }
+  void on_waiting(int e, const ToyOp& op) {
+    log.push_back("waiting " + std::to_string(end(e).rank) + ":" + std::to_string(op.index));
+  }
+
+  const Plan& plan_;
+};
+
+Plan wire_plan(int p, const std::vector<std::string>& ranks) {
+  Plan plan;
+  plan.meta = PlanMeta{"custom", p, 4, 1, StageMapping::Loop, {}};
+  for (int r = 0; r < p; ++r) {
+    plan.rank_ids.push_back(r);
+    plan.ranks.push_back(test::actions(ranks[static_cast<std::size_t>(r)]));
+  }
+  return plan;
+}
 
 const Transport kModels[] = {Transport::Rendezvous, Transport::Eager, Transport::Serial};
 
@@ -65,6 +183,75 @@ std::pair<int, bool> timeline_makespan(const Plan& plan) {
 }
 
 }  // namespace
+
+TEST_CASE("run: the worklist disciplines visit ranks in their order", "[run]") {
+  // Rank 0 waits at its second action for rank 1, which rank 2 waits for.
+  const auto programs = gates({{{0, 0}, {1, 1}, {0, 0}}, {{0, 1}, {1, 0}}, {{1, 2}}});
+  using Log = std::vector<std::pair<int, int>>;
+  Gate<run::Order::Queue> queue(programs);
+  queue.go();
+  CHECK(queue.log == Log{{0, 0}, {1, 0}, {1, 1}, {2, 0}, {0, 1}, {0, 2}});
+  Gate<run::Order::Stack> stack(programs);
+  stack.go();
+  CHECK(stack.log == Log{{0, 0}, {1, 0}, {1, 1}, {0, 1}, {0, 2}, {2, 0}});
+  Gate<run::Order::Sweep> sweep(programs);
+  sweep.go();
+  CHECK(sweep.log == Log{{0, 0}, {1, 0}, {1, 1}, {2, 0}, {0, 1}, {0, 2}});
+  for (int r = 0; r < 3; ++r) CHECK(sweep.pc(r) == programs[static_cast<std::size_t>(r)].size());
+  CHECK(sweep.stalls == 0);
+}
+
+TEST_CASE("run: stalled() forces one action at a time, and a refused force ends the run", "[run]") {
+  // Each rank waits for the other: a cycle only forcing breaks.
+  const auto programs = gates({{{1, 1}, {1, 2}}, {{0, 1}, {0, 2}}});
+  Gate<run::Order::Sweep> forced(programs);
+  forced.go();
+  CHECK(forced.log == std::vector<std::pair<int, int>>{{0, 0}, {1, 0}, {0, 1}, {1, 1}});
+  CHECK(forced.stalls == 2);
+  Gate<run::Order::Queue> refused(programs);
+  refused.force_honoured = false;
+  refused.go();  // returns: the policy would not run what it was asked to force
+  CHECK(refused.log.empty());
+  CHECK(refused.stalls == 1);
+}
+
+TEST_CASE("run: the transport matches pair positions in order under each model", "[run]") {
+  // Rank 0 sends values 0 and 1; rank 1 receives them the other way round.
+  const Plan swapped = wire_plan(2, {"0SEND_F0 0SEND_F1", "1RECV_F1 1RECV_F0"});
+  Wire rv(swapped, Transport::Rendezvous);
+  rv.go();
+  CHECK(rv.log == std::vector<std::string>{"0:0=1:0 corrupt after 0.000000",
+                                           "0:1=1:1 corrupt after 1.000000"});
+  CHECK(rv.end(0).done == 2);
+  CHECK(rv.end(1).last_done == 1);
+  // Eager matches by value: the sends complete at once, the receives when
+  // their value was sent.
+  Wire eager(swapped, Transport::Eager);
+  eager.go();
+  CHECK(eager.log ==
+        std::vector<std::string>{"sent 0:0", "sent 0:1", "delivered 1:0", "delivered 1:1"});
+  // Two sends meet: the pair stalls for good, under rendezvous (seen from
+  // the pair, lower rank first) and serial (from the stream that posted last).
+  const Plan both_send = wire_plan(2, {"0SEND_F0", "1SEND_B1"});
+  for (Transport t : {Transport::Rendezvous, Transport::Serial}) {
+    Wire w(both_send, t);
+    w.go();
+    CHECK(w.log ==
+          std::vector<std::string>{t == Transport::Serial ? "stall 1:0 0:0" : "stall 0:0 1:0"});
+    CHECK(w.pairs()[0].broken);
+  }
+  // Rank 1 sends to rank 2, then receives from rank 0. Under rendezvous each
+  // pair completes once both ends posted (0-1 first, as rank 2 posts last);
+  // under serial rank 1's one stream takes its send first, and the receive
+  // waits for the stream to be free.
+  const Plan chain = wire_plan(3, {"0SEND_F0", "1SEND_F1 1RECV_F0", "2RECV_F1"});
+  Wire pairs(chain, Transport::Rendezvous), one_stream(chain, Transport::Serial);
+  pairs.go();
+  one_stream.go();
+  CHECK(pairs.log == std::vector<std::string>{"0:0=1:1 after 0.000000", "1:0=2:0 after 0.000000"});
+  CHECK(one_stream.log ==
+        std::vector<std::string>{"2:0=1:0 after 0.000000", "1:1=0:0 after 1.000000"});
+}
 
 TEST_CASE("run: the five interpreters agree on makespans and verdicts over the schedule grid",
           "[run]") {

@@ -94,9 +94,23 @@ inline Action make_overlap(int f_stage, int f_mb, int b_stage, int b_mb) {
 std::string to_string(const Action& a);
 /// Appends to_string(a) to out (no allocation per action in hot loops).
 void append_to(std::string& out, const Action& a);
-/// Parses the torch grammar strictly (no surrounding whitespace); nullopt on
-/// anything else. Use io.h for located error messages.
-std::optional<Action> parse_action(std::string_view s);
+
+/// An action read from text, or where and why the text was refused.
+struct ActionParse {
+  std::optional<Action> action;
+  std::size_t error_offset = 0;  ///< into the text; meaningful only when !action
+  std::string reason;            ///< e.g. "'BW' is not an action type (types: ...)"
+};
+/// The one parser of the torch grammar: "2F0", "1SEND_F3", "0UNSHARD",
+/// "(0F7;7B3)OVERLAP_F_B" (spaces allowed around a group's members only).
+/// Strict: anything torch's regex would half-accept ("2BW0", "0F0x") and any
+/// stage or microbatch number at or above limits::kMaxStages /
+/// limits::kMaxMicrobatches is refused, with the offset and the reason.
+ActionParse parse_action_located(std::string_view text);
+/// parse_action_located(text).action: the action, or nullopt.
+std::optional<Action> parse_action(std::string_view text);
+/// "unknown action '<text>': <reason>", how every reader words a refusal.
+std::string describe_bad_action(std::string_view text, const ActionParse& failure);
 
 /// How stages are placed on ranks.
 enum class StageMapping : std::uint8_t {

@@ -35,7 +35,8 @@ std::vector<Diagnostic> check_structure(const Plan& plan, std::size_t max_diagno
 /// Precondition: the plan is whole and has comms (lower() compute-only plans).
 VerifyResult verify(const Plan& plan, const VerifyOptions& options = {});
 
-/// "code rank R index I (ACTION): message" lines, one per diagnostic.
+/// "error[CODE] rank R index I (ACTION): MESSAGE" lines, one per diagnostic,
+/// joined by newlines (none after the last: a message embeds it as is).
 std::string format_diagnostics(const std::vector<Diagnostic>& diags);
 
 }  // namespace pipeplan

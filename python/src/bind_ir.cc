@@ -51,6 +51,17 @@ const char* const kMetaKeys[] = {"schedule",        "pp_degree",  "num_microbatc
                                  "stages_per_rank", "num_stages", "stage_to_rank",
                                  "forward_only"};
 
+// The one action parser; a refusal says where and why, as the readers do.
+Action action_from_text(const std::string& text) {
+  ActionParse parsed = parse_action_located(text);
+  if (!parsed.action && text.find("BATCH_P2P") != std::string::npos)
+    throw InputError("'" + text +
+                     "' is a batched P2P group, several actions: read it in a plan (loads, "
+                     "from_torch); its members are Actions with batch_next");
+  if (!parsed.action) throw InputError(describe_bad_action(text, parsed));
+  return *parsed.action;
+}
+
 }  // namespace
 
 void bind_ir(py::module_& m) {
@@ -58,23 +69,11 @@ void bind_ir(py::module_& m) {
 One action of a rank's program, in torch.distributed.pipelining's grammar:
 ``str(action)`` is e.g. ``"2F0"``, ``"1SEND_F3"``, ``"(0F7;7B3)OVERLAP_F_B"``.
 
-``Action("1SEND_F3")`` parses the torch grammar (strictly: ``"2BW0"`` is an
-InputError). Actions compare equal to each other and to their string. A
+``Action("1SEND_F3")`` parses the torch grammar as the plan readers do
+(strictly: ``"2BW0"`` is an InputError saying why). Actions compare equal to each other and to their string. A
 batched P2P group ``(0SEND_F1;0RECV_B0)BATCH_P2P`` is one cell of a plan but
 several Actions, each a SEND/RECV; all but the last have ``batch_next``.)doc")
-      .def(py::init([](const std::string& text) {
-             std::optional<Action> a = parse_action(text);
-             if (!a && text.find("BATCH_P2P") != std::string::npos)
-               throw InputError("'" + text +
-                                "' is a batched P2P group, several actions: read it in a plan "
-                                "(loads, from_torch); its members are Actions with batch_next");
-             if (!a)
-               throw InputError("unknown action '" + text +
-                                "': expected torch's grammar, e.g. 0F0, 1SEND_F3, 2I1, 0UNSHARD, "
-                                "(0F7;7B3)OVERLAP_F_B");
-             return *a;
-           }),
-           py::arg("text"))
+      .def(py::init(&action_from_text), py::arg("text"))
       .def_property_readonly(
           "type", [](const Action& a) { return std::string(to_string(a.type)); },
           "The action type as torch spells it: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, "
@@ -115,12 +114,13 @@ several Actions, each a SEND/RECV; all but the last have ``batch_next``.)doc")
           "__eq__", [](const Action& a, const std::string& s) { return to_string(a) == s; },
           py::is_operator())
       .def("__hash__", [](const Action& a) { return py::hash(py::str(to_string(a))); })
-      .def(py::pickle([](const Action& a) { return py::make_tuple(to_string(a), a.batch_next); },
-                      [](const py::tuple& t) {
-                        Action a = *parse_action(t[0].cast<std::string>());
-                        a.batch_next = t.size() > 1 && t[1].cast<bool>();
-                        return a;
-                      }));
+      .def(py::pickle(
+          [](const Action& a) { return py::make_tuple(to_string(a), a.batch_next); },
+          [](const py::tuple& t) {
+            Action a = action_from_text(t[0].cast<std::string>());
+            a.batch_next = t.size() > 1 && t[1].cast<bool>();
+            return a;
+          }));
 
   py::class_<PlanMeta>(m, "PlanMeta", R"doc(
 A plan's shape and placement. Attributes and keys (``meta["pp_degree"]``)
@@ -189,12 +189,7 @@ One defect found by verify(): a stable ``code`` (e.g. "fifo-both-send"), the
           },
           "The diagnostic as `pipeplan verify -f json` writes it.")
       .def(py::self == py::self)
-      .def("__str__",
-           [](const Diagnostic& d) {
-             std::string line = format_diagnostics({d});
-             while (!line.empty() && line.back() == '\n') line.pop_back();
-             return line;
-           })
+      .def("__str__", [](const Diagnostic& d) { return format_diagnostics({d}); })
       .def("__repr__", [](const Diagnostic& d) {
         return "Diagnostic(code=" + py::repr(py::str(d.code)).cast<std::string>() +
                ", rank=" + py::repr(optional_int(d.rank)).cast<std::string>() +

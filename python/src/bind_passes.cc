@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "common.h"
+#include "frontend/read_file.h"
 #include "pipeplan/cost_options.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
@@ -130,7 +131,8 @@ Plan lower_plan(const Plan& plan, const std::optional<std::string>& send_placeme
   }
   if (!defects.empty())
     throw PlanFailure{"cannot lower " + plan_name(plan) + ": its compute order has " +
-                          std::to_string(defects.size()) + " problem(s)\n" + describe(defects),
+                          std::to_string(defects.size()) + " problem(s)\n" +
+                          format_diagnostics(defects),
                       defects};
   return lowered;
 }
@@ -293,7 +295,7 @@ partial plan (plan(rank=R)) gets a "partial-plan" diagnostic.
         if (!diagnostics.empty())
           throw PlanFailure{"FAILED under " + transport +
                                 " transport: " + std::to_string(diagnostics.size()) +
-                                " problem(s)\n" + describe(diagnostics),
+                                " problem(s)\n" + format_diagnostics(diagnostics),
                             diagnostics};
       },
       py::arg("plan"), py::arg("transport") = "rendezvous",
@@ -323,7 +325,7 @@ plan is returned as read; verify() judges it.)doc");
         std::string text;
         {
           Release release;
-          text = read_text_file(p);
+          text = frontend::read_file(p);
         }
         return read_plan_text(text, p, num_microbatches, mapping, schedule, forward_only);
       },

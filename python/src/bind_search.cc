@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common.h"
+#include "frontend/read_file.h"
 #include "pipeplan/error.h"
 #include "pipeplan/profile.h"
 #include "pipeplan/search.h"
@@ -56,7 +57,7 @@ LayerProfile layers_from(const py::object& layers) {
   if (py::isinstance<LayerProfile>(layers)) return layers.cast<LayerProfile>();
   if (py::isinstance<py::str>(layers) || py::hasattr(layers, "__fspath__")) {
     const std::string path = path_from(layers);
-    return parse_layer_profile(read_text_file(path), path);
+    return parse_layer_profile(frontend::read_file(path), path);
   }
   if (!py::isinstance<py::sequence>(layers))
     throw InputError(

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common.h"
+#include "frontend/read_file.h"
 #include "pipeplan/cost_options.h"
 #include "pipeplan/emit_sim.h"
 #include "pipeplan/error.h"
@@ -61,7 +62,7 @@ void stage_costs_from(const py::object& stage_costs, CostOptions& out) {
     return;
   }
   out.stage_costs_source = path_from(stage_costs);
-  out.stage_costs = read_text_file(out.stage_costs_source);
+  out.stage_costs = frontend::read_file(out.stage_costs_source);
 }
 
 // --comm LAT[,BW]: "LAT,BW", a latency, or (latency, bandwidth).
@@ -88,7 +89,7 @@ struct Simulation {
 std::string failure_message(const SimResult& r, const SimOptions& o) {
   return "the plan cannot run to completion under the " +
          (r.compute_only ? std::string("compute-only") : std::string(to_string(o.transport))) +
-         " model:\n" + describe(r.problems);
+         " model:\n" + format_diagnostics(r.problems);
 }
 
 Simulation run_simulation(const py::object& plan_obj, const py::object& cost,
@@ -130,7 +131,8 @@ Simulation run_simulation(const py::object& plan_obj, const py::object& cost,
     }
     if (defects.empty()) s.result = simulate(changed ? *changed : given, s.options);
   }
-  if (!defects.empty()) throw PlanFailure{"the plan is not valid:\n" + describe(defects), defects};
+  if (!defects.empty())
+    throw PlanFailure{"the plan is not valid:\n" + format_diagnostics(defects), defects};
   s.plan = changed ? py::cast(std::move(*changed)) : plan_obj;
   if (check && !s.result.ok())
     throw PlanFailure{failure_message(s.result, s.options), s.result.problems};

@@ -40,8 +40,6 @@ Transport transport_from(const std::string& name);
 StageMapping mapping_from(const std::string& name);
 /// A path argument: str or os.PathLike.
 std::string path_from(const py::object& path);
-/// The whole file; InputError "cannot read 'PATH': WHY" as in the CLI.
-std::string read_text_file(const std::string& path);
 /// What a CSV lacks (None = inferred), as the CLI's --microbatches, --mapping
 /// and --schedule give it.
 CsvReadOptions csv_options(std::optional<int> num_microbatches,
@@ -61,7 +59,5 @@ LoweringChoice lowering_choice(const std::optional<std::string>& lowering,
 /// The layers= argument: a CSV path, a LayerProfile, or (name, F, B, W,
 /// activation) rows / dicts; read by the library's CSV reader.
 LayerProfile layers_from(const py::object& layers);
-/// Joins diagnostics as the CLI prints them.
-std::string describe(const std::vector<Diagnostic>& diagnostics);
 
 }  // namespace pipeplan::python

@@ -2,15 +2,8 @@
 // C++ exceptions map onto the classes of pipeplan/errors.py.
 #include <pybind11/stl.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <memory>
-
 #include "common.h"
 #include "pipeplan/error.h"
-#include "pipeplan/limits.h"
 #include "pipeplan/search.h"
 #include "pipeplan/version.h"
 
@@ -57,32 +50,6 @@ std::string path_from(const py::object& path) {
   return py::str(py::module_::import("os").attr("fspath")(path)).cast<std::string>();
 }
 
-std::string read_text_file(const std::string& path) {
-  // Worded as the CLI's read_input(): one message for every way a path fails
-  // to read (missing, a directory, no permission, an I/O error, too large).
-  auto fail = [&](const std::string& why) -> std::string {
-    throw InputError("cannot read '" + limits::excerpt(path) + "': " + why);
-  };
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status)) return fail("no such file");
-  if (std::filesystem::is_directory(status)) return fail("it is a directory");
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return fail(std::strerror(errno));
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> closer(f, &std::fclose);
-  std::string text;
-  char buf[1 << 16];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
-    text.append(buf, n);
-    if (text.size() > limits::kMaxInputBytes)
-      return fail("larger than the supported " + std::to_string(limits::kMaxInputBytes >> 20) +
-                  " MiB");
-  }
-  if (std::ferror(f)) return fail(std::strerror(errno));
-  return text;
-}
-
 CsvReadOptions csv_options(std::optional<int> num_microbatches,
                            const std::optional<std::string>& mapping,
                            const std::optional<std::string>& schedule, bool forward_only) {
@@ -97,12 +64,6 @@ CsvReadOptions csv_options(std::optional<int> num_microbatches,
   if (mapping) o.mapping = mapping_from(*mapping);
   if (schedule) o.schedule = *schedule;
   return o;
-}
-
-std::string describe(const std::vector<Diagnostic>& diagnostics) {
-  std::string text = format_diagnostics(diagnostics);
-  while (!text.empty() && text.back() == '\n') text.pop_back();
-  return text;
 }
 
 }  // namespace pipeplan::python

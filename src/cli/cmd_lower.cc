@@ -81,7 +81,7 @@ std::function<int()> setup_lower(CLI::App& app) {
     if (!defects.empty()) {
       std::cerr << "cannot lower " << name << ": its compute order has " << defects.size()
                 << " problem(s)\n"
-                << format_diagnostics(defects);
+                << format_diagnostics(defects) << "\n";
       return kExitInvalid;
     }
     LowerOptions options = make_lower_options(

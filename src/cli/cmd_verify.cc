@@ -85,7 +85,7 @@ std::function<int()> setup_verify(CLI::App& app) {
         } else {
           std::cout << "FAILED under " << to_string(r.transport)
                     << " transport: " << r.result.diagnostics.size() << " problem(s)\n"
-                    << format_diagnostics(r.result.diagnostics);
+                    << format_diagnostics(r.result.diagnostics) << "\n";
         }
       }
       if (!ok && !plan.meta.forward_only && no_backward(plan))

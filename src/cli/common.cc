@@ -2,15 +2,11 @@
 
 #include <CLI/CLI.hpp>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <iterator>
 #include <sstream>
 
+#include "frontend/read_file.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
@@ -95,41 +91,7 @@ void add_problem_options(CLI::App& app, Problem& problem, bool required) {
 }
 
 std::string read_input(const std::string& path) {
-  // One message for every way a path fails to read (missing, a directory, no
-  // permission, an I/O error, too large), so no reader sees a half file.
-  auto fail = [&](const std::string& why) -> std::string {
-    throw InputError("cannot read '" + limits::excerpt(path) + "': " + why);
-  };
-  const std::string too_large =
-      "larger than the supported " + std::to_string(limits::kMaxInputBytes >> 20) + " MiB";
-  if (path == "-") {
-    std::string text;
-    char buf[1 << 16];
-    while (std::cin.read(buf, sizeof buf) || std::cin.gcount() > 0) {
-      text.append(buf, static_cast<std::size_t>(std::cin.gcount()));
-      if (text.size() > limits::kMaxInputBytes) {
-        throw InputError("cannot read stdin: " + too_large);
-      }
-    }
-    if (std::cin.bad()) throw InputError("cannot read stdin");
-    return text;
-  }
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status)) return fail("no such file");
-  if (std::filesystem::is_directory(status)) return fail("it is a directory");
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return fail(std::strerror(errno));
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> closer(f, &std::fclose);
-  std::string text;
-  char buf[1 << 16];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
-    text.append(buf, n);
-    if (text.size() > limits::kMaxInputBytes) return fail(too_large);
-  }
-  if (std::ferror(f)) return fail(std::strerror(errno));
-  return text;
+  return path == "-" ? frontend::read_stdin() : frontend::read_file(path);
 }
 
 std::string error_text(const std::exception& e) {

@@ -131,9 +131,7 @@ Plan load_plan_source(const PlanSource& src, const CostModel& costs, bool comm_g
 }
 
 int report_invalid(const std::string& what, const std::vector<Diagnostic>& problems) {
-  std::string text = format_diagnostics(problems);
-  while (!text.empty() && text.back() == '\n') text.pop_back();
-  spdlog::error("{}:\n{}", what, text);
+  spdlog::error("{}:\n{}", what, format_diagnostics(problems));
   return kExitInvalid;
 }
 

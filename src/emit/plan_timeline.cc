@@ -2,10 +2,11 @@
 //
 // It times the compute order with unit costs (F=1, B=2, I=1, W=1, an F+B
 // group 3; communication free) so that the picture shows the schedule's
-// shape without depending on the simulator's cost model. Dependencies are
-// those of ir/deps.h; an order that cannot run is still drawn (forced), which
-// is why this walks its own loop instead of lower/timing's. Comms and FSDP
-// pass-through actions are not drawn.
+// shape without depending on the simulator's cost model: a compute-only run
+// on the execution core (run/values.h). Dependencies are those of ir/deps.h;
+// an order that cannot run is still drawn: when every rank waits, the core
+// asks stalled() and the earliest stuck rank starts as if its inputs had
+// arrived (forced). Comms and FSDP pass-through actions are not drawn.
 #include <algorithm>
 #include <cstdint>
 #include <unordered_map>
@@ -13,6 +14,7 @@
 
 #include "ir/deps.h"
 #include "pipeplan/emit.h"
+#include "run/values.h"
 
 namespace pipeplan {
 namespace {
@@ -37,18 +39,6 @@ std::uint64_t key(const deps::Value& v) {
   return key(v.kind == deps::Kind::Forward ? kForward : kGrad, v.stage, v.microbatch);
 }
 
-// What an action produces (for the dependencies of others).
-void produced(const Action& a, std::vector<std::uint64_t>& out) {
-  out.clear();
-  deps::for_each_output(a, [&](const deps::Value& v) { out.push_back(key(v)); });
-}
-
-// What an action waits for (ir/deps.h, docs/semantics.md).
-void needed(const Action& a, int num_stages, std::vector<std::uint64_t>& out) {
-  out.clear();
-  deps::for_each_input(a, num_stages, [&](const deps::Value& v, int) { out.push_back(key(v)); });
-}
-
 std::string label(const Action& a, bool with_stage) {
   auto one = [&](ActionType t, int s, int m) {
     return (with_stage ? std::to_string(s) : std::string()) + std::string(to_string(t)) +
@@ -66,82 +56,86 @@ struct Slot {
   int end;
 };
 
+// The unit-cost run. A value nobody produces is the verifier's business: what
+// reads it does not wait for it. A value produced twice counts from its first
+// producer to run. One rank of a partial plan has no peers to wait for: its
+// actions are laid end to end.
+class UnitTimeline : public run::ComputeOnly<UnitTimeline, int> {
+ public:
+  static constexpr run::Order kOrder = run::Order::Sweep;
+
+  explicit UnitTimeline(const Plan& plan)
+      : ComputeOnly(plan.meta), plan_(plan), whole_(plan.is_whole()) {
+    if (whole_)
+      for (const auto& list : plan.ranks)
+        for (const Action& a : list)
+          if (is_compute(a.type))
+            deps::for_each_output(a, [&](const deps::Value& v) { exists_.insert(key(v)); });
+  }
+
+  /// Each rank's computes in time, and whether some had to be forced.
+  std::vector<std::vector<Slot>> draw(bool* forced) {
+    slots_.assign(plan_.ranks.size(), {});
+    start(plan_.ranks);
+    run();
+    *forced = forced_;
+    return std::move(slots_);
+  }
+
+ private:
+  friend class run::Core<UnitTimeline>;
+  friend class run::ComputeOnly<UnitTimeline, int>;
+
+  int inputs(const Action& a) const {
+    int ready = 0;
+    if (!whole_) return ready;
+    bool missing = false;
+    deps::for_each_input(a, plan_.meta.num_stages(), [&](const deps::Value& v, int) {
+      const std::uint64_t k = key(v);
+      if (!exists_.count(k)) return;
+      auto it = finish_.find(k);
+      if (it == finish_.end()) missing = true;
+      else ready = std::max(ready, it->second);
+    });
+    return missing && !forcing() ? never() : ready;
+  }
+  void produce(const Action& a, int end) {
+    deps::for_each_output(a, [&](const deps::Value& v) { finish_.emplace(key(v), end); });
+  }
+  int duration(const Action& a) const { return unit_cost(a); }
+  void ran(int r, std::size_t, const Action& a, int start, int end) {
+    slots_[static_cast<std::size_t>(r)].push_back({&a, start, end});
+  }
+  // Every rank waits on another: show the order anyway, starting the
+  // earliest stuck rank as if its inputs had arrived.
+  int stalled() {
+    int pick = -1;
+    for (int r = 0; r < num_ranks(); ++r)
+      if (pc(r) < plan_.ranks[static_cast<std::size_t>(r)].size() &&
+          (pick < 0 || free_at(r) < free_at(pick)))
+        pick = r;
+    if (pick >= 0) {
+      force();
+      forced_ = true;
+    }
+    return pick;
+  }
+
+  const Plan& plan_;
+  const bool whole_;
+  std::unordered_set<std::uint64_t> exists_;
+  std::unordered_map<std::uint64_t, int> finish_;
+  std::vector<std::vector<Slot>> slots_;
+  bool forced_ = false;
+};
+
 }  // namespace
 
 void write_timeline(const Plan& plan, std::ostream& out) {
   const std::size_t num_ranks = plan.ranks.size();
-  std::vector<std::vector<const Action*>> work(num_ranks);
-  std::size_t total = 0;
-  for (std::size_t r = 0; r < num_ranks; ++r)
-    for (const auto& a : plan.ranks[r])
-      if (is_compute(a.type)) {
-        work[r].push_back(&a);
-        ++total;
-      }
-
-  std::vector<std::vector<Slot>> slots(num_ranks);
-  std::vector<int> clock(num_ranks, 0);
   bool forced = false;
   const bool whole = plan.is_whole();
-  if (!whole) {
-    // One rank alone has no peers to wait for: lay its actions end to end.
-    for (std::size_t r = 0; r < num_ranks; ++r)
-      for (const Action* a : work[r]) {
-        slots[r].push_back({a, clock[r], clock[r] + unit_cost(*a)});
-        clock[r] = slots[r].back().end;
-      }
-  } else {
-    std::unordered_set<std::uint64_t> exists;
-    std::unordered_map<std::uint64_t, int> finish;
-    std::vector<std::uint64_t> keys;
-    for (const auto& list : work)
-      for (const Action* a : list) {
-        produced(*a, keys);
-        exists.insert(keys.begin(), keys.end());
-      }
-    std::vector<std::size_t> next(num_ranks, 0);
-    const int num_stages = plan.meta.num_stages();
-    // Schedules rank r's next action if its inputs are done (or `force`).
-    auto try_run = [&](std::size_t r, bool force) {
-      const Action* a = work[r][next[r]];
-      int start = clock[r];
-      needed(*a, num_stages, keys);
-      for (std::uint64_t k : keys) {
-        if (!exists.count(k)) continue;  // a missing producer is the verifier's business
-        auto it = finish.find(k);
-        if (it == finish.end()) {
-          if (!force) return false;
-          continue;
-        }
-        start = std::max(start, it->second);
-      }
-      const int end = start + unit_cost(*a);
-      slots[r].push_back({a, start, end});
-      clock[r] = end;
-      produced(*a, keys);
-      for (std::uint64_t k : keys) finish.emplace(k, end);
-      ++next[r];
-      return true;
-    };
-    std::size_t done = 0;
-    while (done < total) {
-      bool progress = false;
-      for (std::size_t r = 0; r < num_ranks; ++r)
-        while (next[r] < work[r].size() && try_run(r, false)) {
-          ++done;
-          progress = true;
-        }
-      if (progress || done == total) continue;
-      // Every rank waits on another: show the order anyway, starting the
-      // earliest stuck rank as if its inputs had arrived.
-      std::size_t pick = num_ranks;
-      for (std::size_t r = 0; r < num_ranks; ++r)
-        if (next[r] < work[r].size() && (pick == num_ranks || clock[r] < clock[pick])) pick = r;
-      try_run(pick, true);
-      ++done;
-      forced = true;
-    }
-  }
+  const std::vector<std::vector<Slot>> slots = UnitTimeline(plan).draw(&forced);
 
   const bool with_stage = plan.meta.stages_per_rank > 1;
   int makespan = 0;

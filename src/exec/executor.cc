@@ -68,15 +68,13 @@ void Executor::Impl::prove_forward_projection() {
   vo.transport = opt.transport;
   VerifyResult result = verify(projection, vo);
   if (!result.ok()) {
-    std::string diags = format_diagnostics(result.diagnostics);
-    while (!diags.empty() && diags.back() == '\n') diags.pop_back();
     throw PlanRejected(
         "the forward-only part of the plan (its F, SEND_F and RECV_F actions) is "
         "not proved deadlock-free under " +
             std::string(to_string(opt.transport)) +
             " transport; refusing to run a forward-only step; give the executor "
             "a forward-only plan (pipeplan plan --forward-only) for evaluation:\n" +
-            diags,
+            format_diagnostics(result.diagnostics),
         result.diagnostics);
   }
   fwd_program_proved = true;

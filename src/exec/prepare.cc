@@ -13,16 +13,6 @@
 
 namespace pipeplan::exec {
 
-namespace {
-
-// format_diagnostics ends every line with a newline; a message does not.
-std::string trimmed(std::string s) {
-  while (!s.empty() && s.back() == '\n') s.pop_back();
-  return s;
-}
-
-}  // namespace
-
 Plan prepare_plan(const Plan& plan, int rank, int world_size, Transport transport) {
   const PlanMeta& meta = plan.meta;
   if (meta.pp_degree != world_size)
@@ -48,15 +38,14 @@ Plan prepare_plan(const Plan& plan, int rank, int world_size, Transport transpor
     std::vector<Diagnostic> diags = check_structure(runnable);
     if (!diags.empty())
       throw PlanRejected(
-          "the plan fails verification; refusing to run it:\n" + trimmed(format_diagnostics(diags)),
-          diags);
+          "the plan fails verification; refusing to run it:\n" + format_diagnostics(diags), diags);
     runnable = lower(runnable, schedule_lowering(meta));
   }
   VerifyResult result = verify(runnable, {transport});
   if (!result.ok())
     throw PlanRejected("the plan is not proved deadlock-free under " +
                            std::string(to_string(transport)) + " transport; refusing to run it:\n" +
-                           trimmed(format_diagnostics(result.diagnostics)),
+                           format_diagnostics(result.diagnostics),
                        result.diagnostics);
   return runnable;
 }

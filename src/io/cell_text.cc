@@ -1,6 +1,5 @@
 #include "io/cell_text.h"
 
-#include "io/action_text.h"
 #include "pipeplan/limits.h"
 
 namespace pipeplan::io {

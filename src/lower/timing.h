@@ -1,7 +1,8 @@
-// Internal: a cost-model run of a compute-only order, used by lower(). A
-// value crossing ranks arrives its transfer time after its producer ends; a
-// compute starts when its rank is free and its inputs arrived (the eager
-// bound of any lowering of the order).
+// Internal: a cost-model run of a compute-only order, used by lower(), and
+// the latest starts that keep its makespan: two policies of the execution
+// core (run/core.h, run/values.h). A value crossing ranks arrives its
+// transfer time after its producer ends; a compute starts when its rank is
+// free and its inputs arrived (the eager bound of any lowering of the order).
 #pragma once
 
 #include <algorithm>

@@ -1,8 +1,12 @@
 // Internal: the execution core, the one place a plan is run. Every pass that
 // runs a plan is a policy of it: the verifier's progress proof
-// (verify/progress.cc), the simulator (sim/simulate.cc), lowering's timing and
-// latest starts (lower/timing.cc), the search's timing of orders
-// (search/improve.cc) and the text timeline (emit/plan_timeline.cc).
+// (verify/proof.h: ProofRun<M>, untimed, the model a constant), the
+// simulator (sim/engine.h: Engine, timed), lowering's timing and latest
+// starts (lower/timing.cc), the search's timing of orders (search/improve.cc)
+// and the text timeline (emit/plan_timeline.cc); the last three through the
+// compute-only model of run/values.h (ComputeOnly), whose value table the
+// search's list scheduler and exact search, which decide orders rather than
+// run one, read too.
 //
 // The loop: a worklist of ranks. A rank runs its program from its program
 // counter until an action cannot run yet (Step::Wait: the rank sleeps until a
@@ -51,29 +55,37 @@
 // and makes) plus a hook here; no pass grows a loop of its own. The two
 // kinds planned next fit as follows:
 //
-//  - Batched P2P groups, `(A;B;...)BATCH_P2P`: Role::Group. The core posts
-//    every member with post()/post_eager() tagged with the group's unit and
-//    keeps the rank at the group (Step::Wait) until every member completed;
-//    the group's completion wakes it like a completed RECV. Matching stays
-//    by order on every model (the k-th send a->b meets the k-th receive b
-//    posts from a; meet() sees a met pair of different values, which is
-//    corruption under every model). What changes is the stream a unit sits
-//    on: under rendezvous a group is one unit on its rank's group stream (a
-//    Stream like serial's, holding units) while single ops stay on their
-//    pair's in-order queue; under serial every unit, single or group, is on
-//    the rank's one stream; under eager sends complete when posted and
-//    receives when their match was posted. So Stream entries become units
-//    (one op or a group's members) and the stream heads match unit by unit:
-//    the same meet/complete hooks, one new hook group_done(r, i, a) when the
-//    unit's last member completes.
-//  - Memory actions: OFFLOAD(s,m) / RELOAD(s,m) are Role::Copy and run on a
+//  - Batched P2P groups, `(A;B;...)BATCH_P2P` (several SEND/RECV posted
+//    together, completed together): deps::role() gives Role::Group and
+//    deps.h lists a group's members. The core sends Role::Group to one more
+//    hook, group(r, i, a), which posts every member the way transfer() posts
+//    one, tagged with the group's unit, and returns Step::Wait until the
+//    unit completed (a rank passes a group only when it ended); the unit's
+//    last completion wakes the rank, as a completed RECV does. The matching
+//    generalises from ops to units on streams: today a Stream holds a rank's
+//    unmatched ops in order (serial) and each pair end holds its own. Under
+//    rendezvous a group becomes one unit on the rank's stream for groups
+//    while single ops stay on their pair end's in-order queue; under serial
+//    every unit, single or group, is on the rank's one stream (a single op
+//    is today's unit of one). A unit completes when each member is at the
+//    front of its pair end and its partner is the front of the partner's
+//    stream (match_stream() unit by unit); meet() and complete() still see
+//    each met pair. Matching stays by order on every model (the k-th send
+//    a->b meets the k-th receive b posts from a), so a met pair of
+//    different values is corruption under every model, eager included:
+//    under eager, sends complete when posted and a receive when the k-th
+//    send of its direction was posted (End keeps its posted sends and
+//    receives apart for that), and post_eager() hands meet() the pair.
+//  - Memory actions: OFFLOAD(s,m) / RELOAD(s,m) are Role::Copy, run on a
 //    per-rank copy stream that overlaps compute: a hook copy(r, i, a) that
 //    Waits like compute() for what deps.h says the copy needs (the
-//    activation exists; RELOAD after its OFFLOAD ended), and that timed
-//    policies clock on the rank's copy cursor instead of its compute cursor.
-//    RECOMPUTE(s,m) is Role::Compute (its inputs from deps.h, before the
-//    backward). Device memory is accounted in the timed policies' compute
-//    and copy hooks: freed when an OFFLOAD ends, taken when a RELOAD starts.
+//    activation exists; a RELOAD after its OFFLOAD ended) and that timed
+//    policies clock on the rank's copy cursor instead of its compute
+//    cursor; the proof runs it at once (it depends on its own rank only).
+//    RECOMPUTE(s,m) is Role::Compute, its inputs from deps.h (before the
+//    backward that reads it). Device memory is accounted in the timed
+//    policies' compute and copy hooks: freed when an OFFLOAD ends, taken
+//    when a RELOAD starts.
 #pragma once
 
 #include <cstddef>
@@ -231,8 +243,7 @@ class Core : public State<Op> {
       if constexpr (P::kOrder == Order::Sweep) sweep();
       else drain();
       const int r = self().stalled();
-      if (r < 0) return;
-      step_once(r);
+      if (r < 0 || !step_once(r)) return;
     }
   }
 
@@ -368,15 +379,19 @@ class Core : public State<Op> {
     return st.pc != from;
   }
 
-  // Runs rank r's next action whatever it waits for (stalled() chose it).
-  void step_once(int r) {
+  // Runs rank r's next action whatever it waits for (stalled() chose it);
+  // whether it ran (a policy that forces nothing stops the run).
+  bool step_once(int r) {
     auto& st = this->ranks_[static_cast<std::size_t>(r)];
     const std::vector<Action>& list = (*programs_)[static_cast<std::size_t>(r)];
     if constexpr (detail::Backward<P>::value) {
-      if (st.pc > 0 && dispatch(r, st.pc - 1, list[st.pc - 1]) == Step::Next) --st.pc;
+      if (st.pc == 0 || dispatch(r, st.pc - 1, list[st.pc - 1]) != Step::Next) return false;
+      --st.pc;
     } else {
-      if (st.pc < list.size() && dispatch(r, st.pc, list[st.pc]) == Step::Next) ++st.pc;
+      if (st.pc >= list.size() || dispatch(r, st.pc, list[st.pc]) != Step::Next) return false;
+      ++st.pc;
     }
+    return true;
   }
 
   // Queue and Stack: serial stream heads first, then ranks, until both are dry.

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "run/values.h"
 #include "search/greedy.h"
-#include "search/values.h"
 
 namespace pipeplan::detail {
 namespace {
@@ -153,7 +153,7 @@ class Exact {
   long long* nodes_;
   int S_, m_, p_;
   bool out_of_nodes_ = false;
-  ValueTimes values_;
+  run::ShapedValueTimes values_;
   std::vector<double> free_, live_, remaining_;
   std::vector<char> split_;
   std::vector<int> next_, owner_;

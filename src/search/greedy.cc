@@ -1,6 +1,6 @@
 // The list scheduler of the search (see greedy.h). Times follow the
 // simulator's compute-only model exactly: a compute starts when its rank is
-// free and its inputs are there (values.h: ir/deps.h's rules, a cross-rank
+// free and its inputs are there (run/values.h: ir/deps.h's rules, a cross-rank
 // value arriving `transfer` after it was produced); so the makespan it
 // reports is the one simulate() gives the compute-only plan.
 #include "search/greedy.h"
@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "search/values.h"
+#include "run/values.h"
 
 namespace pipeplan::detail {
 namespace {
@@ -44,7 +44,7 @@ StageTable stage_table(const CostModel& c, int num_stages) {
 std::optional<GreedyOutcome> list_schedule(const PlanMeta& meta, const StageTable& t,
                                            double memory_limit, const GreedyKnobs& knobs) {
   const int p = meta.pp_degree, m = meta.num_microbatches, S = meta.num_stages();
-  ValueTimes values(meta, t.transfer);
+  run::ShapedValueTimes values(meta, t.transfer);
   std::vector<int> owner(static_cast<std::size_t>(S));
   for (int s = 0; s < S; ++s) owner[static_cast<std::size_t>(s)] = meta.rank_of(s);
   const auto type_of = [&knobs](int kind) {

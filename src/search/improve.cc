@@ -1,11 +1,12 @@
 // Local improvement of per-rank compute orders (improve.h). Times follow the
-// compute-only simulator exactly, as the list scheduler's do (values.h).
+// compute-only simulator exactly, as the list scheduler's do: each order is
+// timed on the execution core (run/values.h).
 #include "search/improve.h"
 
 #include <algorithm>
 #include <functional>
 
-#include "search/values.h"
+#include "run/values.h"
 
 namespace pipeplan::detail {
 namespace {
@@ -28,57 +29,74 @@ bool is_plain_compute(ActionType t) {
   return t == ActionType::F || t == ActionType::B || t == ActionType::I || t == ActionType::W;
 }
 
-// The times of `ranks` (compute-only, F/B/I/W only); values hold when each
-// value was produced afterwards.
-// `out` and `values` are overwritten (their storage is reused).
-void time_ranks(const std::vector<std::vector<Action>>& ranks, const StageTable& t,
-                ValueTimes& values, OrderTimes& out) {
-  values.reset();
-  out.ok = false;
-  out.makespan = out.earliness = out.peak = 0.0;
-  const std::size_t p = ranks.size();
-  out.start.resize(p);
-  out.finish.assign(p, 0.0);
-  std::vector<std::size_t> pos(p, 0);
-  std::vector<double> live(p, 0.0);
-  std::vector<double>& free_at = out.finish;
-  for (std::size_t r = 0; r < p; ++r) out.start[r].resize(ranks[r].size());
-  bool progress = true;
-  while (progress) {
-    progress = false;
+// The timing of compute-only orders of F, B, I and W on the execution core,
+// in sweeps over the ranks (the order the earliness sums are taken in);
+// one per search, reused for every order it times.
+class OrderTiming : public run::ComputeOnly<OrderTiming> {
+ public:
+  static constexpr run::Order kOrder = run::Order::Sweep;
+
+  OrderTiming(const PlanMeta& meta, const StageTable& t) : ComputeOnly(meta), t_(t) {}
+
+  // The times of `ranks`; `values` holds when each value was produced
+  // afterwards. `out` and `values` are overwritten (their storage is reused).
+  void time(const std::vector<std::vector<Action>>& ranks, run::ShapedValueTimes& values,
+            OrderTimes& out) {
+    values.reset();
+    values_ = &values;
+    const std::size_t p = ranks.size();
+    out.ok = false;
+    out.makespan = out.peak = 0.0;
+    out.start.resize(p);
+    rows_.resize(p);
     for (std::size_t r = 0; r < p; ++r) {
-      const auto& list = ranks[r];
-      while (pos[r] < list.size()) {
-        const Action& a = list[pos[r]];
-        const double ready = values.ready(a);
-        if (ready == kNotYet) break;
-        const double start = std::max(free_at[r], ready);
-        const double end = start + duration(a, t);
-        values.produced(a, end);
-        out.start[r][pos[r]] = start;
-        free_at[r] = end;
-        if (a.type != ActionType::W) out.earliness += end;
-        const double mem = t.mem[static_cast<std::size_t>(a.stage)];
-        if (a.type == ActionType::F) {
-          live[r] += mem;
-          out.peak = std::max(out.peak, live[r]);
-        } else if (a.type == ActionType::B || a.type == ActionType::W) {
-          live[r] -= mem;
-        }
-        ++pos[r];
-        progress = true;
-      }
+      out.start[r].resize(ranks[r].size());
+      rows_[r] = out.start[r].data();
+    }
+    live_.assign(p, 0.0);
+    earliness_ = peak_ = 0.0;
+    start(ranks);
+    run();
+    out.earliness = earliness_;
+    out.peak = peak_;
+    out.finish.resize(p);
+    for (std::size_t r = 0; r < p; ++r) out.finish[r] = free_at(static_cast<int>(r));
+    for (std::size_t r = 0; r < p; ++r)
+      if (pc(static_cast<int>(r)) < ranks[r].size()) return;  // deadlock: ok stays false
+    for (std::size_t r = 0; r < p; ++r) {
+      out.makespan = std::max(out.makespan, out.finish[r]);
+      out.earliness += out.finish[r];
+    }
+    std::sort(out.finish.begin(), out.finish.end(), std::greater<double>());
+    out.ok = true;
+  }
+
+ private:
+  friend class run::Core<OrderTiming>;
+  friend class run::ComputeOnly<OrderTiming>;
+
+  double inputs(const Action& a) const { return values_->ready(a); }
+  void produce(const Action& a, double end) { values_->produced(a, end); }
+  double duration(const Action& a) const { return pipeplan::detail::duration(a, t_); }
+  void ran(int r, std::size_t i, const Action& a, double start, double end) {
+    const auto ru = static_cast<std::size_t>(r);
+    rows_[ru][i] = start;
+    if (a.type != ActionType::W) earliness_ += end;
+    const double mem = t_.mem[static_cast<std::size_t>(a.stage)];
+    if (a.type == ActionType::F) {
+      live_[ru] += mem;
+      peak_ = std::max(peak_, live_[ru]);
+    } else if (a.type == ActionType::B || a.type == ActionType::W) {
+      live_[ru] -= mem;
     }
   }
-  for (std::size_t r = 0; r < p; ++r)
-    if (pos[r] < ranks[r].size()) return;  // deadlock: ok stays false
-  for (std::size_t r = 0; r < p; ++r) {
-    out.makespan = std::max(out.makespan, free_at[r]);
-    out.earliness += free_at[r];
-  }
-  std::sort(out.finish.begin(), out.finish.end(), std::greater<double>());
-  out.ok = true;
-}
+
+  const StageTable& t_;
+  run::ShapedValueTimes* values_ = nullptr;
+  std::vector<double*> rows_;  // each rank's start times
+  std::vector<double> live_;
+  double earliness_ = 0.0, peak_ = 0.0;
+};
 
 // Lexicographic: the ranks' finish times, latest first, then earliness.
 bool better(const OrderTimes& a, const OrderTimes& b) {
@@ -95,9 +113,9 @@ std::optional<OrderTimes> time_orders(const Plan& compute, const StageTable& tab
   for (const auto& list : compute.ranks)
     for (const Action& a : list)
       if (!is_plain_compute(a.type)) return std::nullopt;
-  ValueTimes values(compute.meta, table.transfer);
+  run::ShapedValueTimes values(compute.meta, table.transfer);
   OrderTimes out;
-  time_ranks(compute.ranks, table, values, out);
+  OrderTiming(compute.meta, table).time(compute.ranks, values, out);
   return out;
 }
 
@@ -109,9 +127,10 @@ std::optional<Improved> improve_orders(const Plan& compute, const StageTable& ta
       if (!is_plain_compute(a.type)) return std::nullopt;
   const PlanMeta& meta = compute.meta;
   std::vector<std::vector<Action>> ranks = compute.ranks;
-  ValueTimes cur_values(meta, table.transfer), trial_values(meta, table.transfer);
+  run::ShapedValueTimes cur_values(meta, table.transfer), trial_values(meta, table.transfer);
   OrderTimes cur, trial;
-  time_ranks(ranks, table, cur_values, cur);
+  OrderTiming timing(meta, table);
+  timing.time(ranks, cur_values, cur);
   if (!cur.ok || cur.peak > budget + kEps) return std::nullopt;
   long long used = 0;
   int moves = 0;
@@ -138,7 +157,7 @@ std::optional<Improved> improve_orders(const Plan& compute, const StageTable& ta
           std::rotate(list.begin() + static_cast<std::ptrdiff_t>(i),
                       list.begin() + static_cast<std::ptrdiff_t>(j),
                       list.begin() + static_cast<std::ptrdiff_t>(j + 1));
-          time_ranks(ranks, table, trial_values, trial);
+          timing.time(ranks, trial_values, trial);
           ++used;
           if (evaluations) ++*evaluations;
           if (trial.ok && trial.peak <= budget + kEps && better(trial, cur)) {

@@ -11,7 +11,7 @@
 namespace pipeplan::detail {
 
 /// Times of a compute-only plan of F, B, I and W in the simulator's
-/// compute-only model (values.h), and each rank's peak activation memory.
+/// compute-only model (run/values.h), and each rank's peak activation memory.
 struct OrderTimes {
   bool ok = false;  ///< false: an input is never produced (deadlock)
   double makespan = 0.0;

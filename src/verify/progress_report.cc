@@ -229,9 +229,10 @@ std::string Proof::why(OpRef id, int& waits_for) const {
   return prefix + "again: these stream heads wait on each other in a cycle";
 }
 
-void Proof::report(std::vector<Diagnostic>& out) const {
-  std::vector<int> stuck, waits(static_cast<std::size_t>(n_), -1);
-  std::vector<std::string> at(static_cast<std::size_t>(n_)), roots(static_cast<std::size_t>(n_));
+// One "stuck" line per rank that cannot finish, noting for the chain where
+// it stands and which rank's missing post it waits for.
+std::vector<int> Proof::report_stuck(std::vector<Diagnostic>& out, Chain& chain) const {
+  std::vector<int> stuck;
   for (int r = 0; r < n_; ++r) {
     const auto ru = static_cast<std::size_t>(r);
     const auto& list = plan_.ranks[ru];
@@ -245,50 +246,64 @@ void Proof::report(std::vector<Diagnostic>& out) const {
     if (pcr < list.size()) {
       blocked = blocking_recv(core_, core_.model(), r, list[pcr]);
       action_text = to_string(list[pcr]);
-      at[ru] = action_text;
+      chain.at[ru] = action_text;
       msg = "rank " + n2s(r) + " is stuck at index " + n2s(index) + " (" + action_text +
             "): it needs " + act(blocked) + ", but ";
     } else {
       blocked = first_pending(r);
       index = -1;
-      at[ru] = "end of step";
+      chain.at[ru] = "end of step";
       msg = "rank " + n2s(r) + " reached the end of its list but " + act(blocked) +
             " never completes: ";
     }
     int w = -1;
     std::string reason = why(blocked, w);
     msg += reason;
-    waits[ru] = w;
-    if (w < 0) roots[ru] = reason;
+    chain.waits[ru] = w;
+    if (w < 0) chain.roots[ru] = reason;
     out.push_back({"stuck", r, index, action_text, msg});
   }
-  if (stuck.empty()) return;
-  // Waiting chain from the first stuck rank.
+  return stuck;
+}
+
+// The chain of waiting ranks from `first`, ending in a cycle or a root cause.
+std::string Proof::waiting_chain(const Chain& c, int first) const {
   std::string chain;
   std::vector<char> seen(static_cast<std::size_t>(n_), 0);
-  int r = stuck.front();
+  int r = first;
   while (r >= 0) {
-    chain += (chain.empty() ? "" : " -> ") + std::string("rank ") + n2s(r) + " (at " +
-             at[static_cast<std::size_t>(r)] + ")";
-    if (seen[static_cast<std::size_t>(r)]) {
+    const auto ru = static_cast<std::size_t>(r);
+    chain +=
+        (chain.empty() ? "" : " -> ") + std::string("rank ") + n2s(r) + " (at " + c.at[ru] + ")";
+    if (seen[ru]) {
       chain += " [cycle]";
       break;
     }
-    seen[static_cast<std::size_t>(r)] = 1;
-    if (waits[static_cast<std::size_t>(r)] < 0 && !roots[static_cast<std::size_t>(r)].empty())
-      chain += ": " + roots[static_cast<std::size_t>(r)];
-    r = waits[static_cast<std::size_t>(r)];
-    if (r >= 0 && at[static_cast<std::size_t>(r)].empty()) {
+    seen[ru] = 1;
+    if (c.waits[ru] < 0 && !c.roots[ru].empty()) chain += ": " + c.roots[ru];
+    r = c.waits[ru];
+    if (r >= 0 && c.at[static_cast<std::size_t>(r)].empty()) {
       chain += " -> rank " + n2s(r) + " (finished)";
       break;
     }
   }
+  return chain;
+}
+
+void Proof::report(std::vector<Diagnostic>& out) const {
+  Chain chain;
+  chain.waits.assign(static_cast<std::size_t>(n_), -1);
+  chain.at.assign(static_cast<std::size_t>(n_), {});
+  chain.roots.assign(static_cast<std::size_t>(n_), {});
+  const std::vector<int> stuck = report_stuck(out, chain);
+  if (stuck.empty()) return;
   std::string ranks;
   for (int s : stuck) ranks += (ranks.empty() ? "" : ", ") + n2s(s);
   out.push_back({"deadlock", -1, -1, "",
                  "deadlock under " + std::string(to_string(core_.model())) +
                      " transport: " + n2s(static_cast<long long>(stuck.size())) + " of " + n2s(n_) +
-                     " ranks cannot finish (" + ranks + "); waiting chain: " + chain});
+                     " ranks cannot finish (" + ranks +
+                     "); waiting chain: " + waiting_chain(chain, stuck.front())});
 }
 
 }  // namespace pipeplan::detail

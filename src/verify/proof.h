@@ -108,6 +108,14 @@ class Proof {
   bool pending(int r) const;
   OpRef first_pending(int r) const;
   std::string why(OpRef id, int& waits_for) const;
+  // Per rank, for the waiting chain: where it stands, whom it waits for
+  // (-1: no one), and the root cause when no one.
+  struct Chain {
+    std::vector<int> waits;
+    std::vector<std::string> at, roots;
+  };
+  std::vector<int> report_stuck(std::vector<Diagnostic>& out, Chain& chain) const;
+  std::string waiting_chain(const Chain& chain, int first) const;
   void report(std::vector<Diagnostic>& out) const;
 
   const Plan& plan_;

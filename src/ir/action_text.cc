@@ -1,13 +1,31 @@
-#include "io/action_text.h"
+// The text form of actions, torch's grammar: the one printer and the one
+// parser (with the limits of limits.h), used by every reader, the Python
+// module and the tests.
+#include <algorithm>
+#include <array>
+#include <charconv>
 
+#include "pipeplan/ir.h"
 #include "pipeplan/limits.h"
 
-namespace pipeplan::io {
+namespace pipeplan {
 namespace {
 
-constexpr std::string_view kTypeList =
-    "F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD";
+constexpr std::array<std::string_view, 12> kTypeNames = {
+    "F",      "B",      "I",           "W",       "SEND_F",  "RECV_F",
+    "SEND_B", "RECV_B", "OVERLAP_F_B", "UNSHARD", "RESHARD", "REDUCE_GRAD"};
 constexpr std::string_view kGroupType = "OVERLAP_F_B";
+
+// The types a plain action may name, for messages: every type but the group.
+const std::string& type_list() {
+  static const std::string list = [] {
+    std::string s;
+    for (std::string_view name : kTypeNames)
+      if (name != kGroupType) s += (s.empty() ? "" : ", ") + std::string(name);
+    return s;
+  }();
+  return list;
+}
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_type_char(char c) { return (c >= 'A' && c <= 'Z') || c == '_'; }
@@ -17,6 +35,12 @@ ActionParse fail(std::size_t offset, std::string reason) {
   ActionParse p;
   p.error_offset = offset;
   p.reason = std::move(reason);
+  return p;
+}
+
+ActionParse parsed(const Action& a) {
+  ActionParse p;
+  p.action = a;
   return p;
 }
 
@@ -58,14 +82,12 @@ ActionParse parse_simple(std::string_view s, std::size_t base) {
   if (type_name.empty()) {
     if (type_at >= s.size()) return fail(base + type_at, "missing action type after the stage");
     return fail(base + type_at, "expected an action type after the stage, got " +
-                                    quoted_char(s[type_at]) + " (types: " + std::string(kTypeList) +
-                                    ")");
+                                    quoted_char(s[type_at]) + " (types: " + type_list() + ")");
   }
   auto type = parse_action_type(type_name);
   if (!type)
     return fail(base + type_at, "'" + limits::excerpt(type_name) +
-                                    "' is not an action type (types: " + std::string(kTypeList) +
-                                    ")");
+                                    "' is not an action type (types: " + type_list() + ")");
   if (*type == ActionType::OverlapFB)
     return fail(base, "OVERLAP_F_B is written as a group: (<s>F<m>;<s>B<m>)OVERLAP_F_B");
   if (is_passthrough(*type)) {
@@ -75,9 +97,7 @@ ActionParse parse_simple(std::string_view s, std::size_t base) {
       return fail(base + pos,
                   "unexpected " + quoted_char(s[pos]) + " after " + std::string(type_name));
     }
-    ActionParse ok;
-    ok.action = Action{*type, *stage, -1, -1, -1};
-    return ok;
+    return parsed(Action{*type, *stage, -1, -1, -1});
   }
   const std::size_t mb_at = pos;
   auto mb = take_number(s, pos, limits::kMaxMicrobatches - 1, &error);
@@ -90,9 +110,7 @@ ActionParse parse_simple(std::string_view s, std::size_t base) {
   }
   if (pos < s.size())
     return fail(base + pos, "unexpected " + quoted_char(s[pos]) + " after the microbatch");
-  ActionParse ok;
-  ok.action = make(*type, *stage, *mb);
-  return ok;
+  return parsed(make(*type, *stage, *mb));
 }
 
 // Trims spaces, returning the offset of the first kept character.
@@ -129,21 +147,115 @@ ActionParse parse_group(std::string_view s) {
   if (b.action->type != ActionType::B)
     return fail(b_at, "an OVERLAP_F_B group ends with a full backward (B), got '" +
                           limits::excerpt(b_text) + "'");
-  ActionParse ok;
-  ok.action =
-      make_overlap(f.action->stage, f.action->microbatch, b.action->stage, b.action->microbatch);
-  return ok;
+  return parsed(
+      make_overlap(f.action->stage, f.action->microbatch, b.action->stage, b.action->microbatch));
 }
 
 }  // namespace
+
+std::string_view to_string(ActionType t) { return kTypeNames[static_cast<std::size_t>(t)]; }
+
+std::optional<ActionType> parse_action_type(std::string_view s) {
+  for (std::size_t i = 0; i < kTypeNames.size(); ++i)
+    if (kTypeNames[i] == s) return static_cast<ActionType>(i);
+  return std::nullopt;
+}
+
+void append_to(std::string& out, const Action& a) {
+  if (a.type == ActionType::OverlapFB) {
+    out += '(';
+    append_to(out, make(ActionType::F, a.stage, a.microbatch));
+    out += ';';
+    append_to(out, make(ActionType::B, a.sub_stage, a.sub_microbatch));
+    out += ")OVERLAP_F_B";
+    return;
+  }
+  // to_chars into a stack buffer: no temporary string per number.
+  char buf[48];
+  char* p = std::to_chars(buf, buf + 16, a.stage).ptr;
+  const std::string_view type = to_string(a.type);
+  p = std::copy(type.begin(), type.end(), p);
+  if (!is_passthrough(a.type)) p = std::to_chars(p, p + 16, a.microbatch).ptr;
+  out.append(buf, static_cast<std::size_t>(p - buf));
+}
+
+std::string to_string(const Action& a) {
+  std::string s;
+  append_to(s, a);
+  return s;
+}
+
+std::string to_string(const std::vector<Action>& actions) {
+  std::string s;
+  for (std::size_t i = 0; i < actions.size();) {
+    if (i) s += ' ';
+    const std::size_t n = cell_size(actions, i);
+    append_cell(s, &actions[i], n);
+    i += n;
+  }
+  return s;
+}
+
+std::size_t cell_size(const std::vector<Action>& list, std::size_t i) {
+  std::size_t j = i;
+  while (list[j].batch_next && j + 1 < list.size()) ++j;
+  return j - i + 1;
+}
+
+void append_cell(std::string& out, const Action* first, std::size_t n) {
+  if (n == 1) {
+    append_to(out, *first);
+    return;
+  }
+  out += '(';
+  for (std::size_t k = 0; k < n; ++k) {
+    if (k) out += ';';
+    append_to(out, first[k]);
+  }
+  out += ")BATCH_P2P";
+}
+
+long first_bad_group(const std::vector<Action>& list, std::string* why) {
+  for (std::size_t i = 0; i < list.size();) {
+    const std::size_t n = cell_size(list, i);
+    if (n == 1 && !list[i].batch_next) {
+      ++i;
+      continue;
+    }
+    for (std::size_t k = i; k < i + n; ++k) {
+      if (!is_comm(list[k].type)) {
+        *why = to_string(list[k]) + " is in a BATCH_P2P group, which holds only " +
+               "SEND_F, RECV_F, SEND_B and RECV_B";
+        return static_cast<long>(k);
+      }
+      for (std::size_t j = i; j < k; ++j)
+        if (Action(list[j].type, list[j].stage, list[j].microbatch) ==
+            Action(list[k].type, list[k].stage, list[k].microbatch)) {
+          *why = to_string(list[k]) + " is twice in one BATCH_P2P group";
+          return static_cast<long>(k);
+        }
+    }
+    if (list[i + n - 1].batch_next) {
+      *why = to_string(list[i + n - 1]) +
+             " is marked as posted with the next action, but it ends its rank's list";
+      return static_cast<long>(i + n - 1);
+    }
+    i += n;
+  }
+  return -1;
+}
 
 ActionParse parse_action_located(std::string_view text) {
   if (!text.empty() && text.front() == '(') return parse_group(text);
   return parse_simple(text, 0);
 }
 
+std::optional<Action> parse_action(std::string_view text) {
+  return parse_action_located(text).action;
+}
+
 std::string describe_bad_action(std::string_view text, const ActionParse& failure) {
   return "unknown action '" + limits::excerpt(text) + "': " + failure.reason;
 }
 
-}  // namespace pipeplan::io
+}  // namespace pipeplan
