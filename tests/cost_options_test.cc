@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "pipeplan/compare.h"
 #include "pipeplan/cost_options.h"
 #include "pipeplan/error.h"
 #include "pipeplan/planner.h"
@@ -114,41 +115,4 @@ TEST_CASE("compare: every schedule on one shape, fastest first, rejections last"
   CHECK(two[0].schedule == "gpipe");
   CHECK(two[1].skipped.rfind("needs at least pp_degree=4 microbatches", 0) == 0);
   CHECK_THROWS_AS(compare_schedules(request(4, 8, {"nosuch"}), SimOptions{}), InputError);
-}
-
-TEST_CASE("lowering choices: the schedule's own lowering, overridden, for the costs given",
-          "[cost_options]") {
-  const PlanMeta zbv = resolve(Problem{"zbv", 4, 8, 0});
-  const PlanMeta one = resolve(Problem{"1f1b", 4, 8, 0});
-  CostModel free_transfers;
-  CostModel slow = free_transfers;
-  slow.comm_latency = 0.1;
-  slow.comm_bandwidth = 100;
-  slow.transfer_bytes = 40;
-
-  // Nothing chosen: the schedule's own mode; latency hiding plans for the
-  // nominal latency when no transfer cost was given.
-  LowerOptions o = make_lower_options(zbv, {}, free_transfers, false);
-  CHECK(o.mode == LowerMode::LatencyHiding);
-  CHECK(o.costs.transfer_time() == kNominalLatency);
-  CHECK(make_lower_options(one, {}, slow, true).mode == LowerMode::Seed);
-  // A transfer cost given (--comm 0 included), or brought by a calibrated
-  // file (costs with a transfer time), is planned for as it is.
-  CHECK(make_lower_options(zbv, {}, free_transfers, true).costs.transfer_time() == 0.0);
-  CHECK(make_lower_options(zbv, {}, slow, false).costs.transfer_time() == 0.5);
-  CHECK(make_lower_options(zbv, {}, slow, true).costs.transfer_time() == 0.5);
-
-  LoweringChoice choice;
-  choice.mode = LowerMode::LatencyHiding;
-  choice.max_prefetch = 3;
-  choice.serial_safe = true;
-  o = make_lower_options(one, choice, slow, true);
-  CHECK(o.mode == LowerMode::LatencyHiding);
-  CHECK(o.max_prefetch == 3);
-  CHECK(o.serial_safe);
-  CHECK(o.costs.transfer_time() == 0.5);
-  choice.mode = LowerMode::Seed;
-  CHECK(make_lower_options(zbv, choice, slow, true).mode == LowerMode::Seed);
-  choice.max_prefetch = -1;
-  CHECK_THROWS_AS(make_lower_options(zbv, choice, slow, true), InputError);
 }

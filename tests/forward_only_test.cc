@@ -60,7 +60,7 @@ TEST_CASE("forward-only: every schedule over a grid plans, lowers and verifies u
           // keeps it: only F, SEND_F and RECV_F, one F per (stage, microbatch).
           std::size_t n_f = 0;
           for (std::size_t r = 0; r < compute.ranks.size(); ++r) {
-            REQUIRE(compute.ranks[r] == forward_order(training_compute.ranks[r]));
+            REQUIRE(compute.ranks[r] == forward_projection(training_compute.ranks[r]));
             std::vector<Action> kept;
             for (const Action& a : lowered.ranks[r]) {
               REQUIRE((a.type == ActionType::F || a.type == ActionType::SendF ||

@@ -8,6 +8,7 @@
 #include "pipeplan/io.h"
 #include "pipeplan/ir.h"
 #include "pipeplan/limits.h"
+#include "test_util.h"
 
 using namespace pipeplan;
 
@@ -91,4 +92,46 @@ TEST_CASE("ir: a refusal says where and why", "[ir]") {
   // Long input is quoted as an excerpt, never whole.
   const std::string junk(5000, 'Q');
   CHECK(describe_bad_action("0" + junk, parse_action_located("0" + junk)).size() < 400);
+}
+
+TEST_CASE("ir: projections of a plan", "[ir]") {
+  const std::vector<Action> program = pipeplan::test::actions(
+      "0UNSHARD 1RECV_F0 1F0 1SEND_F0 (1F1;1B0)OVERLAP_F_B 1RECV_B0 1I0 1W0 1SEND_B0 1B1 "
+      "0REDUCE_GRAD 0RESHARD");
+  CHECK(forward_projection(program) ==
+        pipeplan::test::actions("0UNSHARD 1RECV_F0 1F0 1SEND_F0 1F1 0RESHARD"));
+  CHECK(has_backward(program));
+  CHECK_FALSE(has_backward(forward_projection(program)));
+  CHECK(has_backward(pipeplan::test::actions("1RECV_B0")));
+  // A group's forward members stay a group; one left alone is a single op.
+  CHECK(forward_projection(pipeplan::test::actions(
+            "1F0 (1SEND_F0;1RECV_B0;1RECV_F1)BATCH_P2P 1B0 (1SEND_B0;1RECV_F2)BATCH_P2P 1F1 "
+            "(2SEND_F1;2RECV_B1;1SEND_B1)BATCH_P2P")) ==
+        pipeplan::test::actions("1F0 (1SEND_F0;1RECV_F1)BATCH_P2P 1RECV_F2 1F1 2SEND_F1"));
+
+  Plan p;
+  p.meta = PlanMeta{"custom", 2, 2, 2, StageMapping::Loop, false, {}};
+  p.rank_ids = {0, 1};
+  p.ranks = {pipeplan::test::actions("0F0 0SEND_F0 0RECV_B0 0B0"),
+             pipeplan::test::actions("1RECV_F0 1F0 1B0 1SEND_B0")};
+  const Plan fwd = forward_projection(p);
+  CHECK(fwd.meta.forward_only);
+  CHECK(fwd.rank_ids == p.rank_ids);
+  CHECK(fwd.ranks[1] == pipeplan::test::actions("1RECV_F0 1F0"));
+  CHECK(has_backward(p));
+  CHECK_FALSE(has_backward(fwd));
+  const Plan compute = compute_projection(p);
+  CHECK(compute.ranks[0] == pipeplan::test::actions("0F0 0B0"));
+  CHECK(compute.ranks[1] == pipeplan::test::actions("1F0 1B0"));
+  CHECK(compute.meta == p.meta);
+  CHECK(compute.is_compute_only());
+
+  const Plan one = keep_rank(p, 1);
+  CHECK(one.rank_ids == std::vector<int>{1});
+  CHECK(one.ranks == std::vector<std::vector<Action>>{p.ranks[1]});
+  CHECK(one.meta == p.meta);
+  CHECK_THROWS_WITH(keep_rank(p, 2), "rank 2 is out of range for pp_degree 2 (valid: 0..1)");
+  CHECK_THROWS_WITH(keep_rank(p, -1, "--rank"),
+                    "--rank -1 is out of range for pp_degree 2 (valid: 0..1)");
+  CHECK_THROWS_WITH(keep_rank(one, 0), "the plan holds no program for rank 0");
 }

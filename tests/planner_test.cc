@@ -1,9 +1,11 @@
 // The schedule table, name lookup, shape checks and per-rank planning.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <set>
 
 #include "pipeplan/error.h"
+#include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
 
 using namespace pipeplan;
@@ -94,4 +96,96 @@ TEST_CASE("planner: one rank's plan equals that rank of the whole plan", "[plann
     }
     CHECK_THROWS_WITH(plan_rank(pr, 4), "rank 4 is out of range for pp_degree 4 (valid: 0..3)");
   }
+}
+
+TEST_CASE("planner: lowering choices apply to the schedule's own lowering, for the costs given",
+          "[planner]") {
+  const PlanMeta zbv = resolve(Problem{"zbv", 4, 8, 0});
+  const PlanMeta one = resolve(Problem{"1f1b", 4, 8, 0});
+  CostModel free_transfers;
+  CostModel slow = free_transfers;
+  slow.comm_latency = 0.1;
+  slow.comm_bandwidth = 100;
+  slow.transfer_bytes = 40;
+  LoweringChoice stated;
+  stated.transfer_cost_stated = true;
+
+  // Nothing chosen: the schedule's own mode; latency hiding plans for the
+  // nominal latency when no transfer cost was stated and transfers are free.
+  LowerOptions o = lower_options(zbv, {}, free_transfers);
+  CHECK(o.mode == LowerMode::LatencyHiding);
+  CHECK(o.costs.transfer_time() == kNominalLatency);
+  CHECK(o.costs.comm_bandwidth == 0.0);
+  CHECK(lower_options(one, stated, slow).mode == LowerMode::Seed);
+  // A transfer cost stated (--comm 0 included), or brought by a calibrated
+  // file (costs with a transfer time), is planned for as it is.
+  CHECK(lower_options(zbv, stated, free_transfers).costs.transfer_time() == 0.0);
+  CHECK(lower_options(zbv, {}, slow).costs.transfer_time() == 0.5);
+  CHECK(lower_options(zbv, stated, slow).costs.transfer_time() == 0.5);
+  // The rule itself, for callers that build LowerOptions of their own.
+  CHECK(planning_costs(free_transfers).comm_latency == kNominalLatency);
+  CHECK(planning_costs(free_transfers, stated).comm_latency == 0.0);
+  CHECK(planning_costs(slow).comm_latency == slow.comm_latency);
+  CHECK(planning_costs(slow).comm_bandwidth == slow.comm_bandwidth);
+
+  LoweringChoice choice = stated;
+  choice.mode = LowerMode::LatencyHiding;
+  choice.max_prefetch = 3;
+  choice.serial_safe = true;
+  o = lower_options(one, choice, slow);
+  CHECK(o.mode == LowerMode::LatencyHiding);
+  CHECK(o.max_prefetch == 3);
+  CHECK(o.serial_safe);
+  CHECK(o.costs.transfer_time() == 0.5);
+  choice.mode = LowerMode::Seed;
+  CHECK(lower_options(zbv, choice, slow).mode == LowerMode::Seed);
+  choice.max_prefetch = -1;
+  CHECK_THROWS_AS(lower_options(zbv, choice, slow), InputError);
+}
+
+TEST_CASE("planner: a Planner plans as the planner's free functions do", "[planner]") {
+  CostModel costs;
+  costs.comm_latency = 0.5;
+  LoweringChoice choice;
+  choice.max_prefetch = 2;
+  for (const ScheduleInfo& s : schedules()) {
+    INFO(s.name);
+    const Problem pr{s.name, 4, 8, 0};
+    const Planner planner(pr);
+    CHECK(planner.meta() == resolve(pr));
+    CHECK(&planner.schedule() == &find_schedule(s.name));
+    const LowerOptions own = planner.lowering();
+    CHECK(own.mode == schedule_lowering(planner.meta()).mode);
+    CHECK(own.send_placement == schedule_lowering(planner.meta()).send_placement);
+    CHECK(planner.compute() == plan_compute(pr));
+    const Plan lowered = planner.plan(own);
+    CHECK(lowered == plan(pr));
+    CHECK(planner.plan_rank(3, own) == plan_rank(pr, 3));
+    CHECK(planner.compute_rank(1) == plan_compute_rank(pr, 1));
+    // The front ends' entry: the problem, the choice and the cost model.
+    CHECK(plan(pr, choice, costs) ==
+          lower(plan_compute(pr), lower_options(resolve(pr), choice, costs)));
+  }
+  CHECK_THROWS_WITH(Planner(Problem{"1f1b", 4, 8, 0}).compute_rank(-1),
+                    "rank -1 is out of range for pp_degree 4 (valid: 0..3)");
+  CHECK_THROWS_AS(Planner(Problem{"1f1b", 4, 2, 0}), ShapeError);
+}
+
+TEST_CASE("planner: the table's rows are whole", "[planner]") {
+  for (const ScheduleInfo& s : schedules()) {
+    INFO(s.name);
+    CHECK(!s.aliases.empty());
+    CHECK(!s.description.empty());
+    CHECK(s.default_stages_per_rank >= 1);
+    if (!s.allowed_stages_per_rank.empty())
+      CHECK(std::count(s.allowed_stages_per_rank.begin(), s.allowed_stages_per_rank.end(),
+                       s.default_stages_per_rank) == 1);
+    CHECK(default_lowering(s.name).mode == s.lowering.mode);
+  }
+  // gpipe and 1f1b keep the seed driver's order; the rest hide latency.
+  CHECK(find_schedule("gpipe").lowering.mode == LowerMode::Seed);
+  CHECK(find_schedule("1f1b").lowering.send_placement == SendPlacement::ParityStaggered);
+  CHECK(find_schedule("zbv").lowering.mode == LowerMode::LatencyHiding);
+  CHECK(find_schedule("zbv").mapping == StageMapping::V);
+  CHECK(find_schedule("vpp-balanced").allowed_stages_per_rank.empty());
 }

@@ -1,12 +1,18 @@
-// Side-by-side comparison of schedules (`pipeplan compare`): one row per
-// schedule and their order. Writers live in emit_sim.h.
+// Side-by-side comparison of schedules (`pipeplan compare`, the Python
+// module's compare()): every schedule on one shape, planned, lowered and
+// simulated alike; one row per schedule and their order. Writers live in
+// emit_sim.h.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "pipeplan/diagnostic.h"
+#include "pipeplan/planner.h"
+#include "pipeplan/profile.h"
 #include "pipeplan/simulate.h"
-#include "pipeplan/verify.h"
+#include "pipeplan/timeline.h"
 
 namespace pipeplan {
 
@@ -28,5 +34,39 @@ struct ComparisonRow {
 /// Orders rows that ran by makespan (ties keep their order), then failed
 /// simulations, then skipped schedules.
 void sort_comparison(std::vector<ComparisonRow>& rows);
+
+/// A calibrated file times the stages of one measured layout; a comparison
+/// needs one rank's share: the mean stage duration times the measured stages
+/// per rank, for every schedule alike. Replaces the per-stage multipliers.
+void use_rank_share(SimOptions& options, const StageCosts& file);
+
+/// What `pipeplan compare` runs: one shape, the schedules named (every one in
+/// the table when empty), stages_per_rank 0 = each schedule's default.
+struct CompareRequest {
+  int pp_degree = 4;
+  int num_microbatches = 8;
+  int stages_per_rank = 0;
+  std::vector<std::string> schedules;
+  /// A layer profile: each schedule splits this one model into its own
+  /// p x v stages (balanced partition, in ComparisonRow::partition) and
+  /// stages cost the sums of their layers; the options' compute costs are
+  /// then unused and no 1/v rule applies.
+  std::optional<LayerProfile> layers;
+  /// How a skipped row's shape fix spells pp_degree, num_microbatches and
+  /// stages_per_rank (ShapeError::message); the CLI says -p, -m, -v.
+  std::string shape_names[3] = {"pp_degree", "num_microbatches", "stages_per_rank"};
+  /// How each schedule is lowered: its own options with this choice applied
+  /// (lower_options), a latency-hiding lowering planning for the costs the
+  /// schedule is simulated with.
+  LoweringChoice lowering;
+};
+
+/// Plans and simulates each schedule. `options` cost one rank's share of the
+/// model: a schedule with v stages per rank runs each stage at 1/v of them.
+/// A schedule that rejects the shape (or whose stage costs do not fit) is a
+/// skipped row; rows come back sorted (sort_comparison). Throws InputError
+/// for an unknown schedule name.
+std::vector<ComparisonRow> compare_schedules(const CompareRequest& request,
+                                             const SimOptions& options);
 
 }  // namespace pipeplan

@@ -186,4 +186,27 @@ void append_cell(std::string& out, const Action* first, std::size_t n);
 /// of the first bad action (-1 when every group is sound) and sets *why.
 long first_bad_group(const std::vector<Action>& list, std::string* why);
 
+// Projections: the one home of the views of a plan that the passes, the
+// executor and the front ends take.
+
+/// The forward-only projection of a rank's program, in order: its F actions
+/// (the forward half of an OVERLAP_F_B included), SEND_F, RECV_F, UNSHARD and
+/// RESHARD; every backward action (B, I, W, SEND_B, RECV_B) and REDUCE_GRAD
+/// dropped. Of a schedule's compute order, what its forward-only plan runs;
+/// of a lowered program, what a forward-only step of it runs.
+std::vector<Action> forward_projection(const std::vector<Action>& program);
+/// Every rank's forward_projection, the plan marked forward-only.
+Plan forward_projection(const Plan& plan);
+/// The plan's compute order: every SEND/RECV dropped, the rest in order.
+Plan compute_projection(Plan plan);
+/// Whether the program holds a backward action (B, I, W, OVERLAP_F_B,
+/// SEND_B or RECV_B).
+bool has_backward(const std::vector<Action>& program);
+/// Whether any rank of the plan does.
+bool has_backward(const Plan& plan);
+/// The program of `rank` alone, moved out of a whole plan (what `plan
+/// --rank` and plan_rank keep). Throws InputError "<rank_name> R is out of
+/// range for pp_degree P (valid: 0..P-1)".
+Plan keep_rank(Plan whole, int rank, const std::string& rank_name = "rank");
+
 }  // namespace pipeplan

@@ -10,7 +10,7 @@
 #include "pipeplan/io.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
-#include "pipeplan/simulate.h"
+#include "pipeplan/prove.h"
 #include "pipeplan/verify.h"
 
 namespace pipeplan::python {
@@ -18,11 +18,7 @@ namespace {
 
 using Release = py::gil_scoped_release;
 
-LowerOptions lower_options(const PlanMeta& meta, const std::optional<std::string>& lowering,
-                           const py::object& prefetch, bool serial_safe, const py::object& cost,
-                           const py::object& stage_costs, const py::object& comm,
-                           const py::object& bytes);
-
+// plan(): the CLI's `plan` with the same choices (one schedule lookup).
 Plan make_plan(const std::string& schedule, int pp_degree, int num_microbatches,
                std::optional<int> stages_per_rank, std::optional<int> rank, bool compute_only,
                bool forward_only, const std::optional<std::string>& lowering,
@@ -35,13 +31,13 @@ Plan make_plan(const std::string& schedule, int pp_degree, int num_microbatches,
                      "None for the schedule's default");
   Problem problem{schedule, pp_degree, num_microbatches, stages_per_rank.value_or(0)};
   problem.forward_only = forward_only;
-  // The lowering as the CLI's `plan` chooses it (resolve() checks the shape).
-  const LowerOptions options = lower_options(resolve(problem), lowering, prefetch, serial_safe,
-                                             cost, stage_costs, comm, bytes);
+  const Planner planner(problem);
+  const LowerOptions options =
+      planner.lowering(lowering_choice(lowering, prefetch, serial_safe, comm),
+                       sim_options(cost, stage_costs, comm, bytes, "rendezvous").costs);
   Release release;
-  if (rank)
-    return compute_only ? plan_compute_rank(problem, *rank) : plan_rank(problem, *rank, options);
-  return compute_only ? plan_compute(problem) : plan(problem, options);
+  if (rank) return compute_only ? planner.compute_rank(*rank) : planner.plan_rank(*rank, options);
+  return compute_only ? planner.compute() : planner.plan(options);
 }
 
 std::string first_comm(const Plan& plan) {
@@ -53,16 +49,11 @@ std::string first_comm(const Plan& plan) {
 
 std::string plan_name(const Plan& plan) { return "the " + plan.meta.schedule + " plan"; }
 
-// Where each rank of a compute order that lower() refuses (its ranks wait on
-// each other) is stuck: the simulator's diagnostics for it.
-std::vector<Diagnostic> stuck_ranks(const Plan& compute_only) {
-  return simulate(compute_only).problems;
-}
-
 }  // namespace
 
 LoweringChoice lowering_choice(const std::optional<std::string>& lowering,
-                               const py::object& prefetch, bool serial_safe) {
+                               const py::object& prefetch, bool serial_safe,
+                               const py::object& comm) {
   LoweringChoice choice;
   if (lowering) {
     choice.mode = parse_lower_mode(*lowering);
@@ -77,22 +68,11 @@ LoweringChoice lowering_choice(const std::optional<std::string>& lowering,
     throw InputError("prefetch must be in 0..1073741824 (0: no limit), got " + std::to_string(cap));
   choice.max_prefetch = static_cast<int>(cap);
   choice.serial_safe = serial_safe;
+  choice.transfer_cost_stated = !comm.is_none();
   return choice;
 }
 
 namespace {
-
-// lowering=, prefetch=, serial_safe= and the cost keywords, as the CLI's
-// --lowering, --prefetch, --serial-safe, --cost, --stage-costs, --comm and
-// --bytes: the schedule's own lowering with those choices.
-LowerOptions lower_options(const PlanMeta& meta, const std::optional<std::string>& lowering,
-                           const py::object& prefetch, bool serial_safe, const py::object& cost,
-                           const py::object& stage_costs, const py::object& comm,
-                           const py::object& bytes) {
-  const LoweringChoice choice = lowering_choice(lowering, prefetch, serial_safe);
-  const SimOptions sim = sim_options(cost, stage_costs, comm, bytes, "rendezvous");
-  return make_lower_options(meta, choice, sim.costs, !comm.is_none());
-}
 
 Plan lower_plan(const Plan& plan, const std::optional<std::string>& send_placement,
                 bool reduce_grad, const std::optional<std::string>& lowering,
@@ -106,7 +86,8 @@ Plan lower_plan(const Plan& plan, const std::optional<std::string>& send_placeme
     throw InputError(plan_name(plan) + " already has communication (" + first_comm(plan) +
                      "); lower takes a compute-only plan, verify() checks this one as written");
   LowerOptions options =
-      lower_options(plan.meta, lowering, prefetch, serial_safe, cost, stage_costs, comm, bytes);
+      lower_options(plan.meta, lowering_choice(lowering, prefetch, serial_safe, comm),
+                    sim_options(cost, stage_costs, comm, bytes, "rendezvous").costs);
   if (send_placement) {
     if (*send_placement == "earliest") options.send_placement = SendPlacement::Earliest;
     else if (*send_placement == "parity") options.send_placement = SendPlacement::ParityStaggered;
@@ -114,49 +95,28 @@ Plan lower_plan(const Plan& plan, const std::optional<std::string>& send_placeme
       throw InputError("unknown send_placement '" + *send_placement +
                        "' (expected earliest or parity)");
   }
-  std::vector<Diagnostic> defects;
-  Plan lowered;
+  Lowered result;
   {
     Release release;
-    defects = check_structure(plan);
-    if (defects.empty()) {
-      try {
-        lowered = lower(plan, options);
-      } catch (const PlanRejected& e) {
-        // lower() refuses an order whose ranks wait on each other: a plan defect.
-        throw PlanFailure{"cannot lower " + plan_name(plan) + ": " + e.what(), stuck_ranks(plan)};
-      }
-      if (reduce_grad) lowered = add_reduce_grad(lowered);
-    }
+    result = lower_if_compute_only(plan, options);
+    if (result.plan && reduce_grad) result.plan = add_reduce_grad(*result.plan);
   }
-  if (!defects.empty())
+  // A compute order with defects, or whose ranks wait on each other, is a
+  // plan defect.
+  if (!result.defects.empty())
     throw PlanFailure{"cannot lower " + plan_name(plan) + ": its compute order has " +
-                          std::to_string(defects.size()) + " problem(s)\n" +
-                          format_diagnostics(defects),
-                      defects};
-  return lowered;
+                          std::to_string(result.defects.size()) + " problem(s)\n" +
+                          format_diagnostics(result.defects),
+                      result.defects};
+  return std::move(*result.plan);
 }
 
-// As `pipeplan verify`: a whole compute-only plan is checked, then lowered
-// the way `lower` would and proven; a plan with comms is proven as written.
+// As `pipeplan verify`: prove() (a whole compute-only plan is checked,
+// lowered the way `lower` would and proven; a plan with comms as written).
 std::vector<Diagnostic> verify_plan(const Plan& plan, const std::string& transport) {
   const Transport t = transport_from(transport);
   Release release;
-  if (plan.is_whole() && plan.is_compute_only()) {
-    std::vector<Diagnostic> structure = check_structure(plan);
-    if (!structure.empty()) return structure;
-    Plan lowered;
-    try {
-      lowered = lower(plan, schedule_lowering(plan.meta));
-    } catch (const PlanRejected& e) {
-      // A compute order whose ranks wait on each other is a plan defect.
-      std::vector<Diagnostic> stuck = stuck_ranks(plan);
-      if (stuck.empty()) throw PlanFailure{std::string("cannot lower the plan: ") + e.what(), {}};
-      return stuck;
-    }
-    return verify(lowered, {t}).diagnostics;
-  }
-  return verify(plan, {t}).diagnostics;
+  return prove(plan, t).diagnostics;
 }
 
 Plan read_plan_text(const std::string& text, const std::string& source,

@@ -9,11 +9,13 @@
 
 #include "common.h"
 #include "frontend/read_file.h"
+#include "pipeplan/compare.h"
 #include "pipeplan/cost_options.h"
 #include "pipeplan/emit_sim.h"
 #include "pipeplan/error.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
+#include "pipeplan/prove.h"
 #include "pipeplan/render.h"
 #include "pipeplan/simulate.h"
 #include "pipeplan/verify.h"
@@ -113,21 +115,20 @@ Simulation run_simulation(const py::object& plan_obj, const py::object& cost,
     throw InputError("give lower=True or compute_only=True, not both");
   std::vector<Diagnostic> defects;
   std::optional<Plan> changed;  // the plan simulated, when not the one given
-  const bool comm_given = !comm.is_none();
+  const LoweringChoice choice = lowering_choice(std::nullopt, py::int_(0), false, comm);
   {
     Release release;
-    defects = check_structure(given);
-    if (defects.empty() && compute_only && !given.is_compute_only()) {
-      Plan p = given;
-      for (auto& list : p.ranks)
-        list.erase(std::remove_if(list.begin(), list.end(),
-                                  [](const Action& a) { return is_comm(a.type); }),
-                   list.end());
-      changed = std::move(p);
-    } else if (defects.empty() && lower_first && given.is_compute_only()) {
+    if (lower_first && given.is_compute_only()) {
       // Lowered for the costs it is simulated with (a layer profile's stage
       // sums with layers=), as `simulate FILE --lower`.
-      changed = lower(given, make_lower_options(given.meta, {}, s.options.costs, comm_given));
+      Lowered lowered =
+          lower_if_compute_only(given, lower_options(given.meta, choice, s.options.costs));
+      defects = std::move(lowered.defects);
+      changed = std::move(lowered.plan);
+    } else {
+      defects = check_structure(given);
+      if (defects.empty() && compute_only && !given.is_compute_only())
+        changed = compute_projection(given);
     }
     if (defects.empty()) s.result = simulate(changed ? *changed : given, s.options);
   }
@@ -151,7 +152,7 @@ Comparison run_comparison(int pp_degree, int num_microbatches, std::optional<int
                           const py::object& comm, const py::object& bytes, const std::string& model,
                           const py::object& layers, const std::optional<std::string>& lowering,
                           const py::object& prefetch, bool serial_safe) {
-  const LoweringChoice choice = lowering_choice(lowering, prefetch, serial_safe);
+  const LoweringChoice choice = lowering_choice(lowering, prefetch, serial_safe, comm);
   Comparison c;
   c.pp_degree = pp_degree;
   c.num_microbatches = num_microbatches;
@@ -164,9 +165,7 @@ Comparison run_comparison(int pp_degree, int num_microbatches, std::optional<int
   request.stages_per_rank = stages_per_rank.value_or(0);
   request.schedules = names_given.value_or(std::vector<std::string>{});
   if (!layers.is_none()) request.layers = layers_from(layers);
-  request.lowering = choice.mode;
-  request.max_prefetch = choice.max_prefetch;
-  request.serial_safe = choice.serial_safe;
+  request.lowering = choice;
   {
     Release release;
     c.rows = compare_schedules(request, c.options);

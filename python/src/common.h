@@ -12,6 +12,7 @@
 #include "pipeplan/cost_options.h"
 #include "pipeplan/io.h"
 #include "pipeplan/ir.h"
+#include "pipeplan/planner.h"
 #include "pipeplan/profile.h"
 #include "pipeplan/simulate.h"
 #include "pipeplan/verify.h"
@@ -53,9 +54,11 @@ SimOptions sim_options(const py::object& cost, const py::object& stage_costs,
                        const py::object& comm, const py::object& bytes, const std::string& model,
                        StageCosts* file = nullptr);
 /// The lowering keywords (lowering=, prefetch=, serial_safe=) as the CLI's
-/// --lowering, --prefetch and --serial-safe; InputError for a bad value.
+/// --lowering, --prefetch and --serial-safe, with the transfer cost stated
+/// when comm= is given; InputError for a bad value.
 LoweringChoice lowering_choice(const std::optional<std::string>& lowering,
-                               const py::object& prefetch, bool serial_safe);
+                               const py::object& prefetch, bool serial_safe,
+                               const py::object& comm);
 /// The layers= argument: a CSV path, a LayerProfile, or (name, F, B, W,
 /// activation) rows / dicts; read by the library's CSV reader.
 LayerProfile layers_from(const py::object& layers);

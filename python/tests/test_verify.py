@@ -108,10 +108,16 @@ def test_lower_refusals_match_the_cli(cli, tmp_path, interop_dir):
     assert cli.run("lower", "-", input=stuck.to_csv()).returncode == 1
     with pytest.raises(pipeplan.PlanError, match="cyclic wait across ranks") as info:
         pipeplan.lower(stuck)
+    # One diagnostic naming every stuck rank, as `pipeplan lower` and
+    # `pipeplan verify` print it (the library's prove(), not a rule of its own).
     assert [(d.code, d.rank, d.action) for d in info.value.diagnostics] == [
-        ("sim-deadlock", 0, "0B0"), ("sim-deadlock", 1, "1F1")]
-    # verify() reports it as diagnostics (the CLI's verify exits 2 with lower's message).
+        ("compute-cycle", None, None)]
+    assert "rank 0 waits at 0B0 (index 1)" in info.value.diagnostics[0].message
+    # verify() reports it as diagnostics, as the CLI's verify does (exit 1).
     assert pipeplan.verify(stuck) == info.value.diagnostics
+    verified = cli.run("verify", "-", input=stuck.to_csv())
+    assert verified.returncode == 1
+    assert str(info.value.diagnostics[0]) in verified.stdout
 
 
 LOWERING_CASES = [

@@ -6,7 +6,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/sim_options.h"
-#include "pipeplan/cost_options.h"
+#include "pipeplan/compare.h"
 #include "pipeplan/emit_sim.h"
 #include "pipeplan/error.h"
 #include "pipeplan/limits.h"
@@ -19,7 +19,7 @@ struct CompareArgs {
   int pp = 4, microbatches = 8, stages_per_rank = 0;
   std::vector<std::string> schedules;
   CostArgs costs;
-  LoweringArgs lowering;
+  LoweringChoice lowering;
   std::string format = "text";
   std::string output;
 };
@@ -66,9 +66,7 @@ std::function<int()> setup_compare(CLI::App& app) {
     request.stages_per_rank = args->stages_per_rank;
     request.schedules = args->schedules;
     request.shape_names[0] = "-p", request.shape_names[1] = "-m", request.shape_names[2] = "-v";
-    request.lowering = parse_lower_mode(args->lowering.mode);
-    request.max_prefetch = args->lowering.prefetch;
-    request.serial_safe = args->lowering.serial_safe;
+    request.lowering = lowering_choice(args->lowering, args->costs);
     request.layers = load_layers(args->costs);
     const std::vector<ComparisonRow> rows = compare_schedules(request, options);
     Output out(args->output);

@@ -14,6 +14,7 @@
 #include "pipeplan/io.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
+#include "pipeplan/prove.h"
 #include "pipeplan/verify.h"
 
 namespace pipeplan::cli {
@@ -29,7 +30,7 @@ struct LowerArgs {
   bool no_verify = false;
   CsvReadOptions csv;
   CostArgs costs;
-  LoweringArgs lowering;
+  LoweringChoice lowering;
 };
 
 std::string first_comm(const Plan& plan) {
@@ -76,26 +77,20 @@ std::function<int()> setup_lower(CLI::App& app) {
           name + " already has communication (" + first_comm(plan) +
           "); lower takes a compute-only plan, 'pipeplan verify' checks this one as written");
 
-    // Lowering assumes a consistent compute order; say what is wrong instead.
-    std::vector<Diagnostic> defects = check_structure(plan);
-    if (!defects.empty()) {
-      std::cerr << "cannot lower " << name << ": its compute order has " << defects.size()
-                << " problem(s)\n"
-                << format_diagnostics(defects) << "\n";
-      return kExitInvalid;
-    }
-    LowerOptions options = make_lower_options(
-        plan.meta, args->lowering, make_sim_options(args->costs).costs, !args->costs.comm.empty());
+    LowerOptions options = lower_options(plan.meta, lowering_choice(args->lowering, args->costs),
+                                         make_sim_options(args->costs).costs);
     if (args->send_placement == "earliest") options.send_placement = SendPlacement::Earliest;
     if (args->send_placement == "parity") options.send_placement = SendPlacement::ParityStaggered;
-    Plan lowered;
-    try {
-      lowered = lower(plan, options);
-    } catch (const PlanRejected& e) {
-      // lower() refuses an order whose ranks wait on each other: a plan defect.
-      std::cerr << "cannot lower " << name << ": " << e.what() << "\n";
+    // A compute order with defects, or whose ranks wait on each other, cannot
+    // be lowered; say what is wrong instead.
+    Lowered result = lower_if_compute_only(plan, options);
+    if (!result.defects.empty()) {
+      std::cerr << "cannot lower " << name << ": its compute order has " << result.defects.size()
+                << " problem(s)\n"
+                << format_diagnostics(result.defects) << "\n";
       return kExitInvalid;
     }
+    Plan lowered = std::move(*result.plan);
     if (args->reduce_grad) lowered = add_reduce_grad(lowered);
 
     if (!args->no_verify) {

@@ -8,6 +8,7 @@
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
 #include "pipeplan/planner.h"
+#include "pipeplan/prove.h"
 #include "pipeplan/verify.h"
 
 namespace pipeplan::cli {
@@ -22,7 +23,7 @@ struct PlanArgs {
   std::string format = "json";
   std::string output;
   CostArgs costs;
-  LoweringArgs lowering;
+  LoweringChoice lowering;
 };
 }  // namespace
 
@@ -41,22 +42,20 @@ std::function<int()> setup_plan(CLI::App& app) {
   add_cost_options(app, args->costs, true, /*model=*/false);
   add_lowering_options(app, args->lowering);
   return [args]() {
-    const Problem& pr = args->problem;
-    // The plan is lowered for the cost model given (else the nominal one).
-    const LowerOptions lowering =
-        make_lower_options(resolve(pr), args->lowering, make_sim_options(args->costs).costs,
-                           !args->costs.comm.empty());
-    Plan whole = args->compute_only ? plan_compute(pr) : plan(pr, lowering);
+    // One schedule lookup: the shape, the lowering (for the cost model
+    // given, else the nominal one) and the plan all come from it.
+    const Planner planner(args->problem);
+    const LowerOptions lowering = planner.lowering(lowering_choice(args->lowering, args->costs),
+                                                   make_sim_options(args->costs).costs);
+    Plan whole = args->compute_only ? planner.compute() : planner.plan(lowering);
     spdlog::debug("planned {} p={} m={} v={}: {} actions", whole.meta.schedule,
                   whole.meta.pp_degree, whole.meta.num_microbatches, whole.meta.stages_per_rank,
                   whole.num_actions());
     if (!args->no_verify) {
       // A compute-only plan is proven through its lowering: the order users
-      // get is the one a runtime will lower the same way.
-      // (No copy of the plan: at scale it would cost as much as lowering.)
-      VerifyResult res = args->compute_only
-                             ? verify(lower(whole, lowering), {Transport::Rendezvous})
-                             : verify(whole, {Transport::Rendezvous});
+      // get is the one a runtime will lower the same way. (A plan with comms
+      // is proven in place: at scale a copy would cost as much as lowering.)
+      const VerifyResult res = prove(whole, {Transport::Rendezvous}, lowering).results.front();
       if (!res.ok()) {
         spdlog::error("the planned schedule is not deadlock-free (a pipeplan bug):\n{}",
                       format_diagnostics(res.diagnostics));
@@ -65,20 +64,10 @@ std::function<int()> setup_plan(CLI::App& app) {
       spdlog::debug("verified: deadlock-free under rendezvous");
     }
     const std::size_t n_actions = whole.num_actions();
-    Plan one;  // --rank: that rank's program, moved out of the whole plan
-    const Plan* out = &whole;
-    if (args->rank_opt->count() > 0) {
-      if (args->rank >= whole.meta.pp_degree || args->rank < 0)
-        throw InputError("--rank " + std::to_string(args->rank) +
-                         " is out of range for pp_degree " + std::to_string(whole.meta.pp_degree) +
-                         " (valid: 0.." + std::to_string(whole.meta.pp_degree - 1) + ")");
-      one.meta = whole.meta;
-      one.rank_ids = {args->rank};
-      one.ranks.push_back(std::move(whole.ranks[static_cast<std::size_t>(args->rank)]));
-      out = &one;
-    }
+    // --rank: that rank's program, moved out of the whole plan.
+    if (args->rank_opt->count() > 0) whole = keep_rank(std::move(whole), args->rank, "--rank");
     Output o(args->output);
-    write_plan(*out, args->format, o.stream());
+    write_plan(whole, args->format, o.stream());
     if (args->format == "timeline" && !args->no_verify)
       o.stream() << "verified: deadlock-free under rendezvous transport (" << n_actions
                  << " actions" << (args->compute_only ? " after lowering" : "") << ")\n";

@@ -9,8 +9,7 @@
 #include "pipeplan/emit_diagnostics.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
-#include "pipeplan/lower.h"
-#include "pipeplan/planner.h"
+#include "pipeplan/prove.h"
 #include "pipeplan/verify.h"
 
 namespace pipeplan::cli {
@@ -23,14 +22,6 @@ struct VerifyArgs {
   CsvReadOptions csv;
 };
 
-bool no_backward(const Plan& plan) {
-  for (const auto& list : plan.ranks)
-    for (const Action& a : list)
-      if (a.type == ActionType::B || a.type == ActionType::I || a.type == ActionType::W ||
-          a.type == ActionType::OverlapFB)
-        return false;
-  return true;
-}
 }  // namespace
 
 std::function<int()> setup_verify(CLI::App& app) {
@@ -44,31 +35,19 @@ std::function<int()> setup_verify(CLI::App& app) {
       ->check(CLI::IsMember({"text", "json"}));
   add_csv_options(app, args->csv);
   return [args]() {
-    Plan plan = load_plan(args->file, args->csv);
-    std::vector<ModelResult> results;
+    const Plan given = load_plan(args->file, args->csv);
     std::vector<Transport> models;
     if (args->model == "all") models = {Transport::Rendezvous, Transport::Eager, Transport::Serial};
     else models = {*parse_transport(args->model)};
-
-    bool lowered = false;
-    if (plan.is_whole() && plan.is_compute_only()) {
-      std::vector<Diagnostic> structure = check_structure(plan);
-      if (!structure.empty()) {
-        for (Transport t : models) results.push_back({t, VerifyResult{structure}});
-      } else {
-        spdlog::info("compute-only plan: lowering it before verification");
-        try {
-          plan = lower(plan, schedule_lowering(plan.meta));
-          lowered = true;
-        } catch (const PlanRejected& e) {
-          // Ranks that wait on each other: the plan cannot run (exit 1, as
-          // `lower` says), whatever the transport.
-          for (Transport t : models) results.push_back({t, VerifyResult{e.diagnostics()}});
-        }
-      }
-    }
-    if (results.empty())
-      for (Transport t : models) results.push_back({t, verify(plan, {t})});
+    // A compute-only plan is proven through its lowering (as its schedule
+    // lowers it), the program a runtime runs.
+    const Proof proof = prove(given, models);
+    const bool lowered = proof.lowered.has_value();
+    if (lowered) spdlog::info("compute-only plan: lowered before verification");
+    const Plan& plan = lowered ? *proof.lowered : given;
+    std::vector<ModelResult> results;
+    for (std::size_t i = 0; i < models.size(); ++i)
+      results.push_back({models[i], proof.results[i]});
 
     bool ok = true;
     for (const auto& r : results) ok = ok && r.result.ok();
@@ -88,7 +67,7 @@ std::function<int()> setup_verify(CLI::App& app) {
                     << format_diagnostics(r.result.diagnostics) << "\n";
         }
       }
-      if (!ok && !plan.meta.forward_only && no_backward(plan))
+      if (!ok && !plan.meta.forward_only && !has_backward(plan))
         std::cout << "hint: the plan holds no backward action at all; pass --forward-only "
                      "if it is an inference plan\n";
     }

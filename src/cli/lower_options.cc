@@ -2,32 +2,22 @@
 
 #include <CLI/CLI.hpp>
 
-#include "pipeplan/cost_options.h"
-
 namespace pipeplan::cli {
 
-void add_lowering_options(CLI::App& app, LoweringArgs& args) {
-  app.add_option("--lowering", args.mode,
-                 "How SEND/RECV are placed: latency-hiding (prefetched receives, pair order from "
-                 "the cost model; default except gpipe/1f1b) or seed (receives right before their "
-                 "consumer; gpipe/1f1b default, the seed driver's order)")
+void add_lowering_options(CLI::App& app, LoweringChoice& choice) {
+  app.add_option_function<std::string>(
+         "--lowering", [&choice](const std::string& s) { choice.mode = parse_lower_mode(s); },
+         "How SEND/RECV are placed: latency-hiding (prefetched receives, pair order from "
+         "the cost model; default except gpipe/1f1b) or seed (receives right before their "
+         "consumer; gpipe/1f1b default, the seed driver's order)")
       ->check(CLI::IsMember({"latency-hiding", "seed"}));
-  app.add_option("--prefetch", args.prefetch,
+  app.add_option("--prefetch", choice.max_prefetch,
                  "Latency hiding: most receives a rank posts ahead of their consumers (buffers "
                  "held before use); 0 = no limit (default)")
       ->check(CLI::Range(0, 1 << 30));
-  app.add_flag("--serial-safe", args.serial_safe,
+  app.add_flag("--serial-safe", choice.serial_safe,
                "Keep one transfer order per rank across its peers, so the plan also runs under "
                "the serial model (library schedules other than gpipe/1f1b already do)");
-}
-
-LowerOptions make_lower_options(const PlanMeta& meta, const LoweringArgs& args,
-                                const CostModel& costs, bool comm_given) {
-  LoweringChoice choice;
-  choice.mode = parse_lower_mode(args.mode);
-  choice.max_prefetch = args.prefetch;
-  choice.serial_safe = args.serial_safe;
-  return pipeplan::make_lower_options(meta, choice, costs, comm_given);
 }
 
 }  // namespace pipeplan::cli

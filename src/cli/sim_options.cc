@@ -13,6 +13,7 @@
 #include "pipeplan/io.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
+#include "pipeplan/prove.h"
 #include "pipeplan/verify.h"
 
 namespace pipeplan::cli {
@@ -64,6 +65,11 @@ SimOptions make_sim_options(const CostArgs& args, StageCosts* file_out) {
   return o;
 }
 
+LoweringChoice lowering_choice(LoweringChoice flags, const CostArgs& costs) {
+  flags.transfer_cost_stated = !costs.comm.empty();
+  return flags;
+}
+
 std::optional<LayerProfile> load_layers(const CostArgs& args) {
   if (args.layers.empty()) return std::nullopt;
   return parse_layer_profile(read_input(args.layers), args.layers);
@@ -89,13 +95,12 @@ void add_plan_source(CLI::App& app, PlanSource& src) {
   add_lowering_options(app, src.lowering);
 }
 
-Plan load_plan_source(const PlanSource& src, const CostModel& costs, bool comm_given,
+Plan load_plan_source(const PlanSource& src, const CostArgs& costs, const CostModel& model,
                       std::vector<Diagnostic>& defects, const LayerProfile* layers) {
+  const LoweringChoice choice = lowering_choice(src.lowering, costs);
   // A lowering plans for the stage costs the plan is simulated with.
-  const auto lowering = [&](const PlanMeta& meta) {
-    const CostModel planned =
-        layers ? stage_costs(*layers, partition_for(*layers, meta), costs) : costs;
-    return make_lower_options(meta, src.lowering, planned, comm_given);
+  const auto planned = [&](const PlanMeta& meta) {
+    return layers ? stage_costs(*layers, partition_for(*layers, meta), model) : model;
   };
   const bool named = src.app->count("--schedule") > 0;
   const bool shaped = src.app->count("--pp") > 0 || src.app->count("--microbatches") > 0 ||
@@ -107,8 +112,9 @@ Plan load_plan_source(const PlanSource& src, const CostModel& costs, bool comm_g
     if (src.app->count("--pp") == 0 || src.app->count("--microbatches") == 0)
       throw InputError("-s needs -p P and -m M");
     if (src.lower) throw InputError("--lower applies to a plan FILE; -s plans are lowered already");
-    if (src.compute_only) return plan_compute(src.problem);
-    return plan(src.problem, lowering(resolve(src.problem)));
+    const Planner planner(src.problem);
+    if (src.compute_only) return planner.compute();
+    return planner.plan(planner.lowering(choice, planned(planner.meta())));
   }
   CsvReadOptions csv;
   csv.forward_only = src.problem.forward_only;
@@ -116,17 +122,16 @@ Plan load_plan_source(const PlanSource& src, const CostModel& costs, bool comm_g
   if (!p.is_whole())
     throw InputError(src.file + ": holds " + std::to_string(p.ranks.size()) + " of " +
                      std::to_string(p.meta.pp_degree) + " ranks; simulating needs every rank");
+  if (src.lower && !src.compute_only && p.is_compute_only()) {
+    Lowered lowered = lower_if_compute_only(p, lower_options(p.meta, choice, planned(p.meta)));
+    defects = std::move(lowered.defects);
+    if (!defects.empty()) return p;
+    spdlog::debug("lowered the compute-only plan: {} actions", lowered.plan->num_actions());
+    return std::move(*lowered.plan);
+  }
   defects = check_structure(p);
   if (!defects.empty()) return p;
-  if (src.compute_only) {
-    for (auto& list : p.ranks)
-      list.erase(
-          std::remove_if(list.begin(), list.end(), [](const Action& a) { return is_comm(a.type); }),
-          list.end());
-  } else if (src.lower && p.is_compute_only()) {
-    p = lower(p, lowering(p.meta));
-    spdlog::debug("lowered the compute-only plan: {} actions", p.num_actions());
-  }
+  if (src.compute_only) p = compute_projection(std::move(p));
   return p;
 }
 
@@ -140,8 +145,7 @@ Simulated load_and_simulate(const PlanSource& src, const CostArgs& costs, const 
   s.options = make_sim_options(costs);
   std::vector<Diagnostic> defects;
   const std::optional<LayerProfile> profile = load_layers(costs);
-  s.plan = load_plan_source(src, s.options.costs, !costs.comm.empty(), defects,
-                            profile ? &*profile : nullptr);
+  s.plan = load_plan_source(src, costs, s.options.costs, defects, profile ? &*profile : nullptr);
   if (!defects.empty()) {
     s.exit_code = report_invalid(src.file + " is not a valid plan", defects);
     return s;

@@ -8,6 +8,7 @@
 
 #include "cli/lower_options.h"
 #include "pipeplan/ir.h"
+#include "pipeplan/planner.h"
 #include "pipeplan/problem.h"
 #include "pipeplan/profile.h"
 #include "pipeplan/simulate.h"
@@ -36,6 +37,9 @@ void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs = true, bo
 /// sets absolute durations and its transfer cost); throws InputError.
 /// `file_out`, when given, receives the stage-costs file as read.
 SimOptions make_sim_options(const CostArgs& args, StageCosts* file_out = nullptr);
+/// The lowering `flags` choose (--lowering, --prefetch, --serial-safe),
+/// with the transfer cost stated when --comm gives it.
+LoweringChoice lowering_choice(LoweringChoice flags, const CostArgs& costs);
 /// Reads --layers FILE; nullopt when not given.
 std::optional<LayerProfile> load_layers(const CostArgs& args);
 /// Gives `options` the stage costs of `profile` split for `meta` (its
@@ -48,18 +52,19 @@ struct PlanSource {
   Problem problem;
   bool lower = false;         ///< lower a compute-only FILE first
   bool compute_only = false;  ///< drop SEND/RECV (-s: plan without lowering)
-  LoweringArgs lowering;      ///< how -s plans and FILE --lower are lowered
+  LoweringChoice lowering;    ///< how -s plans and FILE --lower are lowered
   CLI::App* app = nullptr;
 };
 
 /// Adds the positional FILE, -s/-p/-m/-v, --forward-only, --lower,
 /// --compute-only and the lowering options.
 void add_plan_source(CLI::App& app, PlanSource& src);
-/// Loads or plans the plan, lowering for `costs` (the simulated cost model;
-/// `comm_given`: whether --comm set its transfer cost), or with `layers` for
-/// the profile's stage costs on the plan's partition. A FILE's structural
-/// defects (check_structure) land in `defects`, and the plan is returned as read.
-Plan load_plan_source(const PlanSource& src, const CostModel& costs, bool comm_given,
+/// Loads or plans the plan, lowering for the simulated cost model of
+/// `costs`, or with `layers` for the profile's stage costs on the plan's
+/// partition. A FILE's structural defects (check_structure; with --lower, a
+/// compute order that cannot be lowered) land in `defects`, and the plan is
+/// returned as read.
+Plan load_plan_source(const PlanSource& src, const CostArgs& costs, const CostModel& model,
                       std::vector<Diagnostic>& defects, const LayerProfile* layers = nullptr);
 /// Prints defects or simulation problems to stderr; returns kExitInvalid.
 int report_invalid(const std::string& what, const std::vector<Diagnostic>& problems);

@@ -1,12 +1,19 @@
-// compare_schedules: every schedule on one shape through the simulator. A
-// client of the passes (planner, lower, simulate), as `pipeplan compare` and
-// the Python module run it.
-#include "pipeplan/cost_options.h"
+// Side-by-side comparison of schedules: every schedule on one shape through
+// the planner and the simulator (compare_schedules), and the rows' order. A
+// client of the passes, as `pipeplan compare` and the Python module run it.
+#include "pipeplan/compare.h"
+
+#include <algorithm>
+
+#include "ir/numbers.h"
 #include "pipeplan/error.h"
-#include "pipeplan/planner.h"
 
 namespace pipeplan {
 namespace {
+
+using detail::tidy;
+
+int group(const ComparisonRow& r) { return !r.skipped.empty() ? 2 : !r.problems.empty() ? 1 : 0; }
 
 // The costs describe one rank's share of the model; a schedule with v
 // stages per rank runs each stage at 1/v of them, so all do the same work.
@@ -17,7 +24,85 @@ SimOptions per_stage(SimOptions o, int v) {
   return o;
 }
 
+// Why a schedule cannot run the request's shape, as its row says it (shape
+// errors name the request's spelling of p, m and v; the row names the
+// schedule already).
+std::string skip_reason(const InputError& e, const ComparisonRow& row,
+                        const CompareRequest& request) {
+  const auto* shape = dynamic_cast<const ShapeError*>(&e);
+  std::string why =
+      shape ? shape->message(request.shape_names[0], request.shape_names[1], request.shape_names[2])
+            : std::string(e.what());
+  if (why.rfind(row.schedule + ": ", 0) == 0) why.erase(0, row.schedule.size() + 2);
+  return why;
+}
+
+// One schedule planned and simulated: the plan is lowered for the costs it
+// is simulated with (a layer profile's stage sums when there is one, else
+// one rank's share split over its v stages).
+void run_row(ComparisonRow& row, const CompareRequest& request, const SimOptions& options) {
+  Plan p;
+  SimOptions simulated = options;
+  try {
+    const Planner planner(Problem{row.schedule, request.pp_degree, request.num_microbatches,
+                                  request.stages_per_rank});
+    if (request.layers) {
+      row.partition = partition_for(*request.layers, planner.meta());
+      simulated.costs = stage_costs(*request.layers, row.partition, options.costs);
+    } else {
+      simulated = per_stage(options, planner.meta().stages_per_rank);
+    }
+    p = planner.plan(planner.lowering(request.lowering, simulated.costs));
+  } catch (const InputError& e) {
+    row.partition.clear();
+    row.skipped = skip_reason(e, row, request);
+    return;
+  }
+  row.stages_per_rank = p.meta.stages_per_rank;
+  SimResult r;
+  try {
+    r = simulate(p, simulated);
+  } catch (const InputError& e) {  // e.g. stage costs name stages this v lacks
+    row.skipped = e.what();
+    return;
+  }
+  row.problems = r.problems;
+  row.makespan = r.makespan;
+  row.bubble_fraction = r.bubble_fraction;
+  row.ranks = r.ranks;
+}
+
 }  // namespace
+
+double ComparisonRow::peak_rank_activations() const {
+  double peak = 0;
+  for (const RankStats& r : ranks) peak = std::max(peak, r.peak_rank_activations);
+  return peak;
+}
+
+double ComparisonRow::peak_memory() const {
+  double peak = 0;
+  for (const RankStats& r : ranks) peak = std::max(peak, r.peak_memory);
+  return peak;
+}
+
+void sort_comparison(std::vector<ComparisonRow>& rows) {
+  std::stable_sort(rows.begin(), rows.end(), [](const ComparisonRow& a, const ComparisonRow& b) {
+    if (group(a) != group(b)) return group(a) < group(b);
+    if (group(a) == 0 && tidy(a.makespan) != tidy(b.makespan)) return a.makespan < b.makespan;
+    return false;
+  });
+}
+
+void use_rank_share(SimOptions& options, const StageCosts& file) {
+  CostModel& c = options.costs;
+  double f = 0, b = 0, i = 0, w = 0;
+  for (const auto& [stage, d] : file.stages) f += d.f, b += d.b, i += d.i, w += d.w;
+  const double n = static_cast<double>(std::max<std::size_t>(1, file.stages.size()));
+  const double v = std::max(1, file.stages_per_rank);
+  c.f *= f / n * v, c.b *= b / n * v, c.i *= i / n * v, c.w *= w / n * v;
+  c.stage_scales.clear();
+}
 
 std::vector<ComparisonRow> compare_schedules(const CompareRequest& request,
                                              const SimOptions& options) {
@@ -28,56 +113,8 @@ std::vector<ComparisonRow> compare_schedules(const CompareRequest& request,
   for (const std::string& name : names) {
     ComparisonRow row;
     row.schedule = find_schedule(name).name;  // unknown names are input errors
-    Plan p;
-    try {
-      const Problem problem{row.schedule, request.pp_degree, request.num_microbatches,
-                            request.stages_per_rank};
-      const PlanMeta meta = resolve(problem);
-      // Lowered for the per-stage costs it is simulated with (a layer
-      // profile's stage sums when there is one).
-      LoweringChoice choice;
-      choice.mode = request.lowering;
-      choice.max_prefetch = request.max_prefetch;
-      choice.serial_safe = request.serial_safe;
-      const CostModel planned =
-          request.layers
-              ? stage_costs(*request.layers, partition_for(*request.layers, meta), options.costs)
-              : per_stage(options, meta.stages_per_rank).costs;
-      const LowerOptions lowering = make_lower_options(meta, choice, planned, /*comm_given=*/false);
-      p = plan(problem, lowering);
-    } catch (const InputError& e) {
-      // Shape errors start with the schedule's name; the row names it already.
-      const auto* shape = dynamic_cast<const ShapeError*>(&e);
-      row.skipped = shape ? shape->message(request.shape_names[0], request.shape_names[1],
-                                           request.shape_names[2])
-                          : std::string(e.what());
-      if (row.skipped.rfind(row.schedule + ": ", 0) == 0)
-        row.skipped.erase(0, row.schedule.size() + 2);
-      rows.push_back(row);
-      continue;
-    }
-    row.stages_per_rank = p.meta.stages_per_rank;
-    SimResult r;
-    try {
-      SimOptions o = options;
-      if (request.layers) {
-        row.partition = partition_for(*request.layers, p.meta);
-        o.costs = stage_costs(*request.layers, row.partition, options.costs);
-      } else {
-        o = per_stage(options, p.meta.stages_per_rank);
-      }
-      r = simulate(p, o);
-    } catch (const InputError& e) {  // e.g. stage costs name stages this v lacks,
-                                     // or the profile has fewer layers than stages
-      row.skipped = e.what();
-      rows.push_back(row);
-      continue;
-    }
-    row.problems = r.problems;
-    row.makespan = r.makespan;
-    row.bubble_fraction = r.bubble_fraction;
-    row.ranks = r.ranks;
-    rows.push_back(row);
+    run_row(row, request, options);
+    rows.push_back(std::move(row));
   }
   sort_comparison(rows);
   return rows;

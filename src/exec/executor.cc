@@ -49,8 +49,8 @@ Executor::Impl::Impl(const Plan& p, int r, int w, ExecOptions o)
     specs[s] = spec;
     given[s] = true;
   }
-  plan_forward_only = plan.meta.forward_only || !detail::has_backward(plan.ranks[rank]);
-  fwd_program = detail::forward_projection(plan.ranks[rank]);
+  plan_forward_only = plan.meta.forward_only || !has_backward(plan.ranks[rank]);
+  fwd_program = forward_projection(plan.ranks[rank]);
   fwd_program_proved = plan_forward_only;
 }
 
@@ -58,15 +58,9 @@ Executor::Impl::Impl(const Plan& p, int r, int w, ExecOptions o)
 // proved like any plan (once, without communicating) before it runs.
 void Executor::Impl::prove_forward_projection() {
   if (fwd_program_proved) return;
-  Plan projection;
-  projection.meta = plan.meta;
-  projection.meta.forward_only = true;
-  projection.rank_ids = plan.rank_ids;
-  for (const auto& program : plan.ranks)
-    projection.ranks.push_back(detail::forward_projection(program));
   VerifyOptions vo;
   vo.transport = opt.transport;
-  VerifyResult result = verify(projection, vo);
+  VerifyResult result = verify(forward_projection(plan), vo);
   if (!result.ok()) {
     throw PlanRejected(
         "the forward-only part of the plan (its F, SEND_F and RECV_F actions) is "
@@ -150,10 +144,7 @@ void Executor::Impl::run_program(const std::vector<Action>& program) {
     last_bytes = 0;
     run_action(program[i]);
     e.end = Clock::now();
-    const ActionType t = program[i].type;
-    if (t == ActionType::SendF || t == ActionType::SendB || t == ActionType::RecvF ||
-        t == ActionType::RecvB)
-      e.bytes = last_bytes;
+    if (is_comm(program[i].type)) e.bytes = last_bytes;
     for (const auto& o : observers) o->on_exit(e);
   }
 }

@@ -1,6 +1,5 @@
-// Program and autograd-graph inspection the executor needs once per plan or
-// per stage: the forward projection of a program, and the walk that finds a
-// trainable tensor a stage uses without listing it.
+// Autograd-graph inspection the executor needs once per stage: the walk that
+// finds a trainable tensor a stage uses without listing it.
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
 
@@ -9,35 +8,6 @@
 #include "exec/replay.h"
 
 namespace pipeplan::exec::detail {
-
-std::vector<Action> forward_projection(const std::vector<Action>& program) {
-  std::vector<Action> out;
-  for (const Action& a : program) {
-    switch (a.type) {
-      case ActionType::F:
-      case ActionType::SendF:
-      case ActionType::RecvF:
-      case ActionType::Unshard:
-      case ActionType::Reshard: out.push_back(a); break;
-      case ActionType::OverlapFB: out.push_back(make(ActionType::F, a.stage, a.microbatch)); break;
-      default: break;
-    }
-  }
-  return out;
-}
-
-bool has_backward(const std::vector<Action>& program) {
-  for (const Action& a : program) switch (a.type) {
-      case ActionType::B:
-      case ActionType::I:
-      case ActionType::W:
-      case ActionType::SendB:
-      case ActionType::RecvB:
-      case ActionType::OverlapFB: return true;
-      default: break;
-    }
-  return false;
-}
 
 at::Tensor unlisted_trainable(const std::vector<at::Tensor>& roots,
                               const std::vector<at::Tensor>& known) {

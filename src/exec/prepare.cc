@@ -7,9 +7,7 @@
 #include "exec/boundary.h"
 #include "pipeplan/error.h"
 #include "pipeplan/exec/executor.h"
-#include "pipeplan/lower.h"
-#include "pipeplan/planner.h"
-#include "pipeplan/verify.h"
+#include "pipeplan/prove.h"
 
 namespace pipeplan::exec {
 
@@ -33,21 +31,14 @@ Plan prepare_plan(const Plan& plan, int rank, int world_size, Transport transpor
   }
   if (!detail::tag_space_ok(meta.num_stages(), meta.num_microbatches))
     throw InputError("the plan has too many stages x microbatches for the message tags");
-  Plan runnable = plan;
-  if (runnable.is_compute_only()) {
-    std::vector<Diagnostic> diags = check_structure(runnable);
-    if (!diags.empty())
-      throw PlanRejected(
-          "the plan fails verification; refusing to run it:\n" + format_diagnostics(diags), diags);
-    runnable = lower(runnable, schedule_lowering(meta));
-  }
-  VerifyResult result = verify(runnable, {transport});
+  Proof proof = prove(plan, std::vector<Transport>{transport});
+  const VerifyResult& result = proof.results.front();
   if (!result.ok())
     throw PlanRejected("the plan is not proved deadlock-free under " +
                            std::string(to_string(transport)) + " transport; refusing to run it:\n" +
                            format_diagnostics(result.diagnostics),
                        result.diagnostics);
-  return runnable;
+  return proof.lowered ? std::move(*proof.lowered) : plan;
 }
 
 double run_unpipelined(const std::vector<StageModule>& stages, const LossFn& loss_fn,

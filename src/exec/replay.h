@@ -45,12 +45,6 @@ struct PostedSend {
   std::string what;
 };
 
-// The F/SEND_F/RECV_F actions of a program in order (OVERLAP_F_B keeps its
-// F; UNSHARD/RESHARD stay): what a forward-only step runs.
-std::vector<Action> forward_projection(const std::vector<Action>& program);
-// Whether a program has backward work.
-bool has_backward(const std::vector<Action>& program);
-
 // A tensor requiring grad that the graph behind `roots` reaches but that is
 // neither among `known` nor a leaf of it; undefined when there is none.
 at::Tensor unlisted_trainable(const std::vector<at::Tensor>& roots,

@@ -12,7 +12,7 @@
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
 #include "pipeplan/limits.h"
-#include "pipeplan/verify.h"
+#include "pipeplan/transport.h"
 
 namespace pipeplan {
 namespace {
@@ -59,16 +59,6 @@ SimOptions make_sim_options(const CostOptions& args, StageCosts* file_out) {
   detail::check_costs(o.costs, std::numeric_limits<int>::max());
   if (file_out) *file_out = std::move(file);
   return o;
-}
-
-void use_rank_share(SimOptions& options, const StageCosts& file) {
-  CostModel& c = options.costs;
-  double f = 0, b = 0, i = 0, w = 0;
-  for (const auto& [stage, d] : file.stages) f += d.f, b += d.b, i += d.i, w += d.w;
-  const double n = static_cast<double>(std::max<std::size_t>(1, file.stages.size()));
-  const double v = std::max(1, file.stages_per_rank);
-  c.f *= f / n * v, c.b *= b / n * v, c.i *= i / n * v, c.w *= w / n * v;
-  c.stage_scales.clear();
 }
 
 }  // namespace pipeplan

@@ -80,34 +80,32 @@ std::size_t smallest(const std::vector<Seq>& seqs, Less less) {
   return best;
 }
 
-class Lowering {
+// Phase 1: every cross-rank value of the plan as a transfer, released when
+// its producer ends in the bound's run and due at its consumer's latest
+// start; listed per direction (sending rank, receiving rank) in key order.
+struct Transfers {
+  std::vector<Xfer> xfers;
+  std::vector<Dir> dirs;
+  std::map<std::pair<int, int>, int> dir_ids;        // (src, dst) -> index into dirs
+  std::vector<std::vector<int>> sends_of, recvs_of;  // per rank: its directions
+};
+
+class TransferCollector {
  public:
-  Lowering(const Plan& plan, const LowerOptions& options, const CostModel& costs,
-           const ProducerIndex& producers, const Timing& timing,
-           const std::vector<std::vector<double>>& latest)
+  TransferCollector(const Plan& plan, const ProducerIndex& producers, const Timing& timing,
+                    const std::vector<std::vector<double>>& latest)
       : plan_(plan),
-        options_(options),
-        costs_(costs),
         producers_(producers),
         timing_(timing),
         latest_(latest),
         stages_(plan.meta.num_stages()),
-        mbs_(plan.meta.num_microbatches),
-        hop_(costs.transfer_time()) {}
+        mbs_(plan.meta.num_microbatches) {}
 
-  Plan run() {
+  Transfers run(int max_prefetch) {
     index_producers();
     collect();
-    cap_receives();
-    if (options_.serial_safe)
-      for (int r = 0; r < ranks(); ++r) walk_rank_serial(r);
-    else walk_pairs();
-    Plan out;
-    out.meta = plan_.meta;
-    out.rank_ids = plan_.rank_ids;
-    out.ranks.resize(plan_.ranks.size());
-    for (int r = 0; r < ranks(); ++r) out.ranks[static_cast<std::size_t>(r)] = emit(r);
-    return out;
+    cap_receives(max_prefetch);
+    return std::move(t_);
   }
 
  private:
@@ -127,14 +125,41 @@ class Lowering {
 
   int direction(int src, int dst, int stage, bool grad) {
     int& memo = memo_[static_cast<std::size_t>(stage) * 2 + (grad ? 1 : 0)];
-    if (memo >= 0 && dirs_[static_cast<std::size_t>(memo)].src == src &&
-        dirs_[static_cast<std::size_t>(memo)].dst == dst)
+    if (memo >= 0 && t_.dirs[static_cast<std::size_t>(memo)].src == src &&
+        t_.dirs[static_cast<std::size_t>(memo)].dst == dst)
       return memo;
     auto [it, inserted] =
-        dir_ids_.emplace(std::make_pair(src, dst), static_cast<int>(dirs_.size()));
-    if (inserted) dirs_.push_back(Dir{src, dst, {}});
+        t_.dir_ids.emplace(std::make_pair(src, dst), static_cast<int>(t_.dirs.size()));
+    if (inserted) t_.dirs.push_back(Dir{src, dst, {}});
     memo = it->second;
     return memo;
+  }
+
+  // One transfer out of rank r's action i, when the value crosses ranks.
+  void add(int r, std::size_t i, bool grad, int s, int mb) {
+    if (!in_range(s, mb)) return;
+    const int to = grad ? s - 1 : s + 1;
+    if (to < 0 || to >= stages_) return;
+    const int dst = rank_of(to);
+    if (dst == r) return;
+    // The consumer of Forward(s) produces Forward(s+1); that of Grad(s)
+    // produces Grad(s-1).
+    const std::int32_t consumer = producers_.of(grad, to, mb);
+    if (consumer < 0) return;  // structure checks report a missing consumer
+    Xfer x;
+    x.t = timing_.end[static_cast<std::size_t>(r)][i];
+    x.deadline = latest_[static_cast<std::size_t>(dst)][static_cast<std::size_t>(consumer)];
+    x.src = r;
+    x.dst = dst;
+    x.producer = static_cast<std::int32_t>(i);
+    x.consumer = consumer;
+    x.send_stage = s;
+    x.mb = mb;
+    x.grad = grad;
+    const auto id = static_cast<std::uint32_t>(t_.xfers.size());
+    t_.xfers.push_back(x);
+    (grad ? tid_b_ : tid_f_)[at(s, mb)] = static_cast<std::int32_t>(id);
+    t_.dirs[static_cast<std::size_t>(direction(r, dst, s, grad))].ids.push_back(id);
   }
 
   // Every transfer, walking each sending rank's list: per direction the ids
@@ -142,62 +167,34 @@ class Lowering {
   void collect() {
     std::size_t n_actions = 0;  // a bound on the transfers, but for OVERLAP_F_B's second
     for (const auto& list : plan_.ranks) n_actions += list.size();
-    xfers_.reserve(n_actions);
+    t_.xfers.reserve(n_actions);
     for (int r = 0; r < ranks(); ++r) {
       const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
-      const auto& end = timing_.end[static_cast<std::size_t>(r)];
       for (std::size_t i = 0; i < list.size(); ++i) {
         const Action& a = list[i];
-        auto add = [&](bool grad, int s, int mb) {
-          if (!in_range(s, mb)) return;
-          const int to = grad ? s - 1 : s + 1;
-          if (to < 0 || to >= stages_) return;
-          const int dst = rank_of(to);
-          if (dst == r) return;
-          // The consumer of Forward(s) produces Forward(s+1); that of
-          // Grad(s) produces Grad(s-1).
-          const std::int32_t consumer = producers_.of(grad, to, mb);
-          if (consumer < 0) return;  // structure checks report a missing consumer
-          Xfer x;
-          x.t = end[i];
-          x.deadline = latest_[static_cast<std::size_t>(dst)][static_cast<std::size_t>(consumer)];
-          x.src = r;
-          x.dst = dst;
-          x.producer = static_cast<std::int32_t>(i);
-          x.consumer = consumer;
-          x.send_stage = s;
-          x.mb = mb;
-          x.grad = grad;
-          const auto id = static_cast<std::uint32_t>(xfers_.size());
-          xfers_.push_back(x);
-          (grad ? tid_b_ : tid_f_)[at(s, mb)] = static_cast<std::int32_t>(id);
-          dirs_[static_cast<std::size_t>(direction(r, dst, s, grad))].ids.push_back(id);
-        };
         switch (a.type) {
-          case ActionType::F: add(false, a.stage, a.microbatch); break;
+          case ActionType::F: add(r, i, false, a.stage, a.microbatch); break;
           case ActionType::B:
-          case ActionType::I: add(true, a.stage, a.microbatch); break;
+          case ActionType::I: add(r, i, true, a.stage, a.microbatch); break;
           case ActionType::OverlapFB:  // same key: gradient first
-            add(true, a.sub_stage, a.sub_microbatch);
-            add(false, a.stage, a.microbatch);
+            add(r, i, true, a.sub_stage, a.sub_microbatch);
+            add(r, i, false, a.stage, a.microbatch);
             break;
           default: break;
         }
       }
     }
-    histories_.assign(static_cast<std::size_t>(ranks()), {});
-    sends_of_.assign(static_cast<std::size_t>(ranks()), {});
-    recvs_of_.assign(static_cast<std::size_t>(ranks()), {});
-    for (std::size_t d = 0; d < dirs_.size(); ++d) {
-      sends_of_[static_cast<std::size_t>(dirs_[d].src)].push_back(static_cast<int>(d));
-      recvs_of_[static_cast<std::size_t>(dirs_[d].dst)].push_back(static_cast<int>(d));
+    t_.sends_of.assign(static_cast<std::size_t>(ranks()), {});
+    t_.recvs_of.assign(static_cast<std::size_t>(ranks()), {});
+    for (std::size_t d = 0; d < t_.dirs.size(); ++d) {
+      t_.sends_of[static_cast<std::size_t>(t_.dirs[d].src)].push_back(static_cast<int>(d));
+      t_.recvs_of[static_cast<std::size_t>(t_.dirs[d].dst)].push_back(static_cast<int>(d));
     }
   }
 
   // The prefetch cap: the j-th receive of a rank (in consumer order) may be
   // posted only after the consumer of its (j - cap)-th.
-  void cap_receives() {
-    const int cap = options_.max_prefetch;
+  void cap_receives(int cap) {
     if (cap <= 0) return;
     std::vector<std::int32_t> ring(static_cast<std::size_t>(cap), -1);
     for (int r = 0; r < ranks(); ++r) {
@@ -212,7 +209,7 @@ class Lowering {
           if (id < 0) return;
           std::int32_t& slot = ring[j % static_cast<std::size_t>(cap)];
           const auto here = static_cast<std::uint32_t>(i);
-          xfers_[static_cast<std::size_t>(id)].recv_lb =
+          t_.xfers[static_cast<std::size_t>(id)].recv_lb =
               slot < 0 ? 0u : std::min(static_cast<std::uint32_t>(slot) + 1, here);
           slot = static_cast<std::int32_t>(i);
           ++j;
@@ -231,187 +228,39 @@ class Lowering {
     }
   }
 
-  // Serial-safe: one history per rank, all its peers merged in key order
-  // (a global order, so every rank's streams agree); with a prefetch cap,
-  // in deadline order (consumer's latest start, then key).
-  void walk_rank_serial(int r) {
-    std::vector<Seq> seqs;
-    for (int d : sends_of_[static_cast<std::size_t>(r)])
-      seqs.push_back({&dirs_[static_cast<std::size_t>(d)].ids, 0, true});
-    for (int d : recvs_of_[static_cast<std::size_t>(r)])
-      seqs.push_back({&dirs_[static_cast<std::size_t>(d)].ids, 0, false});
-    ops_.clear();
-    while (true) {
-      const std::size_t best = smallest(seqs, [&](std::size_t x, std::size_t y) {
-        return key_less(xfers_[seqs[x].head()], xfers_[seqs[y].head()]);
-      });
-      if (best == seqs.size()) break;
-      ops_.push_back(seqs[best].head() << 1 | (seqs[best].send ? 1u : 0u));
-      ++seqs[best].next;
-    }
-    if (options_.max_prefetch > 0)  // receive in consumer order: the cap stays exact
-      std::stable_sort(ops_.begin(), ops_.end(), [&](std::uint32_t a, std::uint32_t b) {
-        const Xfer& x = xfers_[a >> 1];
-        const Xfer& y = xfers_[b >> 1];
-        if (x.deadline != y.deadline) return x.deadline < y.deadline;
-        return key_less(x, y);
-      });
-    walk_history(r);
-  }
+  const Plan& plan_;
+  const ProducerIndex& producers_;
+  const Timing& timing_;
+  const std::vector<std::vector<double>>& latest_;  // latest starts (deadlines)
+  int stages_, mbs_;
+  std::vector<int> rank_of_;
+  std::vector<std::int32_t> tid_f_, tid_b_;  // transfer id per sending (stage, mb)
+  std::vector<int> memo_;
+  Transfers t_;
+};
 
-  // Per pair, with a prefetch cap: the pair's transfers by deadline (the
-  // consumer's latest start), so each end receives in consumer order.
-  void order_pair(int d0, int d1) {
-    const double hop = hop_;
-    const bool capped = options_.max_prefetch > 0;
-    std::vector<Seq> seqs;
-    for (int d : {d0, d1})
-      if (d >= 0) seqs.push_back({&dirs_[static_cast<std::size_t>(d)].ids, 0, true});
-    auto deadline_less = [&](std::uint32_t a, std::uint32_t b) {
-      const Xfer& x = xfers_[a];
-      const Xfer& y = xfers_[b];
-      if (x.deadline != y.deadline) return x.deadline > y.deadline;  // min-heap
-      return key_less(y, x);
-    };
-    heap_.clear();
-    order_.clear();
-    double free_at = 0.0;
-    auto next_release = [&]() {
-      return smallest(seqs, [&](std::size_t x, std::size_t y) {
-        return key_less(xfers_[seqs[x].head()], xfers_[seqs[y].head()]);
-      });
-    };
-    while (true) {
-      std::size_t q = next_release();
-      if (heap_.empty()) {
-        if (q == seqs.size()) break;
-        free_at = std::max(free_at, xfers_[seqs[q].head()].t);
-      }
-      // With a prefetch cap the pair takes transfers in deadline order (all
-      // released at once): each end then receives in consumer order, which
-      // keeps the cap exact.
-      while (q < seqs.size() && (capped || xfers_[seqs[q].head()].t <= free_at)) {
-        heap_.push_back(seqs[q].head());
-        std::push_heap(heap_.begin(), heap_.end(), deadline_less);
-        ++seqs[q].next;
-        q = next_release();
-      }
-      std::pop_heap(heap_.begin(), heap_.end(), deadline_less);
-      const std::uint32_t id = heap_.back();
-      heap_.pop_back();
-      order_.push_back(id << 1 | (xfers_[id].src < xfers_[id].dst ? 1u : 0u));
-      free_at = std::max(free_at, xfers_[id].t) + hop;
-    }
-    walk_ends(d0, d1);
-  }
+// Phase 3: where each end posts its transfers (positions in its rank's
+// list, given the order its history takes them in), and the programs.
+class Placement {
+ public:
+  Placement(const Plan& plan, Transfers& t) : plan_(plan), t_(t), histories_(plan.ranks.size()) {}
 
-  // Both ends of the pair of directions d0 (and d1, its reverse, or -1) post
-  // their transfers in order_ (id << 1 | 1 when it goes from the lower rank
-  // to the higher).
-  void walk_ends(int d0, int d1) {
-    for (int d : {d0, d1}) {
-      if (d < 0) continue;
-      const int r = dirs_[static_cast<std::size_t>(d)].src;
-      ops_.clear();
-      const std::uint32_t up =
-          r < dirs_[static_cast<std::size_t>(d)].dst ? 1u : 0u;  // r sends upwards
-      for (std::uint32_t op : order_) ops_.push_back((op & ~1u) | ((op & 1u) == up ? 1u : 0u));
-      walk_history(r);
-    }
-    if (d1 < 0) {  // one-way pair: the receiving end
-      const int r = dirs_[static_cast<std::size_t>(d0)].dst;
-      ops_.clear();
-      for (std::uint32_t op : order_) ops_.push_back(op & ~1u);
-      walk_history(r);
-    }
-  }
-
-  void walk_pairs() {
-    std::vector<std::pair<int, int>> pairs;  // (direction, its reverse or -1)
-    std::vector<int> pair_of_dir(dirs_.size(), -1);
-    for (std::size_t d = 0; d < dirs_.size(); ++d) {
-      const Dir& x = dirs_[d];
-      auto it = dir_ids_.find({x.dst, x.src});
-      const int rev = it == dir_ids_.end() ? -1 : it->second;
-      if (rev >= 0 && x.src > x.dst) continue;  // the pair is taken from its lower rank
-      pair_of_dir[d] = static_cast<int>(pairs.size());
-      if (rev >= 0) pair_of_dir[static_cast<std::size_t>(rev)] = static_cast<int>(pairs.size());
-      pairs.emplace_back(static_cast<int>(d), rev);
-    }
-    if (options_.max_prefetch > 0) {
-      for (auto [d0, d1] : pairs) order_pair(d0, d1);
-      return;
-    }
-    std::vector<std::vector<std::uint32_t>> orders;
-    if (release_orders(pairs, orders)) {
-      for (std::size_t k = 0; k < pairs.size(); ++k) {
-        order_ = std::move(orders[k]);
-        walk_ends(pairs[k].first, pairs[k].second);
-      }
-      return;
-    }
-    // Each pair in the order its stream takes transfers when it carries one
-    // at a time, earliest deadline first among those ready.
-    std::vector<int> pair_of(xfers_.size(), -1);
-    for (std::size_t d = 0; d < dirs_.size(); ++d)
-      for (std::uint32_t id : dirs_[d].ids) pair_of[id] = pair_of_dir[d];
-    orders = serialized_pair_orders(plan_, costs_, xfers_, pair_of, static_cast<int>(pairs.size()));
-    for (std::size_t k = 0; k < pairs.size(); ++k) {
-      order_ = std::move(orders[k]);
-      walk_ends(pairs[k].first, pairs[k].second);
-    }
-  }
-
-  // When no transfer of a pair is released less than one transfer time
-  // after the previous one (in the bound's run), a pair stream carrying one
-  // at a time never makes a transfer wait: the pair-stream run is the
-  // bound's run and takes each pair's transfers in release (key) order. Then
-  // this fills `orders` so (as serialized_pair_orders would, without its
-  // event queue) and returns true; otherwise false.
-  bool release_orders(const std::vector<std::pair<int, int>>& pairs,
-                      std::vector<std::vector<std::uint32_t>>& orders) {
-    if (!(hop_ > 0.0)) return false;  // simultaneous releases: deadlines decide
-    orders.assign(pairs.size(), {});
-    for (std::size_t k = 0; k < pairs.size(); ++k) {
-      const auto& up = dirs_[static_cast<std::size_t>(pairs[k].first)].ids;
-      static const std::vector<std::uint32_t> kNone;
-      const auto& down =
-          pairs[k].second < 0 ? kNone : dirs_[static_cast<std::size_t>(pairs[k].second)].ids;
-      auto& order = orders[k];
-      order.reserve(up.size() + down.size());
-      std::size_t i = 0, j = 0;
-      bool any = false;
-      double last = 0.0;
-      while (i < up.size() || j < down.size()) {
-        const bool take_up =
-            j >= down.size() || (i < up.size() && key_less(xfers_[up[i]], xfers_[down[j]]));
-        const std::uint32_t id = take_up ? up[i++] : down[j++];
-        const Xfer& x = xfers_[id];
-        if (any && x.t < last + hop_) return false;
-        any = true;
-        last = x.t;
-        order.push_back(id << 1 | (x.src < x.dst ? 1u : 0u));
-      }
-    }
-    return true;
-  }
-
-  // Fixes the positions of rank r's side of every op of one history (ops_:
-  // transfer id << 1 | 1 for a send).
-  void walk_history(int r) {
+  // Fixes the positions of rank r's side of every op of one history (ops:
+  // transfer id << 1 | 1 for a send), and keeps the history.
+  void walk_history(int r, std::vector<std::uint32_t> ops) {
     // The latest slot each receive may take: no later than any receive after
     // it in the history.
-    limit_.resize(ops_.size());
+    limit_.resize(ops.size());
     std::uint32_t lim = UINT32_MAX;
-    for (std::size_t k = ops_.size(); k-- > 0;) {
-      if ((ops_[k] & 1u) == 0)
-        lim = std::min(lim, static_cast<std::uint32_t>(xfers_[ops_[k] >> 1].consumer));
+    for (std::size_t k = ops.size(); k-- > 0;) {
+      if ((ops[k] & 1u) == 0)
+        lim = std::min(lim, static_cast<std::uint32_t>(t_.xfers[ops[k] >> 1].consumer));
       limit_[k] = lim;
     }
     std::uint32_t back = 0;
-    for (std::size_t k = 0; k < ops_.size(); ++k) {
-      Xfer& x = xfers_[ops_[k] >> 1];
-      if (ops_[k] & 1u) {
+    for (std::size_t k = 0; k < ops.size(); ++k) {
+      Xfer& x = t_.xfers[ops[k] >> 1];
+      if (ops[k] & 1u) {
         back = std::max(back, pack(static_cast<std::uint32_t>(x.producer) + 1, kSubSend));
         x.send_pos = back;
       } else {
@@ -422,9 +271,40 @@ class Lowering {
         x.recv_pos = back;
       }
     }
-    histories_[static_cast<std::size_t>(r)].push_back(ops_);
+    histories_[static_cast<std::size_t>(r)].push_back(std::move(ops));
   }
 
+  // Both ends of the pair of directions d0 (and d1, its reverse, or -1) post
+  // their transfers in `order` (id << 1 | 1 when it goes from the lower rank
+  // to the higher).
+  void walk_ends(int d0, int d1, const std::vector<std::uint32_t>& order) {
+    for (int d : {d0, d1}) {
+      if (d < 0) continue;
+      const Dir& dir = t_.dirs[static_cast<std::size_t>(d)];
+      const std::uint32_t up = dir.src < dir.dst ? 1u : 0u;  // the sender sends upwards
+      std::vector<std::uint32_t> ops;
+      ops.reserve(order.size());
+      for (std::uint32_t op : order) ops.push_back((op & ~1u) | ((op & 1u) == up ? 1u : 0u));
+      walk_history(dir.src, std::move(ops));
+    }
+    if (d1 < 0) {  // one-way pair: the receiving end
+      std::vector<std::uint32_t> ops;
+      ops.reserve(order.size());
+      for (std::uint32_t op : order) ops.push_back(op & ~1u);
+      walk_history(t_.dirs[static_cast<std::size_t>(d0)].dst, std::move(ops));
+    }
+  }
+
+  Plan emit_plan() const {
+    Plan out;
+    out.meta = plan_.meta;
+    out.rank_ids = plan_.rank_ids;
+    out.ranks.resize(plan_.ranks.size());
+    for (std::size_t r = 0; r < plan_.ranks.size(); ++r) out.ranks[r] = emit(static_cast<int>(r));
+    return out;
+  }
+
+ private:
   static Action send_action(const Xfer& x) {
     return make(x.grad ? ActionType::SendB : ActionType::SendF, x.send_stage, x.mb);
   }
@@ -435,13 +315,13 @@ class Lowering {
 
   // Rank r's program: compute actions with its ops merged in by position
   // (each history is sorted by position; ties across histories by key).
-  std::vector<Action> emit(int r) {
+  std::vector<Action> emit(int r) const {
     const auto& hs = histories_[static_cast<std::size_t>(r)];
     std::vector<std::size_t> next(hs.size(), 0);
     std::size_t n_ops = 0;
     for (const auto& h : hs) n_ops += h.size();
     auto pos = [&](std::uint32_t op) {
-      const Xfer& x = xfers_[op >> 1];
+      const Xfer& x = t_.xfers[op >> 1];
       return (op & 1u) ? x.send_pos : x.recv_pos;
     };
     const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
@@ -457,7 +337,7 @@ class Lowering {
           continue;
         }
         const std::uint32_t a = hs[q][next[q]], b = hs[best][next[best]];
-        if (pos(a) < pos(b) || (pos(a) == pos(b) && key_less(xfers_[a >> 1], xfers_[b >> 1])))
+        if (pos(a) < pos(b) || (pos(a) == pos(b) && key_less(t_.xfers[a >> 1], t_.xfers[b >> 1])))
           best = q;
       }
       if (best == hs.size()) break;
@@ -466,7 +346,7 @@ class Lowering {
       if (slot > list.size())
         throw InternalError("lower: op placed past the end of rank " + std::to_string(r));
       while (i < slot) out.push_back(list[i++]);
-      const Xfer& x = xfers_[op >> 1];
+      const Xfer& x = t_.xfers[op >> 1];
       out.push_back((op & 1u) ? send_action(x) : recv_action(x));
     }
     while (i < list.size()) out.push_back(list[i++]);
@@ -474,31 +354,186 @@ class Lowering {
   }
 
   const Plan& plan_;
-  const LowerOptions& options_;
-  const CostModel& costs_;  // the planning costs (zero durations made positive)
-  const ProducerIndex& producers_;
-  const Timing& timing_;
-  const std::vector<std::vector<double>>& latest_;  // latest starts (deadlines)
-  int stages_, mbs_;
-  std::vector<int> rank_of_;
-  std::vector<std::int32_t> tid_f_, tid_b_;  // transfer id per sending (stage, mb)
-  std::vector<int> memo_;
-  std::map<std::pair<int, int>, int> dir_ids_;
-  std::vector<Dir> dirs_;
-  std::vector<Xfer> xfers_;
-  std::vector<std::vector<int>> sends_of_, recvs_of_;
-  std::vector<std::uint32_t> ops_, limit_;  // scratch of walk_history
+  Transfers& t_;
   // Per rank: its histories (pair ends, or one with serial_safe), each the
   // ops it posts there in order (id << 1 | 1 for a send).
   std::vector<std::vector<std::vector<std::uint32_t>>> histories_;
-  std::vector<std::uint32_t> heap_, order_;  // scratch of order_pair, walk_ends
+  std::vector<std::uint32_t> limit_;  // scratch of walk_history
+};
+
+// Phase 2: the order each rank pair's stream (serial-safe: each rank)
+// takes its transfers in; each history goes to the placement.
+class PairOrders {
+ public:
+  PairOrders(const Plan& plan, const LowerOptions& options, const CostModel& costs,
+             const Transfers& t, Placement& place)
+      : plan_(plan),
+        options_(options),
+        costs_(costs),
+        t_(t),
+        place_(place),
+        hop_(costs.transfer_time()) {}
+
+  void run() {
+    if (!options_.serial_safe) return walk_pairs();
+    for (int r = 0; r < static_cast<int>(plan_.ranks.size()); ++r) walk_rank_serial(r);
+  }
+
+ private:
+  // Serial-safe: one history per rank, all its peers merged in key order
+  // (a global order, so every rank's streams agree); with a prefetch cap,
+  // in deadline order (consumer's latest start, then key).
+  void walk_rank_serial(int r) {
+    const auto& xfers = t_.xfers;
+    std::vector<Seq> seqs;
+    for (int d : t_.sends_of[static_cast<std::size_t>(r)])
+      seqs.push_back({&t_.dirs[static_cast<std::size_t>(d)].ids, 0, true});
+    for (int d : t_.recvs_of[static_cast<std::size_t>(r)])
+      seqs.push_back({&t_.dirs[static_cast<std::size_t>(d)].ids, 0, false});
+    std::vector<std::uint32_t> ops;
+    while (true) {
+      const std::size_t best = smallest(seqs, [&](std::size_t x, std::size_t y) {
+        return key_less(xfers[seqs[x].head()], xfers[seqs[y].head()]);
+      });
+      if (best == seqs.size()) break;
+      ops.push_back(seqs[best].head() << 1 | (seqs[best].send ? 1u : 0u));
+      ++seqs[best].next;
+    }
+    if (options_.max_prefetch > 0)  // receive in consumer order: the cap stays exact
+      std::stable_sort(ops.begin(), ops.end(), [&](std::uint32_t a, std::uint32_t b) {
+        const Xfer& x = xfers[a >> 1];
+        const Xfer& y = xfers[b >> 1];
+        if (x.deadline != y.deadline) return x.deadline < y.deadline;
+        return key_less(x, y);
+      });
+    place_.walk_history(r, std::move(ops));
+  }
+
+  // Per pair, with a prefetch cap: the pair's transfers by deadline (the
+  // consumer's latest start), so each end receives in consumer order.
+  void order_pair(int d0, int d1) {
+    const auto& xfers = t_.xfers;
+    const double hop = hop_;
+    const bool capped = options_.max_prefetch > 0;
+    std::vector<Seq> seqs;
+    for (int d : {d0, d1})
+      if (d >= 0) seqs.push_back({&t_.dirs[static_cast<std::size_t>(d)].ids, 0, true});
+    auto deadline_less = [&](std::uint32_t a, std::uint32_t b) {
+      const Xfer& x = xfers[a];
+      const Xfer& y = xfers[b];
+      if (x.deadline != y.deadline) return x.deadline > y.deadline;  // min-heap
+      return key_less(y, x);
+    };
+    heap_.clear();
+    order_.clear();
+    double free_at = 0.0;
+    auto next_release = [&]() {
+      return smallest(seqs, [&](std::size_t x, std::size_t y) {
+        return key_less(xfers[seqs[x].head()], xfers[seqs[y].head()]);
+      });
+    };
+    while (true) {
+      std::size_t q = next_release();
+      if (heap_.empty()) {
+        if (q == seqs.size()) break;
+        free_at = std::max(free_at, xfers[seqs[q].head()].t);
+      }
+      // With a prefetch cap the pair takes transfers in deadline order (all
+      // released at once): each end then receives in consumer order, which
+      // keeps the cap exact.
+      while (q < seqs.size() && (capped || xfers[seqs[q].head()].t <= free_at)) {
+        heap_.push_back(seqs[q].head());
+        std::push_heap(heap_.begin(), heap_.end(), deadline_less);
+        ++seqs[q].next;
+        q = next_release();
+      }
+      std::pop_heap(heap_.begin(), heap_.end(), deadline_less);
+      const std::uint32_t id = heap_.back();
+      heap_.pop_back();
+      order_.push_back(id << 1 | (xfers[id].src < xfers[id].dst ? 1u : 0u));
+      free_at = std::max(free_at, xfers[id].t) + hop;
+    }
+    place_.walk_ends(d0, d1, order_);
+  }
+
+  void walk_pairs() {
+    std::vector<std::pair<int, int>> pairs;  // (direction, its reverse or -1)
+    std::vector<int> pair_of_dir(t_.dirs.size(), -1);
+    for (std::size_t d = 0; d < t_.dirs.size(); ++d) {
+      const Dir& x = t_.dirs[d];
+      auto it = t_.dir_ids.find({x.dst, x.src});
+      const int rev = it == t_.dir_ids.end() ? -1 : it->second;
+      if (rev >= 0 && x.src > x.dst) continue;  // the pair is taken from its lower rank
+      pair_of_dir[d] = static_cast<int>(pairs.size());
+      if (rev >= 0) pair_of_dir[static_cast<std::size_t>(rev)] = static_cast<int>(pairs.size());
+      pairs.emplace_back(static_cast<int>(d), rev);
+    }
+    if (options_.max_prefetch > 0) {
+      for (auto [d0, d1] : pairs) order_pair(d0, d1);
+      return;
+    }
+    std::vector<std::vector<std::uint32_t>> orders;
+    if (!release_orders(pairs, orders)) {
+      // Each pair in the order its stream takes transfers when it carries
+      // one at a time, earliest deadline first among those ready.
+      std::vector<int> pair_of(t_.xfers.size(), -1);
+      for (std::size_t d = 0; d < t_.dirs.size(); ++d)
+        for (std::uint32_t id : t_.dirs[d].ids) pair_of[id] = pair_of_dir[d];
+      orders =
+          serialized_pair_orders(plan_, costs_, t_.xfers, pair_of, static_cast<int>(pairs.size()));
+    }
+    for (std::size_t k = 0; k < pairs.size(); ++k)
+      place_.walk_ends(pairs[k].first, pairs[k].second, orders[k]);
+  }
+
+  // When no transfer of a pair is released less than one transfer time
+  // after the previous one (in the bound's run), a pair stream carrying one
+  // at a time never makes a transfer wait: the pair-stream run is the
+  // bound's run and takes each pair's transfers in release (key) order. Then
+  // this fills `orders` so (as serialized_pair_orders would, without its
+  // event queue) and returns true; otherwise false.
+  bool release_orders(const std::vector<std::pair<int, int>>& pairs,
+                      std::vector<std::vector<std::uint32_t>>& orders) const {
+    if (!(hop_ > 0.0)) return false;  // simultaneous releases: deadlines decide
+    const auto& xfers = t_.xfers;
+    orders.assign(pairs.size(), {});
+    for (std::size_t k = 0; k < pairs.size(); ++k) {
+      const auto& up = t_.dirs[static_cast<std::size_t>(pairs[k].first)].ids;
+      static const std::vector<std::uint32_t> kNone;
+      const auto& down =
+          pairs[k].second < 0 ? kNone : t_.dirs[static_cast<std::size_t>(pairs[k].second)].ids;
+      auto& order = orders[k];
+      order.reserve(up.size() + down.size());
+      std::size_t i = 0, j = 0;
+      bool any = false;
+      double last = 0.0;
+      while (i < up.size() || j < down.size()) {
+        const bool take_up =
+            j >= down.size() || (i < up.size() && key_less(xfers[up[i]], xfers[down[j]]));
+        const std::uint32_t id = take_up ? up[i++] : down[j++];
+        const Xfer& x = xfers[id];
+        if (any && x.t < last + hop_) return false;
+        any = true;
+        last = x.t;
+        order.push_back(id << 1 | (x.src < x.dst ? 1u : 0u));
+      }
+    }
+    return true;
+  }
+
+  const Plan& plan_;
+  const LowerOptions& options_;
+  const CostModel& costs_;  // the planning costs (zero durations made positive)
+  const Transfers& t_;
+  Placement& place_;
+  std::vector<std::uint32_t> heap_, order_;  // scratch of order_pair
   double hop_ = 0.0;                         // transfer time
 };
 
 // The cost model the bound is timed with: zero durations would let start
 // times tie across a rank, which the ordering argument excludes, so they
 // become a sliver of the smallest positive cost.
-CostModel planning_costs(const CostModel& given, int num_stages) {
+CostModel bound_costs(const CostModel& given, int num_stages) {
   // The simulator's bounds (every duration a number in 0..limits::kMaxCost).
   check_costs(given, num_stages, "lower: ");
   CostModel c = given;
@@ -519,12 +554,18 @@ Plan lower_latency_hiding(const Plan& plan, const LowerOptions& options) {
   if (options.max_prefetch < 0)
     throw InputError("lower: the prefetch cap must be >= 0 (0: no limit), got " +
                      std::to_string(options.max_prefetch));
-  const CostModel costs = planning_costs(options.costs, plan.meta.num_stages());
+  // The bound: the compute order timed under the costs, and latest starts.
+  const CostModel costs = bound_costs(options.costs, plan.meta.num_stages());
   const Timing timing = time_compute(plan, costs, TimingFields::End);
   refuse_if_stuck(timing);
   const ProducerIndex producers(plan);
   const auto latest = latest_starts(plan, costs, timing, producers);
-  return Lowering(plan, options, costs, producers, timing, latest).run();
+  // 1. the transfers, 2. each pair's order, 3. the positions and programs.
+  Transfers transfers =
+      TransferCollector(plan, producers, timing, latest).run(options.max_prefetch);
+  Placement place(plan, transfers);
+  PairOrders(plan, options, costs, transfers, place).run();
+  return place.emit_plan();
 }
 
 }  // namespace pipeplan::detail

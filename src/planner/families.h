@@ -7,12 +7,19 @@
 
 #include "pipeplan/error.h"
 #include "pipeplan/ir.h"
+#include "pipeplan/planner.h"
 
 namespace pipeplan::detail {
 
 /// Throws ShapeError("<schedule>: <what>", fix) when !ok; `fix` names the
 /// shape parameters {p}, {m}, {v} (error.h).
 void require(bool ok, const std::string& schedule, const std::string& what, const std::string& fix);
+
+// registry.cc: a problem resolved against its table row; a schedule's own
+// lowering applied to a shape (forward-only plans whose values cross a pair
+// both ways get parity-staggered sends).
+PlanMeta resolve_with(const ScheduleInfo& info, const Problem& problem);
+LowerOptions lowering_of(LowerOptions own, const PlanMeta& meta);
 
 // simple.cc: gpipe and 1f1b (seed 000).
 std::vector<Action> plan_gpipe(const PlanMeta& meta, int rank);

@@ -39,203 +39,161 @@ LowerOptions seed(SendPlacement placement) {
   return o;
 }
 
-// One block per schedule, fields by name (planner.h documents each).
+// The table: one row per schedule, in display order. Columns (planner.h):
+// name, aliases, origin, description, mapping, default v, allowed v (empty:
+// any), constraints, shape check, compute order of one rank, lowering.
 std::vector<ScheduleInfo> make_table() {
-  std::vector<ScheduleInfo> t;
-  {
-    ScheduleInfo& s = t.emplace_back();
-    s.name = "gpipe";
-    s.aliases = {"GPipe", "ScheduleGPipe", "fill-drain"};
-    s.origin = "seed 000 (ScheduleGPipe)";
-    s.description = "all forwards, then all backwards in reverse microbatch order";
-    s.mapping = StageMapping::Loop;
-    s.default_stages_per_rank = 1;
-    s.allowed_stages_per_rank = {1};
-    s.constraints = "v = 1; any m";
-    s.check_shape = no_extra_check;
-    s.plan_rank = detail::plan_gpipe;
-    s.lowering = seed(SendPlacement::Earliest);
-  }
-  {
-    ScheduleInfo& s = t.emplace_back();
-    s.name = "1f1b";
-    s.aliases = {"1F1B", "Schedule1F1B", "one-forward-one-backward", "pipedream-flush"};
-    s.origin = "seed 000 (Schedule1F1B), torch Schedule1F1B";
-    s.description = "warmup min(m, p-r) forwards, then alternate backward/forward, then drain";
-    s.mapping = StageMapping::Loop;
-    s.default_stages_per_rank = 1;
-    s.allowed_stages_per_rank = {1};
-    s.constraints = "v = 1; m >= p";
-    s.check_shape = detail::check_1f1b;
-    s.plan_rank = detail::plan_1f1b;
-    s.lowering = seed(SendPlacement::ParityStaggered);
-  }
-  // interleaved.cc: torch's loop-mapped multi-stage schedules.
-  {
-    ScheduleInfo& s = t.emplace_back();
-    s.name = "interleaved-1f1b";
-    s.aliases = {"Interleaved1F1B", "ScheduleInterleaved1F1B"};
-    s.origin = "torch Interleaved1F1B (2.11), Megatron-LM interleaved 1F1B";
-    s.description =
-        "depth-first interleaving: warmup (v-1)*mpr + 2*(p-1-r) forwards, then F/B pairs "
-        "cycling local stages every mpr = m / max(1, m // p) microbatches, then drain";
-    s.mapping = StageMapping::Loop;
-    s.default_stages_per_rank = 2;
-    s.allowed_stages_per_rank = {};
-    s.constraints = "any v >= 1; m divisible by max(1, m // p) (e.g. m % p == 0, or m <= p)";
-    s.check_shape = detail::check_interleaved;
-    s.plan_rank = detail::plan_interleaved_1f1b;
-    s.lowering = latency_hiding();
-  }
-  {
-    ScheduleInfo& s = t.emplace_back();
-    s.name = "looped-bfs";
-    s.aliases = {"LoopedBFS", "ScheduleLoopedBFS", "breadth-first", "bfs"};
-    s.origin = "torch LoopedBFS (2.11), Lamy-Poirier breadth-first pipeline parallelism";
-    s.description =
-        "every microbatch through each local stage in turn, then backwards over the "
-        "stages and microbatches in reverse";
-    s.mapping = StageMapping::Loop;
-    s.default_stages_per_rank = 2;
-    s.allowed_stages_per_rank = {};
-    s.constraints = "any v >= 1; any m";
-    s.check_shape = no_extra_check;
-    s.plan_rank = detail::plan_looped_bfs;
-    s.lowering = latency_hiding();
-  }
-  {
-    ScheduleInfo& s = t.emplace_back();
-    s.name = "interleaved-zb";
-    s.aliases = {"InterleavedZeroBubble", "ScheduleInterleavedZeroBubble",
-                 "interleaved-zero-bubble"};
-    s.origin = "torch InterleavedZeroBubble (2.11), sail-sg ZB1P";
-    s.description =
-        "interleaved 1F1B with warmup (v-1)*mpr + (p-1-r), I instead of B, and the oldest "
-        "pending W after each backward once rank r did r steady steps; W flushed at the end";
-    s.mapping = StageMapping::Loop;
-    s.default_stages_per_rank = 2;
-    s.allowed_stages_per_rank = {};
-    s.constraints = "any v >= 1; m divisible by max(1, m // p) (e.g. m % p == 0, or m <= p)";
-    s.check_shape = detail::check_interleaved;
-    s.plan_rank = detail::plan_interleaved_zb;
-    s.lowering = latency_hiding();
-  }
-  // zero_bubble_torch.cc: torch's V-mapped schedules.
-  {
-    ScheduleInfo& s = t.emplace_back();
-    s.name = "zbv";
-    s.aliases = {"ZBVZeroBubble", "ScheduleZBVZeroBubble", "zb-v", "zero-bubble-v"};
-    s.origin = "torch ZBVZeroBubble (2.11), sail-sg ZB-V";
-    s.description =
-        "V-shaped zero bubble: chunk 0 down, chunk 1 back up; F/I/W steady state planned "
-        "for max(2p-1, m) microbatches, the extra ones dropped";
-    s.mapping = StageMapping::V;
-    s.default_stages_per_rank = 2;
-    s.allowed_stages_per_rank = {2};
-    s.constraints = "v = 2; any m";
-    s.check_shape = detail::check_zbv;
-    s.plan_rank = detail::plan_zbv;
-    s.lowering = latency_hiding();
-  }
-  {
-    ScheduleInfo& s = t.emplace_back();
-    s.name = "dualpipev";
-    s.aliases = {"DualPipeV", "ScheduleDualPipeV", "dualpipe-v", "dual-pipe-v"};
-    s.origin = "torch DualPipeV (2.11), DeepSeek DualPipeV";
-    s.description =
-        "DeepSeek's eight phases on a V: overlapped F+B pairs (OVERLAP_F_B) in the main "
-        "phase, zero-bubble I/W split in the ramp and the drain";
-    s.mapping = StageMapping::V;
-    s.default_stages_per_rank = 2;
-    s.allowed_stages_per_rank = {2};
-    s.constraints = "v = 2; m >= 2p";
-    s.check_shape = detail::check_dualpipev;
-    s.plan_rank = detail::plan_dualpipev;
-    s.lowering = latency_hiding();
-  }
-  // zero_bubble_sail.cc: sail-sg handcrafted zero-bubble schedules.
-  {
-    ScheduleInfo& s = t.emplace_back();
-    s.name = "zb-h1";
-    s.aliases = {"ZB-H1", "ZBH1", "ZeroBubbleH1", "zero-bubble-h1"};
-    s.origin = "sail-sg zero-bubble-pipeline-parallelism (handcrafted ZB-H1)";
-    s.description =
-        "1F1B with the backward split into I and W; rank r defers its first r W "
-        "into the drain, so the bubble shrinks to (p-1)(F+I-W) at 1F1B's memory";
-    s.mapping = StageMapping::Loop;
-    s.default_stages_per_rank = 1;
-    s.allowed_stages_per_rank = {1};
-    s.constraints = "v = 1; m >= p";
-    s.check_shape = detail::check_zb_h1;
-    s.plan_rank = detail::plan_zb_h1;
-    s.lowering = latency_hiding();
-  }
-  {
-    ScheduleInfo& s = t.emplace_back();
-    s.name = "zb-h2";
-    s.aliases = {"ZB-H2", "ZBH2", "ZeroBubbleH2", "zero-bubble-h2"};
-    s.origin = "sail-sg zero-bubble-pipeline-parallelism (handcrafted ZB-H2)";
-    s.description =
-        "ZB-H1 with 2(p-r-1) warmup forwards (2p-1 in flight on rank 0) and the "
-        "last 2r W flushed at the end: a parallelogram with no bubble inside";
-    s.mapping = StageMapping::Loop;
-    s.default_stages_per_rank = 1;
-    s.allowed_stages_per_rank = {1};
-    s.constraints = "v = 1; m >= p";
-    s.check_shape = detail::check_zb_h2;
-    s.plan_rank = detail::plan_zb_h2;
-    s.lowering = latency_hiding();
-  }
-  // vpp.cc: seed 002 (PaddlePaddle) virtual pipeline schedules.
-  {
-    ScheduleInfo& s = t.emplace_back();
-    s.name = "vpp";
-    s.aliases = {"VPP", "interleave", "PipelineParallelWithInterleave", "paddle-vpp"};
-    s.origin = "seed 002 (Paddle PipelineParallelWithInterleave)";
-    s.description =
-        "interleaved 1F1B over v chunks; the first m%p+p microbatches pass each chunk "
-        "in turn, then chunks rotate every p steps, so any m >= 2p works";
-    s.mapping = StageMapping::Loop;
-    s.default_stages_per_rank = 2;
-    s.allowed_stages_per_rank = {};
-    s.constraints = "v >= 2; p > 2; m >= 2p (any m % p)";
-    s.check_shape = detail::check_vpp;
-    s.plan_rank = detail::plan_vpp;
-    s.lowering = latency_hiding();
-  }
-  {
-    ScheduleInfo& s = t.emplace_back();
-    s.name = "vpp-fthenb";
-    s.aliases = {"VPP-FthenB", "PipelineParallelWithInterleaveFthenB", "vpp-f-then-b",
-                 "paddle-vpp-fthenb"};
-    s.origin = "seed 002 (Paddle PipelineParallelWithInterleaveFthenB)";
-    s.description = "every forward chunk by chunk, then every backward in reverse chunk order";
-    s.mapping = StageMapping::Loop;
-    s.default_stages_per_rank = 2;
-    s.allowed_stages_per_rank = {};
-    s.constraints = "v >= 2; p > 2; m % p == 0";
-    s.check_shape = detail::check_vpp_fthenb;
-    s.plan_rank = detail::plan_vpp_fthenb;
-    s.lowering = latency_hiding();
-  }
-  {
-    ScheduleInfo& s = t.emplace_back();
-    s.name = "vpp-balanced";
-    s.aliases = {"VPPFhenBInBalancedMemory", "VPPFthenBInBalancedMemory", "vpp-balanced-memory",
-                 "paddle-vpp-balanced"};
-    s.origin = "seed 002 (Paddle VPPFhenBInBalancedMemory)";
-    s.description =
-        "F-then-B over the first v-1 chunks, 1F1B on the last chunk, backwards in "
-        "reverse chunk order (less live activation than vpp-fthenb)";
-    s.mapping = StageMapping::Loop;
-    s.default_stages_per_rank = 2;
-    s.allowed_stages_per_rank = {};
-    s.constraints = "v >= 2; p > 2; m % p == 0";
-    s.check_shape = detail::check_vpp_balanced;
-    s.plan_rank = detail::plan_vpp_balanced;
-    s.lowering = latency_hiding();
-  }
-  return t;
+  const auto Loop = StageMapping::Loop;
+  const auto V = StageMapping::V;
+  const LowerOptions hiding = latency_hiding();
+  return {
+      {"gpipe",
+       {"GPipe", "ScheduleGPipe", "fill-drain"},
+       "seed 000 (ScheduleGPipe)",
+       "all forwards, then all backwards in reverse microbatch order",
+       Loop,
+       1,
+       {1},
+       "v = 1; any m",
+       no_extra_check,
+       detail::plan_gpipe,
+       seed(SendPlacement::Earliest)},
+      {"1f1b",
+       {"1F1B", "Schedule1F1B", "one-forward-one-backward", "pipedream-flush"},
+       "seed 000 (Schedule1F1B), torch Schedule1F1B",
+       "warmup min(m, p-r) forwards, then alternate backward/forward, then drain",
+       Loop,
+       1,
+       {1},
+       "v = 1; m >= p",
+       detail::check_1f1b,
+       detail::plan_1f1b,
+       seed(SendPlacement::ParityStaggered)},
+      // interleaved.cc: torch's loop-mapped multi-stage schedules.
+      {"interleaved-1f1b",
+       {"Interleaved1F1B", "ScheduleInterleaved1F1B"},
+       "torch Interleaved1F1B (2.11), Megatron-LM interleaved 1F1B",
+       "depth-first interleaving: warmup (v-1)*mpr + 2*(p-1-r) forwards, then F/B pairs "
+       "cycling local stages every mpr = m / max(1, m // p) microbatches, then drain",
+       Loop,
+       2,
+       {},
+       "any v >= 1; m divisible by max(1, m // p) (e.g. m % p == 0, or m <= p)",
+       detail::check_interleaved,
+       detail::plan_interleaved_1f1b,
+       hiding},
+      {"looped-bfs",
+       {"LoopedBFS", "ScheduleLoopedBFS", "breadth-first", "bfs"},
+       "torch LoopedBFS (2.11), Lamy-Poirier breadth-first pipeline parallelism",
+       "every microbatch through each local stage in turn, then backwards over the "
+       "stages and microbatches in reverse",
+       Loop,
+       2,
+       {},
+       "any v >= 1; any m",
+       no_extra_check,
+       detail::plan_looped_bfs,
+       hiding},
+      {"interleaved-zb",
+       {"InterleavedZeroBubble", "ScheduleInterleavedZeroBubble", "interleaved-zero-bubble"},
+       "torch InterleavedZeroBubble (2.11), sail-sg ZB1P",
+       "interleaved 1F1B with warmup (v-1)*mpr + (p-1-r), I instead of B, and the oldest "
+       "pending W after each backward once rank r did r steady steps; W flushed at the end",
+       Loop,
+       2,
+       {},
+       "any v >= 1; m divisible by max(1, m // p) (e.g. m % p == 0, or m <= p)",
+       detail::check_interleaved,
+       detail::plan_interleaved_zb,
+       hiding},
+      // zero_bubble_torch.cc: torch's V-mapped schedules.
+      {"zbv",
+       {"ZBVZeroBubble", "ScheduleZBVZeroBubble", "zb-v", "zero-bubble-v"},
+       "torch ZBVZeroBubble (2.11), sail-sg ZB-V",
+       "V-shaped zero bubble: chunk 0 down, chunk 1 back up; F/I/W steady state planned "
+       "for max(2p-1, m) microbatches, the extra ones dropped",
+       V,
+       2,
+       {2},
+       "v = 2; any m",
+       detail::check_zbv,
+       detail::plan_zbv,
+       hiding},
+      {"dualpipev",
+       {"DualPipeV", "ScheduleDualPipeV", "dualpipe-v", "dual-pipe-v"},
+       "torch DualPipeV (2.11), DeepSeek DualPipeV",
+       "DeepSeek's eight phases on a V: overlapped F+B pairs (OVERLAP_F_B) in the main "
+       "phase, zero-bubble I/W split in the ramp and the drain",
+       V,
+       2,
+       {2},
+       "v = 2; m >= 2p",
+       detail::check_dualpipev,
+       detail::plan_dualpipev,
+       hiding},
+      // zero_bubble_sail.cc: sail-sg handcrafted zero-bubble schedules.
+      {"zb-h1",
+       {"ZB-H1", "ZBH1", "ZeroBubbleH1", "zero-bubble-h1"},
+       "sail-sg zero-bubble-pipeline-parallelism (handcrafted ZB-H1)",
+       "1F1B with the backward split into I and W; rank r defers its first r W "
+       "into the drain, so the bubble shrinks to (p-1)(F+I-W) at 1F1B's memory",
+       Loop,
+       1,
+       {1},
+       "v = 1; m >= p",
+       detail::check_zb_h1,
+       detail::plan_zb_h1,
+       hiding},
+      {"zb-h2",
+       {"ZB-H2", "ZBH2", "ZeroBubbleH2", "zero-bubble-h2"},
+       "sail-sg zero-bubble-pipeline-parallelism (handcrafted ZB-H2)",
+       "ZB-H1 with 2(p-r-1) warmup forwards (2p-1 in flight on rank 0) and the "
+       "last 2r W flushed at the end: a parallelogram with no bubble inside",
+       Loop,
+       1,
+       {1},
+       "v = 1; m >= p",
+       detail::check_zb_h2,
+       detail::plan_zb_h2,
+       hiding},
+      // vpp.cc: seed 002 (PaddlePaddle) virtual pipeline schedules.
+      {"vpp",
+       {"VPP", "interleave", "PipelineParallelWithInterleave", "paddle-vpp"},
+       "seed 002 (Paddle PipelineParallelWithInterleave)",
+       "interleaved 1F1B over v chunks; the first m%p+p microbatches pass each chunk "
+       "in turn, then chunks rotate every p steps, so any m >= 2p works",
+       Loop,
+       2,
+       {},
+       "v >= 2; p > 2; m >= 2p (any m % p)",
+       detail::check_vpp,
+       detail::plan_vpp,
+       hiding},
+      {"vpp-fthenb",
+       {"VPP-FthenB", "PipelineParallelWithInterleaveFthenB", "vpp-f-then-b", "paddle-vpp-fthenb"},
+       "seed 002 (Paddle PipelineParallelWithInterleaveFthenB)",
+       "every forward chunk by chunk, then every backward in reverse chunk order",
+       Loop,
+       2,
+       {},
+       "v >= 2; p > 2; m % p == 0",
+       detail::check_vpp_fthenb,
+       detail::plan_vpp_fthenb,
+       hiding},
+      {"vpp-balanced",
+       {"VPPFhenBInBalancedMemory", "VPPFthenBInBalancedMemory", "vpp-balanced-memory",
+        "paddle-vpp-balanced"},
+       "seed 002 (Paddle VPPFhenBInBalancedMemory)",
+       "F-then-B over the first v-1 chunks, 1F1B on the last chunk, backwards in "
+       "reverse chunk order (less live activation than vpp-fthenb)",
+       Loop,
+       2,
+       {},
+       "v >= 2; p > 2; m % p == 0",
+       detail::check_vpp_balanced,
+       detail::plan_vpp_balanced,
+       hiding},
+  };
 }
 
 std::string normalize(std::string s) {
@@ -275,8 +233,9 @@ const ScheduleInfo& find_schedule(const std::string& name) {
   throw InputError(msg + "; known schedules: " + names);
 }
 
-PlanMeta resolve(const Problem& problem) {
-  const ScheduleInfo& info = find_schedule(problem.schedule);
+namespace detail {
+
+PlanMeta resolve_with(const ScheduleInfo& info, const Problem& problem) {
   PlanMeta meta;
   meta.schedule = info.name;
   meta.pp_degree = problem.pp_degree;
@@ -311,20 +270,8 @@ PlanMeta resolve(const Problem& problem) {
   return meta;
 }
 
-std::vector<Action> forward_order(const std::vector<Action>& compute) {
-  std::vector<Action> out;
-  out.reserve(compute.size() / 2 + 1);
-  for (const Action& a : compute) {
-    if (a.type == ActionType::F) out.push_back(a);
-    else if (a.type == ActionType::OverlapFB)
-      out.push_back(make(ActionType::F, a.stage, a.microbatch));
-  }
-  return out;
-}
-
-LowerOptions schedule_lowering(const PlanMeta& meta) {
-  LowerOptions o = default_lowering(meta.schedule);
-  if (!meta.forward_only) return o;
+LowerOptions lowering_of(LowerOptions own, const PlanMeta& meta) {
+  if (!meta.forward_only) return own;
   // Forward values cross the boundary s -> s+1 from rank_of(s) to
   // rank_of(s+1); a pair that sees both directions could meet head-on.
   bool both_ways = false;
@@ -336,36 +283,14 @@ LowerOptions schedule_lowering(const PlanMeta& meta) {
     both_ways = std::find(dirs.begin(), dirs.end(), std::make_pair(b, a)) != dirs.end();
     dirs.emplace_back(a, b);
   }
-  if (both_ways) o.send_placement = SendPlacement::ParityStaggered;
-  return o;
+  if (both_ways) own.send_placement = SendPlacement::ParityStaggered;
+  return own;
 }
 
-Plan plan_compute_rank(const Problem& problem, int rank) {
-  PlanMeta meta = resolve(problem);
-  if (rank < 0 || rank >= meta.pp_degree)
-    throw InputError("rank " + std::to_string(rank) + " is out of range for pp_degree " +
-                     std::to_string(meta.pp_degree) + " (valid: 0.." +
-                     std::to_string(meta.pp_degree - 1) + ")");
-  const ScheduleInfo& info = find_schedule(meta.schedule);
-  Plan p;
-  p.meta = meta;
-  p.rank_ids = {rank};
-  p.ranks.push_back(info.plan_rank(meta, rank));
-  if (meta.forward_only) p.ranks.back() = forward_order(p.ranks.back());
-  return p;
-}
+}  // namespace detail
 
-Plan plan_compute(const Problem& problem) {
-  PlanMeta meta = resolve(problem);
-  const ScheduleInfo& info = find_schedule(meta.schedule);
-  Plan p;
-  p.meta = meta;
-  for (int r = 0; r < meta.pp_degree; ++r) {
-    p.rank_ids.push_back(r);
-    p.ranks.push_back(info.plan_rank(meta, r));
-    if (meta.forward_only) p.ranks.back() = forward_order(p.ranks.back());
-  }
-  return p;
+PlanMeta resolve(const Problem& problem) {
+  return detail::resolve_with(find_schedule(problem.schedule), problem);
 }
 
 LowerOptions default_lowering(const std::string& schedule) {
@@ -377,32 +302,8 @@ LowerOptions default_lowering(const std::string& schedule) {
   return LowerOptions{};
 }
 
-Plan plan(const Problem& problem) {
-  Plan compute = plan_compute(problem);
-  return lower(compute, schedule_lowering(compute.meta));
-}
-
-Plan plan(const Problem& problem, const LowerOptions& options) {
-  return lower(plan_compute(problem), options);
-}
-
-Plan plan_rank(const Problem& problem, int rank) {
-  return plan_rank(problem, rank, schedule_lowering(resolve(problem)));
-}
-
-Plan plan_rank(const Problem& problem, int rank, const LowerOptions& options) {
-  // Lowering orders each pair's transfers by a whole-pipeline timing, so one
-  // rank's program needs every rank's compute order: plan all, keep one.
-  Plan whole = plan(problem, options);
-  if (rank < 0 || rank >= whole.meta.pp_degree)
-    throw InputError("rank " + std::to_string(rank) + " is out of range for pp_degree " +
-                     std::to_string(whole.meta.pp_degree) + " (valid: 0.." +
-                     std::to_string(whole.meta.pp_degree - 1) + ")");
-  Plan one;
-  one.meta = whole.meta;
-  one.rank_ids = {rank};
-  one.ranks.push_back(std::move(whole.ranks[static_cast<std::size_t>(rank)]));
-  return one;
+LowerOptions schedule_lowering(const PlanMeta& meta) {
+  return detail::lowering_of(default_lowering(meta.schedule), meta);
 }
 
 }  // namespace pipeplan

@@ -11,7 +11,6 @@
 #include <limits>
 
 #include "ir/numbers.h"
-#include "pipeplan/cost_options.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
@@ -20,7 +19,7 @@
 #include "search/greedy.h"
 #include "search/improve.h"
 #include "search/refine.h"
-#include "search/split.h"
+#include "model/split.h"
 
 namespace pipeplan {
 namespace {
@@ -94,18 +93,8 @@ PlanMeta make_meta(const SearchOptions& o, const Config& c, const Partition& par
   return meta;
 }
 
-// What a lowering plans for: the stage costs the plan is simulated with,
-// and kNominalLatency per transfer when transfers are free (as compare and
-// the CLI do).
-CostModel planning_costs(CostModel costs) {
-  if (costs.transfer_time() == 0.0) {
-    costs.comm_latency = kNominalLatency;
-    costs.comm_bandwidth = 0.0;
-  }
-  return costs;
-}
-
-// The lowerings tried for a candidate: latency hiding for its stage costs,
+// The lowerings tried for a candidate: latency hiding for its stage costs
+// (planner.h's planning_costs: the nominal latency when transfers are free),
 // and the seed order (which reads per-type costs only: the stage averages)
 // with either send placement; each with and without serial safety.
 std::vector<LowerOptions> lowerings_for(const CostModel& stage, const detail::StageTable& t) {
@@ -159,17 +148,9 @@ double one_f_one_b_peak(const LayerProfile& profile, const SearchOptions& o,
   return std::numeric_limits<double>::infinity();
 }
 
-Plan strip_comms(Plan p) {
-  for (auto& list : p.ranks)
-    list.erase(
-        std::remove_if(list.begin(), list.end(), [](const Action& a) { return is_comm(a.type); }),
-        list.end());
-  return p;
-}
-
-}  // namespace
-
-SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
+// search()'s refusals, before any work: bad shapes, limits, budgets. Returns
+// the v of a given partition (0: none given).
+int check_options(const LayerProfile& profile, const SearchOptions& o) {
   if (o.pp_degree < 1 || o.num_microbatches < 1) throw InputError("search needs p >= 1 and m >= 1");
   // The shared size limits: refuse up front; larger v are skipped below.
   if (std::string why = limits::shape_problem(o.pp_degree, 1, o.num_microbatches); !why.empty())
@@ -181,11 +162,6 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
   if (o.max_stages_per_rank < 1 || o.max_stages_per_rank > limits::kMaxStagesPerRank)
     throw InputError("the largest v tried must be 1.." + std::to_string(limits::kMaxStagesPerRank) +
                      ", got " + std::to_string(o.max_stages_per_rank));
-  // A stage needs a layer, and the plan must stay within the size limits.
-  const auto v_fits = [&](int v) {
-    return static_cast<std::size_t>(o.pp_degree) * static_cast<std::size_t>(v) <= profile.size() &&
-           limits::shape_problem(o.pp_degree, v, o.num_microbatches).empty();
-  };
   if (profile.size() < static_cast<std::size_t>(o.pp_degree))
     throw ShapeError("the layer profile has " + std::to_string(profile.size()) +
                      " layers, fewer than the " + std::to_string(o.pp_degree) +
@@ -196,192 +172,246 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
   if (!(o.time_limit > 0))
     throw InputError("the time limit must be a positive number of seconds, got " +
                      detail::format_number(o.time_limit));
-  int fixed_v = 0;  // > 0: the partition is given (o.partition)
-  if (o.partition) {
-    const int stages = static_cast<int>(o.partition->size());
-    if (stages % o.pp_degree != 0)
-      throw InputError("the given partition has " + std::to_string(stages) +
-                       " stages, not a multiple of the " + std::to_string(o.pp_degree) + " ranks");
-    check_partition(profile, *o.partition, stages);
-    fixed_v = stages / o.pp_degree;
-    if (std::string why = limits::shape_problem(o.pp_degree, fixed_v, o.num_microbatches);
-        !why.empty())
-      throw ShapeError(why);
-  }
-  const Clock clock(o.time_limit);
-  SearchResult res;
-  CostModel comm;
-  comm.comm_latency = o.comm.comm_latency;
-  comm.comm_bandwidth = o.comm.comm_bandwidth;
-  comm.transfer_bytes = o.comm.transfer_bytes;
-  const double transfer = comm.transfer_time();
-  auto sim_options = [&](const Partition& partition) {
-    SimOptions so;
-    so.costs = stage_costs(profile, partition, comm);
-    so.transport = o.transport;
-    return so;
-  };
+  if (!o.partition) return 0;
+  const int stages = static_cast<int>(o.partition->size());
+  if (stages % o.pp_degree != 0)
+    throw InputError("the given partition has " + std::to_string(stages) +
+                     " stages, not a multiple of the " + std::to_string(o.pp_degree) + " ranks");
+  check_partition(profile, *o.partition, stages);
+  const int fixed_v = stages / o.pp_degree;
+  if (std::string why = limits::shape_problem(o.pp_degree, fixed_v, o.num_microbatches);
+      !why.empty())
+    throw ShapeError(why);
+  return fixed_v;
+}
 
-  // 1. The library on the same profile (balanced partitions), as compare runs it.
-  std::vector<Plan> library_plans;
-  for (const ScheduleInfo& info : schedules()) {
-    if (clock.expired()) break;  // a huge shape: the baseline stays partial
-    std::vector<int> vs = info.allowed_stages_per_rank;
-    if (vs.empty())
-      for (int v = 1; v <= o.max_stages_per_rank; ++v) vs.push_back(v);
-    if (fixed_v > 0)
-      vs = std::count(vs.begin(), vs.end(), fixed_v) ? std::vector<int>{fixed_v}
-                                                     : std::vector<int>{};
-    for (int v : vs) {
-      if (!v_fits(v)) continue;
-      Plan p;
-      LibraryRun run;
-      run.schedule = info.name;
-      run.stages_per_rank = v;
-      try {
-        const Problem problem{info.name, o.pp_degree, o.num_microbatches, v};
-        const PlanMeta meta = resolve(problem);
-        if (fixed_v > 0 && meta.mapping != StageMapping::Loop) continue;
-        if (meta.mapping == StageMapping::V && o.max_v_stages_per_rank > 0 &&
-            v > o.max_v_stages_per_rank)
-          continue;
-        run.partition = o.partition ? *o.partition : balanced_partition(profile, meta.num_stages());
-        // Lowered as compare lowers it: the schedule's own options, planning
-        // for the stage costs it is simulated with.
-        p = plan(problem, make_lower_options(meta, {}, sim_options(run.partition).costs,
-                                             /*comm_given=*/false));
-      } catch (const InputError&) {
-        continue;  // the schedule rejects this shape
-      }
-      const SimResult r = simulate(p, sim_options(run.partition));
-      ++res.candidates;
-      if (!r.ok()) continue;
-      run.makespan = r.makespan;
-      for (const RankStats& s : r.ranks) run.peak_memory = std::max(run.peak_memory, s.peak_memory);
-      p.meta.partition = run.partition;
-      res.library.push_back(run);
-      library_plans.push_back(std::move(p));
-    }
-  }
-  double budget = std::numeric_limits<double>::infinity();
-  if (o.memory_limit) {
-    budget = *o.memory_limit;
-  } else if (fixed_v > 0) {
-    // A given layout: the memory of the order Megatron runs on it (1F1B, or
-    // interleaved 1F1B for v > 1), else 1F1B's on the balanced partition.
-    const std::string own = fixed_v > 1 ? "interleaved-1f1b" : "1f1b";
-    budget = one_f_one_b_peak(profile, o, sim_options);
-    for (const LibraryRun& run : res.library)
-      if (run.schedule == own) budget = run.peak_memory;
-  } else {
-    for (const LibraryRun& run : res.library)
-      if (run.schedule == "1f1b") budget = run.peak_memory;
-  }
-  res.memory_limit = budget;
-  for (LibraryRun& run : res.library) {
-    run.fits = run.peak_memory <= budget + kEps;
-    if (run.fits && (!res.best_library || run.makespan < res.best_library->makespan - kEps))
-      res.best_library = run;
+std::string library_origin(const std::string& schedule, int v) {
+  return "library " + schedule + " (v=" + std::to_string(v) + ")";
+}
+
+// One search, its phases in run() order. They share the pool of compute-only
+// candidates, the library's runs and plans, and the memory budget.
+class Search {
+ public:
+  Search(const LayerProfile& profile, const SearchOptions& o, int fixed_v)
+      : profile_(profile), o_(o), fixed_v_(fixed_v), clock_(o.time_limit) {
+    comm_.comm_latency = o.comm.comm_latency;
+    comm_.comm_bandwidth = o.comm.comm_bandwidth;
+    comm_.transfer_bytes = o.comm.transfer_bytes;
   }
 
-  // 2. List-scheduled candidates: every (mapping, v), a few partitions, every knob.
-  std::vector<Config> configs;
-  if (fixed_v > 0) configs.push_back({StageMapping::Loop, fixed_v});
-  for (int v = 1; v <= o.max_stages_per_rank && fixed_v == 0; ++v)
-    if (v_fits(v)) configs.push_back({StageMapping::Loop, v});
-  const int max_v = o.max_v_stages_per_rank > 0
-                        ? std::min(o.max_v_stages_per_rank, o.max_stages_per_rank)
-                        : o.max_stages_per_rank;
-  for (int v = 2; v <= max_v && fixed_v == 0; ++v)
-    if (v_fits(v)) configs.push_back({StageMapping::V, v});
-  const std::vector<GreedyKnobs> knobs = all_knobs();
-  std::vector<Candidate> pool;
-  double smallest_peak = std::numeric_limits<double>::infinity();
+  SearchResult run() {
+    run_library();
+    choose_budget();
+    list_schedule();
+    refine_partitions();
+    res_.time_limited = clock_.expired();
+    add_library_orders();
+    improve_locally();
+    lower_finalists();
+    finish();
+    return std::move(res_);
+  }
+
+ private:
   struct Seed {
     Config config;
     Partition partition;
     double makespan;
   };
-  std::vector<Seed> seeds;
-  auto try_one = [&](const Config& c, const Partition& part, const GreedyKnobs& k,
-                     double limit) -> std::optional<GreedyOutcome> {
-    const PlanMeta meta = make_meta(o, c, part);
+
+  // A stage needs a layer, and the plan must stay within the size limits.
+  bool v_fits(int v) const {
+    return static_cast<std::size_t>(o_.pp_degree) * static_cast<std::size_t>(v) <=
+               profile_.size() &&
+           limits::shape_problem(o_.pp_degree, v, o_.num_microbatches).empty();
+  }
+
+  SimOptions sim_options(const Partition& partition) const {
+    SimOptions so;
+    so.costs = stage_costs(profile_, partition, comm_);
+    so.transport = o_.transport;
+    return so;
+  }
+
+  detail::StageTable table_of(const Plan& compute) const {
+    return detail::stage_table(stage_costs(profile_, compute.meta.partition, comm_),
+                               compute.meta.num_stages());
+  }
+
+  std::optional<GreedyOutcome> try_one(const Config& c, const Partition& part, const GreedyKnobs& k,
+                                       double limit) {
+    const PlanMeta meta = make_meta(o_, c, part);
     const detail::StageTable table =
-        detail::stage_table(stage_costs(profile, part, comm), meta.num_stages());
-    ++res.candidates;
+        detail::stage_table(stage_costs(profile_, part, comm_), meta.num_stages());
+    ++res_.candidates;
     return detail::list_schedule(meta, table, limit, k);
-  };
-  for (const Config& c : configs) {
-    if (clock.expired()) break;
-    const int S = o.pp_degree * c.v;
-    std::vector<Partition> parts;
-    if (o.partition) {
-      parts = {*o.partition};
+  }
+
+  // 1. The library on the same profile (balanced partitions), as compare runs it.
+  void run_library() {
+    for (const ScheduleInfo& info : schedules()) {
+      if (clock_.expired()) break;  // a huge shape: the baseline stays partial
+      std::vector<int> vs = info.allowed_stages_per_rank;
+      if (vs.empty())
+        for (int v = 1; v <= o_.max_stages_per_rank; ++v) vs.push_back(v);
+      if (fixed_v_ > 0)
+        vs = std::count(vs.begin(), vs.end(), fixed_v_) ? std::vector<int>{fixed_v_}
+                                                        : std::vector<int>{};
+      for (int v : vs)
+        if (v_fits(v)) run_library_one(info, v);
+    }
+  }
+
+  void run_library_one(const ScheduleInfo& info, int v) {
+    Plan p;
+    LibraryRun run;
+    run.schedule = info.name;
+    run.stages_per_rank = v;
+    try {
+      const Planner planner(Problem{info.name, o_.pp_degree, o_.num_microbatches, v});
+      const PlanMeta& meta = planner.meta();
+      if (fixed_v_ > 0 && meta.mapping != StageMapping::Loop) return;
+      if (meta.mapping == StageMapping::V && o_.max_v_stages_per_rank > 0 &&
+          v > o_.max_v_stages_per_rank)
+        return;
+      run.partition =
+          o_.partition ? *o_.partition : balanced_partition(profile_, meta.num_stages());
+      // Lowered as compare lowers it: the schedule's own options, planning
+      // for the stage costs it is simulated with.
+      p = planner.plan(planner.lowering({}, sim_options(run.partition).costs));
+    } catch (const InputError&) {
+      return;  // the schedule rejects this shape
+    }
+    const SimResult r = simulate(p, sim_options(run.partition));
+    ++res_.candidates;
+    if (!r.ok()) return;
+    run.makespan = r.makespan;
+    for (const RankStats& s : r.ranks) run.peak_memory = std::max(run.peak_memory, s.peak_memory);
+    p.meta.partition = run.partition;
+    res_.library.push_back(run);
+    library_plans_.push_back(std::move(p));
+  }
+
+  // The memory budget: the one given, else what 1F1B (or, on a given layout,
+  // the order Megatron runs on it) needs; which library runs fit it.
+  void choose_budget() {
+    budget_ = std::numeric_limits<double>::infinity();
+    if (o_.memory_limit) {
+      budget_ = *o_.memory_limit;
+    } else if (fixed_v_ > 0) {
+      // A given layout: the memory of the order Megatron runs on it (1F1B, or
+      // interleaved 1F1B for v > 1), else 1F1B's on the balanced partition.
+      const std::string own = fixed_v_ > 1 ? "interleaved-1f1b" : "1f1b";
+      budget_ = one_f_one_b_peak(profile_, o_,
+                                 [this](const Partition& part) { return sim_options(part); });
+      for (const LibraryRun& run : res_.library)
+        if (run.schedule == own) budget_ = run.peak_memory;
     } else {
-      parts = {balanced_partition(profile, S),
-               detail::split_min_max(profile, S, detail::SplitBy::Memory)};
-      if (c.v > 1) parts.push_back(detail::split_rank_balanced(profile, make_meta(o, c, {})));
+      for (const LibraryRun& run : res_.library)
+        if (run.schedule == "1f1b") budget_ = run.peak_memory;
+    }
+    res_.memory_limit = budget_;
+    for (LibraryRun& run : res_.library) {
+      run.fits = run.peak_memory <= budget_ + kEps;
+      if (run.fits && (!res_.best_library || run.makespan < res_.best_library->makespan - kEps))
+        res_.best_library = run;
+    }
+  }
+
+  // 2. List-scheduled candidates: every (mapping, v), a few partitions, every knob.
+  void list_schedule() {
+    std::vector<Config> configs;
+    if (fixed_v_ > 0) configs.push_back({StageMapping::Loop, fixed_v_});
+    for (int v = 1; v <= o_.max_stages_per_rank && fixed_v_ == 0; ++v)
+      if (v_fits(v)) configs.push_back({StageMapping::Loop, v});
+    const int max_v = o_.max_v_stages_per_rank > 0
+                          ? std::min(o_.max_v_stages_per_rank, o_.max_stages_per_rank)
+                          : o_.max_stages_per_rank;
+    for (int v = 2; v <= max_v && fixed_v_ == 0; ++v)
+      if (v_fits(v)) configs.push_back({StageMapping::V, v});
+    for (const Config& c : configs) {
+      if (clock_.expired()) break;
+      for (const Partition& part : partitions_for(c)) list_schedule_one(c, part);
+    }
+    for (const LibraryRun& run : res_.library)
+      smallest_peak_ = std::min(smallest_peak_, run.peak_memory);
+  }
+
+  std::vector<Partition> partitions_for(const Config& c) const {
+    const int S = o_.pp_degree * c.v;
+    std::vector<Partition> parts;
+    if (o_.partition) {
+      parts = {*o_.partition};
+    } else {
+      parts = {balanced_partition(profile_, S),
+               detail::split_min_max(profile_, S, detail::SplitBy::Memory)};
+      if (c.v > 1) parts.push_back(detail::split_rank_balanced(profile_, make_meta(o_, c, {})));
     }
     std::sort(parts.begin(), parts.end());
     parts.erase(std::unique(parts.begin(), parts.end()), parts.end());
-    for (const Partition& part : parts) {
-      // The least memory this split can run in: one microbatch alive per rank.
-      const double floor = detail::rank_footprint(profile, make_meta(o, c, part));
-      if (auto g = try_one(c, part, GreedyKnobs{false, false, true, 1.0}, floor)) {
-        smallest_peak = std::min(smallest_peak, g->peak);
-        if (g->peak <= budget + kEps)
-          pool.push_back({g->plan, g->makespan, g->peak,
-                          "list scheduler (" + config_text(c) + ", one microbatch in flight)"});
-      }
-      if (floor > budget + kEps) continue;
-      for (const GreedyKnobs& k : knobs) {
-        auto g = try_one(c, part, k, budget);
-        if (!g || g->peak > budget + kEps) continue;
-        smallest_peak = std::min(smallest_peak, g->peak);
-        seeds.push_back({c, part, g->makespan});
-        pool.push_back({std::move(g->plan), g->makespan, g->peak,
-                        "list scheduler (" + config_text(c) + ", " + knob_text(k) + ")"});
-      }
+    return parts;
+  }
+
+  void list_schedule_one(const Config& c, const Partition& part) {
+    // The least memory this split can run in: one microbatch alive per rank.
+    const double floor = detail::rank_footprint(profile_, make_meta(o_, c, part));
+    if (auto g = try_one(c, part, GreedyKnobs{false, false, true, 1.0}, floor)) {
+      smallest_peak_ = std::min(smallest_peak_, g->peak);
+      if (g->peak <= budget_ + kEps)
+        pool_.push_back({g->plan, g->makespan, g->peak,
+                         "list scheduler (" + config_text(c) + ", one microbatch in flight)"});
+    }
+    if (floor > budget_ + kEps) return;
+    for (const GreedyKnobs& k : knobs_) {
+      auto g = try_one(c, part, k, budget_);
+      if (!g || g->peak > budget_ + kEps) continue;
+      smallest_peak_ = std::min(smallest_peak_, g->peak);
+      seeds_.push_back({c, part, g->makespan});
+      pool_.push_back({std::move(g->plan), g->makespan, g->peak,
+                       "list scheduler (" + config_text(c) + ", " + knob_text(k) + ")"});
     }
   }
-  for (const LibraryRun& run : res.library)
-    smallest_peak = std::min(smallest_peak, run.peak_memory);
 
   // 3. Move partition boundaries of the best seeds while it helps.
-  std::stable_sort(seeds.begin(), seeds.end(),
-                   [](const Seed& a, const Seed& b) { return a.makespan < b.makespan; });
-  std::vector<std::pair<int, Partition>> refined;  // (config index, partition) already climbed
-  for (std::size_t si = 0;
-       si < seeds.size() && refined.size() < 3 && !clock.expired() && !o.partition; ++si) {
-    const Seed& seed = seeds[si];
-    bool seen = false;
-    for (const auto& [cv, part] : refined)
-      if (cv == seed.config.v * 2 + (seed.config.mapping == StageMapping::V) &&
-          part == seed.partition)
-        seen = true;
-    if (seen) continue;
-    refined.push_back(
-        {seed.config.v * 2 + (seed.config.mapping == StageMapping::V), seed.partition});
+  void refine_partitions() {
+    std::stable_sort(seeds_.begin(), seeds_.end(),
+                     [](const Seed& a, const Seed& b) { return a.makespan < b.makespan; });
+    std::vector<std::pair<int, Partition>> refined;  // (config index, partition) already climbed
+    for (std::size_t si = 0;
+         si < seeds_.size() && refined.size() < 3 && !clock_.expired() && !o_.partition; ++si) {
+      const Seed& seed = seeds_[si];
+      const int key = seed.config.v * 2 + (seed.config.mapping == StageMapping::V);
+      bool seen = false;
+      for (const auto& [cv, part] : refined)
+        if (cv == key && part == seed.partition) seen = true;
+      if (seen) continue;
+      refined.push_back({key, seed.partition});
+      climb(seed);
+    }
+  }
+
+  void climb(const Seed& seed) {
     Partition part = seed.partition;
     double best = seed.makespan;
-    for (int round = 0; round < 64 && !clock.expired(); ++round) {
+    for (int round = 0; round < 64 && !clock_.expired(); ++round) {
       bool improved = false;
-      for (std::size_t b = 0; b + 1 < part.size() && !improved && !clock.expired(); ++b)
+      for (std::size_t b = 0; b + 1 < part.size() && !improved && !clock_.expired(); ++b)
         for (int dir : {-1, 1}) {
           Partition next = part;
           next[b] += dir;
           next[b + 1] -= dir;
           if (next[b] < 1 || next[b + 1] < 1) continue;
-          for (const GreedyKnobs& k : knobs) {
-            auto g = try_one(seed.config, next, k, budget);
-            if (!g || g->peak > budget + kEps) continue;
+          for (const GreedyKnobs& k : knobs_) {
+            auto g = try_one(seed.config, next, k, budget_);
+            if (!g || g->peak > budget_ + kEps) continue;
             if (g->makespan < best - kEps) {
               best = g->makespan;
               part = next;
               improved = true;
-              pool.push_back({std::move(g->plan), g->makespan, g->peak,
-                              "list scheduler (" + config_text(seed.config) + ", " + knob_text(k) +
-                                  ", partition refined)"});
+              pool_.push_back({std::move(g->plan), g->makespan, g->peak,
+                               "list scheduler (" + config_text(seed.config) + ", " + knob_text(k) +
+                                   ", partition refined)"});
             }
           }
           if (improved) break;
@@ -389,149 +419,175 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
       if (!improved) break;
     }
   }
-  res.time_limited = clock.expired();
 
   // Library orders that fit join the pool (their own lowering is tried too).
-  for (std::size_t i = 0; i < library_plans.size(); ++i) {
-    const LibraryRun& run = res.library[i];
-    if (!run.fits) continue;
-    Candidate c;
-    c.compute = strip_comms(library_plans[i]);
-    c.makespan = run.makespan;
-    c.peak = run.peak_memory;
-    c.origin = "library " + run.schedule + " (v=" + std::to_string(run.stages_per_rank) + ")";
-    pool.push_back(std::move(c));
-  }
-  if (pool.empty()) {
-    const std::string smallest = detail::format_number(smallest_peak, 4);
-    throw BudgetError("no plan fits the memory budget " + detail::format_number(budget, 4) +
-                          " per rank; the smallest budget that works is " + smallest +
-                          " (--memory-limit " + smallest + ")",
-                      smallest_peak);
+  void add_library_orders() {
+    for (std::size_t i = 0; i < library_plans_.size(); ++i) {
+      const LibraryRun& run = res_.library[i];
+      if (!run.fits) continue;
+      pool_.push_back({compute_projection(library_plans_[i]), run.makespan, run.peak_memory,
+                       library_origin(run.schedule, run.stages_per_rank)});
+    }
+    if (pool_.empty()) {
+      const std::string smallest = detail::format_number(smallest_peak_, 4);
+      throw BudgetError("no plan fits the memory budget " + detail::format_number(budget_, 4) +
+                            " per rank; the smallest budget that works is " + smallest +
+                            " (--memory-limit " + smallest + ")",
+                        smallest_peak_);
+    }
   }
 
   // 3b. Local improvement of the best orders: pull ready work (a forward, a
   // backward, a deferred W) into idle time or ahead of a W while the budget
   // holds. The fastest library order that fits is always among the starts.
-  {
-    std::stable_sort(pool.begin(), pool.end(), [](const Candidate& a, const Candidate& b) {
-      return a.makespan < b.makespan - kEps;
-    });
+  void improve_locally() {
+    sort_pool();
     std::vector<const Candidate*> starts;
     const std::string best_origin =
-        res.best_library ? "library " + res.best_library->schedule +
-                               " (v=" + std::to_string(res.best_library->stages_per_rank) + ")"
-                         : std::string();
-    for (const Candidate& c : pool)
+        res_.best_library
+            ? library_origin(res_.best_library->schedule, res_.best_library->stages_per_rank)
+            : std::string();
+    for (const Candidate& c : pool_)
       if (c.origin == best_origin) starts.push_back(&c);
-    for (const Candidate& c : pool) {
+    for (const Candidate& c : pool_) {
       if (starts.size() >= kImproveSeeds) break;
       bool dup = false;
       for (const Candidate* s : starts) dup = dup || s->compute == c.compute;
       if (!dup) starts.push_back(&c);
     }
-    const auto expired = [&clock] { return clock.expired(); };
+    const auto expired = [this] { return clock_.expired(); };
     std::vector<Candidate> improved;
     for (const Candidate* c : starts) {
-      if (clock.expired()) break;
-      const Partition& part = c->compute.meta.partition;
-      const detail::StageTable table =
-          detail::stage_table(stage_costs(profile, part, comm), c->compute.meta.num_stages());
+      if (clock_.expired()) break;
       std::size_t actions = 1;
       for (const auto& list : c->compute.ranks) actions += list.size();
       const long long evals =
           std::max<long long>(100, kImproveWork / static_cast<long long>(actions));
-      auto imp = detail::improve_orders(c->compute, table, budget, evals, expired, &res.candidates);
+      auto imp = detail::improve_orders(c->compute, table_of(c->compute), budget_, evals, expired,
+                                        &res_.candidates);
       if (imp)
         improved.push_back({std::move(imp->plan), imp->makespan, imp->peak,
                             c->origin + ", orders improved locally"});
     }
-    for (Candidate& c : improved) pool.push_back(std::move(c));
-    res.time_limited = res.time_limited || clock.expired();
+    for (Candidate& c : improved) pool_.push_back(std::move(c));
+    res_.time_limited = res_.time_limited || clock_.expired();
+  }
+
+  void sort_pool() {
+    std::stable_sort(pool_.begin(), pool_.end(), [](const Candidate& a, const Candidate& b) {
+      return a.makespan < b.makespan - kEps;
+    });
+  }
+
+  // Keeps `plan` when it beats the best so far.
+  void offer(Plan plan, double makespan, std::string origin) {
+    res_.plan = std::move(plan);
+    res_.makespan = makespan;
+    res_.origin = std::move(origin);
+    found_ = true;
   }
 
   // 4. Lower the finalists, simulate them under the user's transport, keep
   // the fastest that verifies under all three.
-  std::stable_sort(pool.begin(), pool.end(), [](const Candidate& a, const Candidate& b) {
-    return a.makespan < b.makespan - kEps;
-  });
-  std::vector<const Candidate*> finalists;
-  for (const Candidate& c : pool) {
-    bool dup = false;
-    for (const Candidate* f : finalists) dup = dup || f->compute == c.compute;
-    if (!dup) finalists.push_back(&c);
-    if (finalists.size() >= kFinalists) break;
-  }
-  for (std::size_t i = 0; i < library_plans.size(); ++i)  // the library's own lowering
-    if (res.library[i].fits && res.best_library &&
-        res.library[i].schedule == res.best_library->schedule &&
-        res.library[i].stages_per_rank == res.best_library->stages_per_rank &&
-        verifies_everywhere(library_plans[i])) {
-      res.plan = library_plans[i];
-      res.makespan = res.best_library->makespan;
-      res.origin = "library " + res.best_library->schedule +
-                   " (v=" + std::to_string(res.best_library->stages_per_rank) + ")";
+  void lower_finalists() {
+    sort_pool();
+    std::vector<const Candidate*> finalists;
+    for (const Candidate& c : pool_) {
+      bool dup = false;
+      for (const Candidate* f : finalists) dup = dup || f->compute == c.compute;
+      if (!dup) finalists.push_back(&c);
+      if (finalists.size() >= kFinalists) break;
     }
-  bool found = !res.plan.ranks.empty();
+    keep_best_library();
+    refine_library_partitions();
+    for (const Candidate* c : finalists) {
+      const Partition& part = c->compute.meta.partition;
+      for (const LowerOptions& lo : lowerings_for(sim_options(part).costs, table_of(c->compute))) {
+        Plan lowered = lower(c->compute, lo);
+        const SimResult r = simulate(lowered, sim_options(part));
+        ++res_.candidates;
+        if (!r.ok() || (found_ && r.makespan >= res_.makespan - kEps)) continue;
+        if (!verifies_everywhere(lowered)) continue;
+        offer(std::move(lowered), r.makespan, c->origin);
+      }
+    }
+    if (!found_) throw InternalError("search: no finalist could be lowered and verified");
+  }
+
+  // The best library plan that fits, with the library's own lowering.
+  void keep_best_library() {
+    const auto& best = res_.best_library;
+    for (std::size_t i = 0; i < library_plans_.size(); ++i)
+      if (res_.library[i].fits && best && res_.library[i].schedule == best->schedule &&
+          res_.library[i].stages_per_rank == best->stages_per_rank &&
+          verifies_everywhere(library_plans_[i]))
+        offer(library_plans_[i], best->makespan,
+              library_origin(best->schedule, best->stages_per_rank));
+  }
+
   // The fastest library plans that fit keep their order (and lowering) with
   // a partition fitted to them: better on uneven profiles, never worse.
-  {
+  void refine_library_partitions() {
     std::vector<std::size_t> order;
-    for (std::size_t i = 0; i < library_plans.size(); ++i)
-      if (res.library[i].fits) order.push_back(i);
+    for (std::size_t i = 0; i < library_plans_.size(); ++i)
+      if (res_.library[i].fits) order.push_back(i);
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-      return res.library[a].makespan < res.library[b].makespan - kEps;
+      return res_.library[a].makespan < res_.library[b].makespan - kEps;
     });
     SimOptions so;
-    so.costs = comm;
-    so.transport = o.transport;
-    const auto expired = [&clock] { return clock.expired(); };
-    for (std::size_t k = 0; k < order.size() && k < 2 && !clock.expired() && !o.partition; ++k) {
-      const Plan& lib = library_plans[order[k]];
+    so.costs = comm_;
+    so.transport = o_.transport;
+    const auto expired = [this] { return clock_.expired(); };
+    for (std::size_t k = 0; k < order.size() && k < 2 && !clock_.expired() && !o_.partition; ++k) {
+      const Plan& lib = library_plans_[order[k]];
       if (!verifies_everywhere(lib)) continue;
-      auto refined = detail::refine_partition(lib, profile, so, budget, expired, &res.candidates);
-      if (!refined || (found && refined->makespan >= res.makespan - kEps)) continue;
-      res.plan = std::move(refined->plan);
-      res.makespan = refined->makespan;
-      res.origin = "library " + res.library[order[k]].schedule +
-                   " (v=" + std::to_string(res.library[order[k]].stages_per_rank) +
-                   "), partition refined";
-      found = true;
+      auto refined =
+          detail::refine_partition(lib, profile_, so, budget_, expired, &res_.candidates);
+      if (!refined || (found_ && refined->makespan >= res_.makespan - kEps)) continue;
+      const LibraryRun& run = res_.library[order[k]];
+      offer(std::move(refined->plan), refined->makespan,
+            library_origin(run.schedule, run.stages_per_rank) + ", partition refined");
     }
   }
-  for (const Candidate* c : finalists) {
-    const Partition& part = c->compute.meta.partition;
-    const detail::StageTable table =
-        detail::stage_table(stage_costs(profile, part, comm), c->compute.meta.num_stages());
-    for (const LowerOptions& lo : lowerings_for(sim_options(part).costs, table)) {
-      Plan lowered = lower(c->compute, lo);
-      const SimResult r = simulate(lowered, sim_options(part));
-      ++res.candidates;
-      if (!r.ok() || (found && r.makespan >= res.makespan - kEps)) continue;
-      if (!verifies_everywhere(lowered)) continue;
-      res.plan = std::move(lowered);
-      res.makespan = r.makespan;
-      res.origin = c->origin;
-      found = true;
-    }
-  }
-  if (!found) throw InternalError("search: no finalist could be lowered and verified");
 
-  const SimResult final_run = simulate(res.plan, sim_options(res.plan.meta.partition));
-  res.makespan = final_run.makespan;
-  for (const RankStats& s : final_run.ranks) {
-    res.rank_peak_memory.push_back(s.peak_memory);
-    res.peak_memory = std::max(res.peak_memory, s.peak_memory);
+  // The winner's own figures, the lower bound and (tiny models) the exact search.
+  void finish() {
+    const SimResult final_run = simulate(res_.plan, sim_options(res_.plan.meta.partition));
+    res_.makespan = final_run.makespan;
+    for (const RankStats& s : final_run.ranks) {
+      res_.rank_peak_memory.push_back(s.peak_memory);
+      res_.peak_memory = std::max(res_.peak_memory, s.peak_memory);
+    }
+    res_.lower_bound = makespan_lower_bound(profile_, o_.pp_degree, o_.num_microbatches,
+                                            comm_.transfer_time(), &res_.lower_bound_reason);
+    if (o_.exact && !o_.partition && detail::exact_is_tiny(profile_, o_)) {
+      // The exact search works in the compute-only model: compare like with like.
+      const double value =
+          simulate(compute_projection(res_.plan), sim_options(res_.plan.meta.partition)).makespan;
+      res_.exact = detail::exact_search(profile_, o_, budget_, value);
+    }
   }
-  res.lower_bound = makespan_lower_bound(profile, o.pp_degree, o.num_microbatches, transfer,
-                                         &res.lower_bound_reason);
-  if (o.exact && !o.partition && detail::exact_is_tiny(profile, o)) {
-    // The exact search works in the compute-only model: compare like with like.
-    const double value =
-        simulate(strip_comms(res.plan), sim_options(res.plan.meta.partition)).makespan;
-    res.exact = detail::exact_search(profile, o, budget, value);
-  }
-  return res;
+
+  const LayerProfile& profile_;
+  const SearchOptions& o_;
+  const int fixed_v_;
+  const Clock clock_;
+  CostModel comm_;
+  const std::vector<GreedyKnobs> knobs_ = all_knobs();
+  SearchResult res_;
+  std::vector<Plan> library_plans_;  // with res_.library, index for index
+  std::vector<Candidate> pool_;
+  std::vector<Seed> seeds_;
+  double budget_ = std::numeric_limits<double>::infinity();
+  double smallest_peak_ = std::numeric_limits<double>::infinity();
+  bool found_ = false;
+};
+
+}  // namespace
+
+SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
+  const int fixed_v = check_options(profile, o);
+  return Search(profile, o, fixed_v).run();
 }
 
 }  // namespace pipeplan

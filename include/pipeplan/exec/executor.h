@@ -156,9 +156,9 @@ struct StepResult {
 };
 
 /// Checks, without communicating, that `plan` can run as `rank` of
-/// `world_size`: whole, pp_degree == world_size, rank in range; lowers a
-/// compute-only plan with its schedule's options; verifies it under
-/// `transport`. Returns the plan to run. Throws InputError or PlanRejected.
+/// `world_size`: whole, pp_degree == world_size, rank in range; proves it
+/// under `transport` (prove(): a compute-only plan through its schedule's
+/// lowering). Returns the plan to run. Throws InputError or PlanRejected.
 Plan prepare_plan(const Plan& plan, int rank, int world_size, Transport transport);
 
 /// Replays one rank's program, one training step per step() call.

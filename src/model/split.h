@@ -1,4 +1,5 @@
-// Internal to src/search: the partitions the search starts from.
+// Internal: the partitions of a layer profile beyond the balanced one, which
+// the search starts from (profile.h holds the public ones).
 #pragma once
 
 #include "pipeplan/ir.h"

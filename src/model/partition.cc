@@ -5,7 +5,7 @@
 
 #include "pipeplan/error.h"
 #include "pipeplan/profile.h"
-#include "search/split.h"
+#include "model/split.h"
 
 namespace pipeplan {
 
