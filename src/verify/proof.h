@@ -99,6 +99,9 @@ class Proof {
   void report_corruption(std::vector<Diagnostic>& out) const;
   int pair_pos(OpRef o) const;
   bool posted(OpRef o) const;
+  int seq_of(OpRef o) const;
+  OpRef match_of(OpRef o) const;
+  std::string why_units(OpRef id, int& waits_for) const;
   bool done(OpRef o) const;
   OpRef partner(OpRef o) const;
   OpRef head_of(OpRef o) const;
@@ -126,9 +129,10 @@ class Proof {
   std::vector<std::vector<int>> ends_of_;          // rank -> its ends
   std::vector<std::size_t> end_first_, end_last_;  // per end: its range in idx_
   std::vector<std::int32_t> idx_;                  // action indices, end by end (reports)
-  std::vector<int> corrupt_;  // per pair: first completed position whose payloads differ
-  bool corrupt_any_ = false;
-  int receiver_ = 0;  // the receiving rank of the ops meet() accepted
+  std::vector<std::int32_t> seq_;  // parallel to idx_: the op's place among its end's sends
+                                   // (a send) or receives (a receive): its match by order
+  bool corrupt_any_ = false;       // a met pair whose payloads differ
+  int receiver_ = 0;               // the receiving rank of the ops meet() accepted
   std::vector<std::array<RecentRecv, kRecent>> recent_;
   std::vector<std::uint32_t> recent_next_;
 };
@@ -164,34 +168,31 @@ class ProofRun final : public run::Core<ProofRun<M>, ProofOp>, public Proof {
   run::Step transfer(int r, std::size_t i, const Action& a) {
     const int e = comm_end(a);
     const auto ru = static_cast<std::size_t>(r);
+    // A receive's place among its end's operations (FIFO models) or
+    // receives (eager), which completion counts are compared with.
     if (is_recv(a.type))
-      recent_[ru][recent_next_[ru]++ % kRecent] = {a.stage, a.microbatch, this->end(e).posted,
-                                                   a.type == ActionType::RecvB};
-    const ProofOp op{static_cast<std::int32_t>(i)};
-    if constexpr (M == Transport::Eager) this->post_eager(e, op, is_send(a.type), value_of(a));
-    else this->post(r, e, op);
+      recent_[ru][recent_next_[ru]++ % kRecent] = {
+          a.stage, a.microbatch, M == Transport::Eager ? this->end(e).recvs : this->end(e).posted,
+          a.type == ActionType::RecvB};
+    this->post(r, e, ProofOp{static_cast<std::int32_t>(i)}, is_send(a.type));
     return run::Step::Next;
   }
-  // Two ops at one position of a pair complete when one sends and the other
-  // receives; a payload mismatch still completes, and is noted (corruption).
+  // A met pair completes when one sends and the other receives (only stream
+  // heads without groups can be two sends or two receives); a payload
+  // mismatch still completes, and is noted (corruption, reported by order).
   bool meet(int xe, const ProofOp& x, int ye, const ProofOp& y) {
     const Action& ax = action(this->end(xe).rank, x.index);
     const Action& ay = action(this->end(ye).rank, y.index);
     const bool x_send = is_send(ax.type);
     if (x_send == is_send(ay.type)) return false;
-    int& corrupt = corrupt_[static_cast<unsigned>(xe) >> 1];
-    if (corrupt < 0 && !(payload_of(ax) == payload_of(ay))) {
-      corrupt = this->end(xe).done;
-      corrupt_any_ = true;
-    }
+    if (!(payload_of(ax) == payload_of(ay))) corrupt_any_ = true;
     receiver_ = this->end(x_send ? ye : xe).rank;
     return true;
   }
   double complete(int, const ProofOp&, int, const ProofOp&, double) {
-    this->wake(receiver_);
+    this->wake(receiver_);  // with groups the core wakes both ranks itself
     return 0.0;
   }
-  void on_sent(int e, const ProofOp&) { this->wake(this->end(e ^ 1).rank); }
 };
 
 // ---- what the hooks and the reports both ask (inline: the hot path) ----
@@ -203,14 +204,18 @@ class ProofRun final : public run::Core<ProofRun<M>, ProofOp>, public Proof {
 // consumer in lowered plans), else from the index.
 inline bool Proof::recv_done(const ProofState& core, Transport model, int r, bool grad, int s,
                              int mb) const {
-  if (model == Transport::Eager)
-    return core.sent(2 * key(grad ? s + 1 : s - 1, mb) + (grad ? 1 : 0));
   const auto& e =
       core.end(grad ? down_[static_cast<std::size_t>(s)] : up_[static_cast<std::size_t>(s)]);
+  if (model != Transport::Eager && core.groups()) {
+    const std::int32_t j = index_.raw(s, mb, grad ? kRecvB : kRecvF);
+    return core.link(r, j).done;
+  }
+  // Eager: an end's receives complete in order; FIFO models: all its ops.
+  const int done = model == Transport::Eager ? e.recvs_done : e.done;
   for (const RecentRecv& x : recent_[static_cast<std::size_t>(r)])
-    if (x.stage == s && x.mb == mb && x.grad == grad) return e.done > x.pos;
+    if (x.stage == s && x.mb == mb && x.grad == grad) return done > x.pos;
   const std::int32_t j = index_.raw(s, mb, grad ? kRecvB : kRecvF);
-  return e.last_done >= j;  // an end completes in program order
+  return e.last_done >= j;  // in program order
 }
 
 // The receive a compute action still waits for, or an invalid ref.
