@@ -559,12 +559,13 @@ class Core : public State<Op> {
     const Op other = ch.unmatched.front();
     ch.unmatched.pop();
     const int oe = end ^ 1;
-    if (send) deliver(end, op, oe, other);
-    else deliver(oe, other, end, op);
+    if (send) deliver(end, op, oe, other, true);
+    else deliver(oe, other, end, op, false);  // the receiving rank is the one running
   }
 
-  // Eager: a met pair; the receive completes unless meet() refuses it.
-  void deliver(int se, const Op& s, int re, const Op& r) {
+  // Eager: a met pair; the receive completes unless meet() refuses it, and
+  // wakes its rank when it was waiting.
+  void deliver(int se, const Op& s, int re, const Op& r, bool waiting) {
     if (!self().meet(se, s, re, r)) return;
     End<Op>& e = this->ends_[static_cast<std::size_t>(re)];
     ++e.recvs_done;
@@ -575,7 +576,7 @@ class Core : public State<Op> {
       member_done(e.rank, r.index, 0.0);
     }
     self().on_delivered(se, s, re, r);
-    wake(e.rank);
+    if (waiting) wake(e.rank);
   }
 
   // ---- with groups: units on streams (rendezvous, serial) ----

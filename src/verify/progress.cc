@@ -51,6 +51,8 @@ Proof::Proof(const Plan& plan, const PlanIndex& index, ProofState& core, Transpo
     total += counts[e];
     end_last_[e] = total;
   }
+  if (model == Transport::Eager)
+    delivered_.assign((2 * static_cast<std::size_t>(S) * index.mbs + 63) / 64, 0);
   recent_.assign(static_cast<std::size_t>(n_), {});
   recent_next_.assign(static_cast<std::size_t>(n_), 0);
 }
