@@ -119,7 +119,7 @@ enum class P2p { Batched, Unbatched, Overlap };
 std::vector<std::string> megatron_interleaved(int p, int v, int m, int r, P2p mode) {
   std::vector<std::string> out;
   const int total = m * v;
-  auto chunk_f = [&](int k) { return (k % (p * v)) / p; };
+  auto chunk_f = [&](int k) { return (((k % (p * v)) + p * v) % (p * v)) / p; };  // k may be < 0
   auto chunk_b = [&](int k) { return v - 1 - chunk_f(k); };
   auto mb = [&](int k) { return (k / (p * v)) * p + k % p; };
   auto stage = [&](int c) { return c * p + r; };
@@ -507,14 +507,15 @@ TEST_CASE("runtimes: Megatron interleaved 1F1B, batched, unbatched, overlap_p2p_
                     << to_string(plan.ranks[1]));
           REQUIRE(check_structure(plan).empty());
           const std::string got = verdicts(plan);
-          if (p == 2 && mode == P2p::Batched && got != "rendezvous=ok serial=ok eager=ok ") {
+          if (p == 2 && mode == P2p::Batched && m > p) {
             // p = 2: the previous and the next rank are one rank. A group
             // sending a gradient back (send_prev) and an activation on
             // (send_next) ships them in that order, while the peer's group
             // receives the activation (recv_prev) before the gradient
             // (recv_next): the k-th send meets the k-th receive of the
             // other direction's value. NCCL would silently swap the two
-            // same-shaped tensors; every model names it.
+            // same-shaped tensors; every model names it. (With m = p every
+            // forward runs in the warm-up: no call sends both ways.)
             CHECK(got ==
                   "rendezvous=fifo-corruption serial=fifo-corruption eager=fifo-corruption ");
             ++corrupt;
@@ -525,5 +526,5 @@ TEST_CASE("runtimes: Megatron interleaved 1F1B, batched, unbatched, overlap_p2p_
           // does; unbatched even/odd orders keep each pair complementary).
           CHECK(got == "rendezvous=ok serial=ok eager=ok ");
         }
-  CHECK(corrupt > 0);
+  CHECK(corrupt == 4);  // v 2..3 x m 4, 6
 }

@@ -104,6 +104,16 @@
 #include "pipeplan/transport.h"
 #include "run/fifo.h"
 
+// The hot path (posting, the proof's hooks) is forced inline into each
+// policy's loop; the paths for groups stay out of it.
+#if defined(__GNUC__) || defined(__clang__)
+#define PIPEPLAN_HOT __attribute__((always_inline)) inline
+#define PIPEPLAN_COLD __attribute__((noinline))
+#else
+#define PIPEPLAN_HOT inline
+#define PIPEPLAN_COLD
+#endif
+
 namespace pipeplan::run {
 
 /// What a hook did with the action at a rank's program counter.
@@ -581,7 +591,7 @@ class Core : public State<Op> {
 
   // ---- with groups: units on streams (rendezvous, serial) ----
 
-  void note_posted(int rank, int end, const Op& op) {
+  PIPEPLAN_COLD void note_posted(int rank, int end, const Op& op) {
     Link<Op>& l = this->links_[static_cast<std::size_t>(rank)][static_cast<std::size_t>(op.index)];
     l.op = op;
     l.end = end;
@@ -589,7 +599,7 @@ class Core : public State<Op> {
     if (group_unit_ < 0) l.left = 1;
   }
 
-  void link_met(int xe, const Op& x, int ye, const Op& y) {
+  PIPEPLAN_COLD void link_met(int xe, const Op& x, int ye, const Op& y) {
     Link<Op>& lx = link_of(this->ends_[static_cast<std::size_t>(xe)].rank, x.index);
     Link<Op>& ly = link_of(this->ends_[static_cast<std::size_t>(ye)].rank, y.index);
     lx.peer_rank = this->ends_[static_cast<std::size_t>(ye)].rank;
@@ -604,7 +614,7 @@ class Core : public State<Op> {
 
   // One member of a unit completed at time t: a unit whose last member
   // completed ends (and, on a stream, lets the next unit to its head).
-  void member_done(int rank, std::int32_t index, double t) {
+  PIPEPLAN_COLD void member_done(int rank, std::int32_t index, double t) {
     Link<Op>& l = link_of(rank, index);
     l.done = true;
     Link<Op>& u = link_of(rank, l.unit);
@@ -618,7 +628,7 @@ class Core : public State<Op> {
     if (!q.units.empty()) unit_work_.push_back({rank, q.units.front()});
   }
 
-  void post_unit(int rank, int end, const Op& op, bool send) {
+  PIPEPLAN_COLD void post_unit(int rank, int end, const Op& op, bool send) {
     ++this->ends_[static_cast<std::size_t>(end)].posted;
     note_posted(rank, end, op);
     End<Op>& ch = this->ends_[static_cast<std::size_t>(send ? end : end ^ 1)];
@@ -683,7 +693,7 @@ class Core : public State<Op> {
   // Role::Group with groups, at the group's first member i: posts every
   // member (resuming after a member that had to wait), puts the group on
   // its rank's stream, and passes it once it ended.
-  Step group(int r, std::size_t i) {
+  PIPEPLAN_COLD Step group(int r, std::size_t i) {
     auto& st = this->ranks_[static_cast<std::size_t>(r)];
     const std::vector<Action>& list = (*programs_)[static_cast<std::size_t>(r)];
     std::size_t n = 1;

@@ -170,7 +170,7 @@ class ProofRun final : public run::Core<ProofRun<M>, ProofOp>, public Proof {
   run::Step compute(int r, std::size_t, const Action& a) {
     return blocking_recv(*this, M, r, a).valid() ? run::Step::Wait : run::Step::Next;
   }
-  run::Step transfer(int r, std::size_t i, const Action& a) {
+  PIPEPLAN_HOT run::Step transfer(int r, std::size_t i, const Action& a) {
     const int e = comm_end(a);
     const auto ru = static_cast<std::size_t>(r);
     // A receive's place among its end's operations, which the end's
