@@ -27,6 +27,32 @@ TEST_CASE("cli: plan writes text, csv and json", "[cli]") {
   CHECK(j.out.find("\"format\": \"pipeplan.plan\"") != std::string::npos);
 }
 
+TEST_CASE("cli: -f torch-csv on plan, convert and lower writes torch's dialect", "[cli]") {
+  const std::string rows =
+      "0F0,0SEND_F0,0F1,0RECV_B0,0SEND_F1,0B0,0RECV_B1,0B1\r\n"
+      "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\r\n";
+  auto p = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-f", "torch-csv"});
+  REQUIRE(p.exit_code == 0);
+  CHECK(p.out == rows);
+  const std::string csv = temp_file("torch_csv_in.csv", "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+  auto c = run_cli({"convert", csv, "-f", "torch-csv"});
+  REQUIRE(c.exit_code == 0);
+  CHECK(c.out == "0F0,0F1,0B0,0B1\r\n1F0,1B0,1F1,1B1\r\n");
+  auto l = run_cli({"lower", csv, "-s", "1f1b", "-f", "torch-csv"});
+  REQUIRE(l.exit_code == 0);
+  CHECK(l.out == rows);
+  // A plan with a batched P2P group is refused (exit 2), naming the cell.
+  const std::string grouped =
+      temp_file("torch_csv_groups.csv",
+                "0F0,0SEND_F0,0F1,(0SEND_F1;0RECV_B0)BATCH_P2P,0B0,0RECV_B1,0B1\n"
+                "1RECV_F0,1F0,1B0,(1SEND_B0;1RECV_F1)BATCH_P2P,1F1,1B1,1SEND_B1\n");
+  auto g = run_cli({"convert", grouped, "-f", "torch-csv"});
+  CHECK(g.exit_code == 2);
+  CHECK(g.out.empty());
+  CHECK(g.err.find("torch-csv: rank 0 index 3: (0SEND_F1;0RECV_B0)BATCH_P2P is a batched P2P "
+                   "group, which torch's _load_csv cannot read") != std::string::npos);
+}
+
 TEST_CASE("cli: plan --rank emits one rank", "[cli]") {
   auto r = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-r", "1", "-f", "text"});
   REQUIRE(r.exit_code == 0);
