@@ -284,6 +284,7 @@ def plan(
     lowering: Optional[Lowering] = None,
     prefetch: int = 0,
     serial_safe: bool = False,
+    batch_p2p: bool = False,
     cost: Optional[CostSpec] = None,
     stage_costs: Optional[StageCosts] = None,
     comm: Optional[CommSpec] = None,
@@ -297,6 +298,7 @@ def lower(
     lowering: Optional[Lowering] = None,
     prefetch: int = 0,
     serial_safe: bool = False,
+    batch_p2p: bool = False,
     cost: Optional[CostSpec] = None,
     stage_costs: Optional[StageCosts] = None,
     comm: Optional[CommSpec] = None,
@@ -347,6 +349,7 @@ def compare(
     lowering: Optional[Lowering] = None,
     prefetch: int = 0,
     serial_safe: bool = False,
+    batch_p2p: bool = False,
 ) -> Comparison: ...
 def read_layers(layers: Layers) -> LayerProfile: ...
 def search(

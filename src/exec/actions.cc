@@ -46,6 +46,16 @@ void Executor::Impl::await_header(int from_stage) {
   learned[from_stage] = true;
 }
 
+// Posts the header receive of boundary from -> from+1 (the first transfer of
+// the boundary in the step carries its spec first).
+void Executor::Impl::post_header(int from) {
+  header_received[from] = true;
+  header_msgs[from] =
+      at::empty({detail::kMetaLength}, at::TensorOptions().dtype(at::kLong).device(comm->device()));
+  header_ops[from] =
+      comm->irecv(header_msgs[from], plan.meta.rank_of(from), tag(Dir::Shape, from, 0, 1));
+}
+
 void Executor::Impl::post_recv(Dir dir, int stage, int mb) {
   const bool fwd = dir == Dir::Forward;
   const int from = fwd ? stage - 1 : stage + 1;
@@ -57,10 +67,7 @@ void Executor::Impl::post_recv(Dir dir, int stage, int mb) {
            std::to_string(r.peer);
   if (fwd && header_due(from) && !header_received[from]) {
     // First transfer of this boundary in the step: its spec comes first.
-    header_received[from] = true;
-    header_msgs[from] = at::empty({detail::kMetaLength},
-                                  at::TensorOptions().dtype(at::kLong).device(comm->device()));
-    header_ops[from] = comm->irecv(header_msgs[from], r.peer, tag(Dir::Shape, from, 0, 1));
+    post_header(from);
     // NCCL matches in posting order, so the payload must be posted now: wait
     // for the header here (safe: the plan is proved under rendezvous). Gloo
     // matches by tag, so the payload is posted when it is needed.
@@ -81,13 +88,10 @@ void Executor::Impl::post_recv(Dir dir, int stage, int mb) {
   recvs[{static_cast<int>(dir), stage, mb}] = std::move(r);
 }
 
-Values Executor::Impl::complete_recv(Dir dir, int stage, int mb) {
-  auto it = recvs.find({static_cast<int>(dir), stage, mb});
-  if (it == recvs.end())
-    throw InternalError(me() + "no receive posted for stage " + std::to_string(stage) +
-                        " microbatch " + std::to_string(mb) + " before its consumer");
-  PostedRecv r = std::move(it->second);
-  recvs.erase(it);
+// Waits for a posted receive; one whose shapes were unknown when it was
+// posted (Gloo only) is posted now, once its header is in. Waited once: a
+// group waits for its receives before their consumers run.
+void Executor::Impl::await_recv(PostedRecv& r, Dir dir, int stage) {
   if (r.deferred) {
     const bool fwd = dir == Dir::Forward;
     const int spec_stage = fwd ? stage - 1 : stage;
@@ -96,9 +100,35 @@ Values Executor::Impl::complete_recv(Dir dir, int stage, int mb) {
     r.spec = fwd ? *specs[spec_stage] : detail::gradient_spec(*specs[spec_stage]);
     r.message = detail::empty_message(r.spec, comm->device());
     if (!r.spec.empty()) r.op = comm->irecv(r.message, r.peer, r.tag);
+    r.deferred = false;
   }
   if (r.op) r.op->wait(timeout(), r.what);
+  r.op.reset();
+}
+
+Values Executor::Impl::complete_recv(Dir dir, int stage, int mb) {
+  auto it = recvs.find({static_cast<int>(dir), stage, mb});
+  if (it == recvs.end())
+    throw InternalError(me() + "no receive posted for stage " + std::to_string(stage) +
+                        " microbatch " + std::to_string(mb) + " before its consumer");
+  PostedRecv r = std::move(it->second);
+  recvs.erase(it);
+  await_recv(r, dir, stage);
   return detail::unpack(r.message, r.spec);
+}
+
+// Sends the header of boundary stage -> stage+1 (the spec of microbatch mb's
+// outputs, which every later microbatch of the step must match).
+void Executor::Impl::send_header(int stage, int mb) {
+  const int peer = plan.meta.rank_of(stage + 1);
+  const BoundarySpec now = detail::spec_of(slot(stage, mb).outputs, stage);
+  header_sent[stage] = true;
+  specs[stage] = now;
+  learned[stage] = true;
+  fwd_sends[{stage, mb}].push_back(
+      {comm->isend(detail::encode_spec(now, comm->device()), peer, tag(Dir::Shape, stage, 0, 1)),
+       me() + "sending the shapes of stage " + std::to_string(stage) + "'s outputs to rank " +
+           std::to_string(peer)});
 }
 
 void Executor::Impl::send_forward(int stage, int mb) {
@@ -107,13 +137,7 @@ void Executor::Impl::send_forward(int stage, int mb) {
   const int peer = plan.meta.rank_of(stage + 1);
   BoundarySpec now = detail::spec_of(sl.outputs, stage);
   if (header_due(stage) && !header_sent[stage]) {
-    header_sent[stage] = true;
-    specs[stage] = now;
-    learned[stage] = true;
-    fwd_sends[{stage, mb}].push_back(
-        {comm->isend(detail::encode_spec(now, comm->device()), peer, tag(Dir::Shape, stage, 0, 1)),
-         me() + "sending the shapes of stage " + std::to_string(stage) + "'s outputs to rank " +
-             std::to_string(peer)});
+    send_header(stage, mb);
   } else if (now != *specs[stage]) {
     const std::string base = me() + "stage " + std::to_string(stage) + " returns [" +
                              to_string(now) + "] for microbatch " + std::to_string(mb) + " but ";

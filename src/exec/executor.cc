@@ -126,27 +126,36 @@ void Executor::Impl::check_ready(bool training) const {
 }
 
 // The hooks cost nothing without observers: no clock, no event.
+// Cell by cell: an action, or a BATCH_P2P group (groups.cc).
 void Executor::Impl::run_program(const std::vector<Action>& program) {
+  for (std::size_t i = 0; i < program.size();) {
+    const std::size_t n = cell_size(program, i);
+    if (n > 1) run_group(program, i, n);
+    else run_observed(program, i);
+    i += n;
+  }
+}
+
+// One action, seen by the observers (when there are any).
+void Executor::Impl::run_observed(const std::vector<Action>& program, std::size_t i) {
   if (observers.empty()) {
-    for (const Action& a : program) run_action(a);
+    run_action(program[i]);
     return;
   }
   ActionEvent e;
   e.rank = rank;
   e.step = step_index;
   e.forward_only = fwd_step;
-  for (std::size_t i = 0; i < program.size(); ++i) {
-    e.action = program[i];
-    e.index = i;
-    e.bytes = 0;
-    e.start = e.end = Clock::now();
-    for (const auto& o : observers) o->on_entry(e);
-    last_bytes = 0;
-    run_action(program[i]);
-    e.end = Clock::now();
-    if (is_comm(program[i].type)) e.bytes = last_bytes;
-    for (const auto& o : observers) o->on_exit(e);
-  }
+  e.action = program[i];
+  e.index = i;
+  e.bytes = 0;
+  e.start = e.end = Clock::now();
+  for (const auto& o : observers) o->on_entry(e);
+  last_bytes = 0;
+  run_action(program[i]);
+  e.end = Clock::now();
+  if (is_comm(program[i].type)) e.bytes = last_bytes;
+  for (const auto& o : observers) o->on_exit(e);
 }
 
 void Executor::Impl::weight_grads_done(int stage) {

@@ -1,7 +1,8 @@
 // Executor internals: the state one rank keeps while replaying its program.
 // Split by job: executor.cc (setup, steps, gradients, hooks), actions.cc
-// (what each action does, boundary transfers and shape headers), batch.cc
-// (routing and slicing user values, merging outputs). Not installed.
+// (what each action does, boundary transfers and shape headers), groups.cc
+// (BATCH_P2P groups: posted as one batch, then waited), batch.cc (routing
+// and slicing user values, merging outputs). Not installed.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -125,7 +126,13 @@ struct Executor::Impl {
   StepResult run(const Values& inputs, const Values& targets, bool forward_only);
   StepResult run_step(const Values& inputs, const Values& targets, bool forward_only);
   void run_program(const std::vector<Action>& program);
+  void run_observed(const std::vector<Action>& program, std::size_t i);
   void finish_stage(int li);
+
+  // groups.cc
+  void run_group(const std::vector<Action>& program, std::size_t first, std::size_t n);
+  void exchange_group_headers(const Action* members, std::size_t n);
+  void await_group(const Action* members, std::size_t n, std::size_t other_sends_before);
 
   // batch.cc
   void split_batch(const Values& inputs, const Values& targets);
@@ -137,7 +144,10 @@ struct Executor::Impl {
   void backward(int stage, int mb, bool full);
   void weight(int stage, int mb);
   void post_recv(detail::Dir dir, int stage, int mb);
+  void post_header(int from_stage);
+  void await_recv(detail::PostedRecv& r, detail::Dir dir, int stage);
   Values complete_recv(detail::Dir dir, int stage, int mb);
+  void send_header(int stage, int mb);
   void send_forward(int stage, int mb);
   void send_backward(int stage, int mb);
   void release_forward_sends(int stage, int mb);
