@@ -8,7 +8,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:?usage: scripts/fuzz.sh BUILD_DIR [TARGET...]}"
 shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_json fuzz_csv fuzz_action fuzz_verify)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_json fuzz_csv fuzz_action fuzz_verify fuzz_trace
+  fuzz_stage_costs fuzz_layers fuzz_cost_spec)
 seconds="${PIPEPLAN_FUZZ_SECONDS:-25}"
 artifacts="$build/fuzz-artifacts"
 mkdir -p "$artifacts"
@@ -18,7 +19,13 @@ for t in "${targets[@]}"; do
   # New inputs go to a scratch corpus; the committed seeds stay read-only.
   work="$build/fuzz-corpus/$t"
   mkdir -p "$work"
-  seeds=("$root/tests/errors" "$root/tests/interop" "$root/tests/golden")
+  # The seeds tests/fuzz/CMakeLists.txt replays.
+  case "$t" in
+    fuzz_json | fuzz_csv | fuzz_action | fuzz_verify)
+      seeds=("$root/tests/errors" "$root/tests/interop" "$root/tests/golden") ;;
+    fuzz_layers) seeds=("$root/examples/layers") ;;
+    *) seeds=() ;;
+  esac
   [ -d "$root/tests/fuzz/corpus/$t" ] && seeds+=("$root/tests/fuzz/corpus/$t")
   dict=()
   [ -f "$root/tests/fuzz/$t.dict" ] && dict=(-dict="$root/tests/fuzz/$t.dict")

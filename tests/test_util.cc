@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,6 +31,18 @@ std::string temp_dir() {
   }();
   return dir;
 }
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
 
 }  // namespace
 
@@ -86,6 +99,41 @@ std::vector<Action> actions(const std::string& text) {
 
 std::string read_source_file(const std::string& relative) {
   return slurp(std::string(PIPEPLAN_SOURCE_DIR) + "/" + relative);
+}
+
+CliResult run_cli_capped(const std::vector<std::string>& args, long mib) {
+  if (kSanitized) return run_cli(args);  // ASan reserves terabytes of shadow address space
+  const std::string out_path = temp_file("capped.out", ""), err_path = temp_file("capped.err", "");
+  pid_t pid = fork();
+  if (pid == 0) {
+    rlimit lim{};
+    lim.rlim_cur = lim.rlim_max = static_cast<rlim_t>(mib) << 20;
+    setrlimit(RLIMIT_AS, &lim);
+    int in = open("/dev/null", O_RDONLY);
+    int out = open(out_path.c_str(), O_WRONLY | O_TRUNC);
+    int err = open(err_path.c_str(), O_WRONLY | O_TRUNC);
+    dup2(in, 0);
+    dup2(out, 1);
+    dup2(err, 2);
+    std::vector<std::string> copy = args;
+    std::string bin = PIPEPLAN_BINARY;
+    std::vector<char*> argv{bin.data()};
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(bin.c_str(), argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CliResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream o(out_path), e(err_path);
+  std::stringstream so, se;
+  so << o.rdbuf();
+  se << e.rdbuf();
+  r.out = so.str();
+  r.err = se.str();
+  return r;
 }
 
 }  // namespace pipeplan::test

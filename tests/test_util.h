@@ -17,6 +17,11 @@ struct CliResult {
 /// Runs the pipeplan binary with `args` (no shell), feeding `stdin_text`.
 CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin_text = "");
 
+/// run_cli with the address space capped at `mib`: the outcome must not
+/// depend on how much memory the machine has. Uncapped under ASan (which
+/// reserves terabytes of shadow address space); stdin is /dev/null.
+CliResult run_cli_capped(const std::vector<std::string>& args, long mib);
+
 /// Parses "0F0 0SEND_F0 (0SEND_F1;0RECV_B0)BATCH_P2P ..." into actions, one
 /// cell a token (REQUIREs every token to parse).
 std::vector<Action> actions(const std::string& text);

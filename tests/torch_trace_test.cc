@@ -316,7 +316,7 @@ TEST_CASE("torch trace: the reader refuses what it cannot trust", "[torch][io]")
   // Deep nesting is refused without recursion, however deep.
   std::string deep = "{\"traceEvents\": [], \"x\": ";
   deep += std::string(200000, '[') + std::string(200000, ']') + "}";
-  fails(deep, "nested deeper than 64 levels");
+  fails(deep, "nested deeper than the supported 64 levels");
   // An object with many keys stays linear (hash set past 16 keys).
   std::string wide = "{\"traceEvents\": [], \"o\": {";
   for (int k = 0; k < 100000; ++k) wide += (k ? ",\"" : "\"") + std::to_string(k) + "\":0";

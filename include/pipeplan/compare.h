@@ -69,4 +69,10 @@ struct CompareRequest {
 std::vector<ComparisonRow> compare_schedules(const CompareRequest& request,
                                              const SimOptions& options);
 
+/// Why no schedule ran, or "" when one did: the reason every row shares
+/// (e.g. costs beyond the limits), else "no schedule accepts pp P with M
+/// microbatches[ and V stages per rank]".
+std::string comparison_refusal(const std::vector<ComparisonRow>& rows, int pp_degree,
+                               int num_microbatches, int stages_per_rank);
+
 }  // namespace pipeplan

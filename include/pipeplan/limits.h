@@ -29,10 +29,25 @@ inline constexpr long long kMaxStageMicrobatches = 1LL << 22;
 inline constexpr std::size_t kMaxActions = std::size_t{1} << 25;
 /// Bytes of one input file (plans, stage costs, profiles, traces).
 inline constexpr std::size_t kMaxInputBytes = std::size_t{1} << 30;
+/// Nesting of JSON objects and arrays in any input document (a plan is 4
+/// deep, a Chrome trace holding one 6): deeper is refused while reading.
+inline constexpr int kMaxJsonDepth = 64;
 /// Characters of user text quoted back in one error message.
 inline constexpr std::size_t kMaxQuoted = 64;
-/// Columns of a text timeline (render --text, show).
+/// Largest prefetch cap (--prefetch, prefetch=): receives posted ahead.
+inline constexpr int kMaxPrefetch = 1 << 30;
+/// Largest transfer size (--bytes, bytes=), in bytes.
+inline constexpr double kMaxTransferBytes = 1e18;
+/// Longest time limit of a search (--time-limit, time_limit=), in seconds.
+inline constexpr double kMaxTimeLimit = 86400;
+/// Columns of a text timeline (render --text, show, plan -f timeline).
 inline constexpr int kMaxTextColumns = 100000;
+/// Characters of one text timeline in all (rows x columns): 32 MiB.
+inline constexpr double kMaxTextChars = 1 << 25;
+/// Compute actions one simulated picture draws (render --svg and
+/// --chrome-trace, SimResult.to_svg() and .to_chrome_trace()): ~300 MB of
+/// Chrome trace JSON, more than Perfetto's viewer loads comfortably.
+inline constexpr std::size_t kMaxDrawnActions = std::size_t{1} << 20;
 /// Width of an SVG timeline, in pixels.
 inline constexpr double kMaxSvgWidth = 1e7;
 /// Largest duration or cost of one action or transfer, in time units (after
@@ -46,7 +61,8 @@ std::string shape_problem(long long pp_degree, long long stages_per_rank,
                           long long num_microbatches);
 
 /// `text` for an error message: whole when short, else its first kMaxQuoted
-/// characters + "... (N bytes)"; control bytes are shown as '?'.
+/// characters + "... (N bytes)"; control bytes (ESC, CR, NUL, ..) are
+/// escaped as \xNN, so quoted text cannot move the cursor or forge a line.
 std::string excerpt(std::string_view text);
 
 }  // namespace pipeplan::limits

@@ -18,6 +18,14 @@ struct SvgOptions {
   std::string note;          ///< appended to the title, e.g. "measured step 3, ms"
 };
 
+/// Why a picture of a simulated `plan` is refused, or "" when it is not:
+/// more than limits::kMaxDrawnActions compute actions to draw (an SVG or a
+/// Chrome trace that large loads in no viewer). write_svg and
+/// write_chrome_trace of a SimResult refuse it (InputError); callers may ask
+/// first, before simulating. Measured traces are drawn whatever their size
+/// (their output follows the input file).
+std::string picture_problem(const Plan& plan);
+
 /// One row per rank, time to scale, one colour per action type (lighter for
 /// later local stages), microbatch labels, a time axis and a legend.
 /// Precondition: `result` is simulate(plan, ...) and ok().

@@ -12,18 +12,29 @@ verifier and simulator as the ``pipeplan`` CLI, with the CLI's messages.
 
 Functions: plan, lower, verify, check, simulate, compare, search, loads, read,
 read_layers, from_torch, to_torch_csv, schedules. Types: Plan, PlanMeta,
-Action, Diagnostic, SimResult, RankStats, Comparison, ComparisonRow,
+Action, ActionList, Diagnostic, SimResult, RankStats, Comparison, ComparisonRow,
 ScheduleInfo, Layer, LayerProfile, SearchResult, LibraryRun.
-Errors (pipeplan.errors): Error > InputError > ShapeError, BudgetError; Error > PlanError;
-Error > InternalError.
+Errors (pipeplan.errors): Error > InputError > ShapeError, BudgetError, InputTypeError
+(also a TypeError); Error > PlanError; Error > InternalError.
 """
 
 from __future__ import annotations
 
+import collections.abc as _abc
+
 from . import errors
-from .errors import BudgetError, Error, InputError, InternalError, PlanError, ShapeError
+from .errors import (
+    BudgetError,
+    Error,
+    InputError,
+    InputTypeError,
+    InternalError,
+    PlanError,
+    ShapeError,
+)
 from ._pipeplan import (
     Action,
+    ActionList,
     Comparison,
     ComparisonRow,
     Diagnostic,
@@ -54,12 +65,14 @@ from ._pipeplan import (
 
 __all__ = [
     "Action",
+    "ActionList",
     "Comparison",
     "ComparisonRow",
     "Diagnostic",
     "BudgetError",
     "Error",
     "InputError",
+    "InputTypeError",
     "InternalError",
     "Layer",
     "LayerProfile",
@@ -88,6 +101,9 @@ __all__ = [
     "to_torch_csv",
     "verify",
 ]
+
+# plan.ranks[r] is a read-only sequence of Actions, made on access.
+_abc.Sequence.register(ActionList)
 
 # Show the public names as pipeplan.X (not pipeplan._pipeplan.X) in help().
 for _name in __all__:

@@ -5,7 +5,8 @@ tells bad input from a plan that cannot run, as the CLI's exit codes do:
 
 - ``InputError`` (exit code 2): malformed file or order, unknown schedule or
   option, a shape the schedule cannot run (``ShapeError``), a memory budget
-  no searched plan fits (``BudgetError``). Also a ValueError.
+  no searched plan fits (``BudgetError``), an argument of the wrong type
+  (``InputTypeError``, also a TypeError). Also a ValueError.
 - ``PlanError`` (exit code 1): the plan is invalid or cannot run to
   completion; ``.diagnostics`` lists the problems.
 - ``InternalError`` (exit code 3): a pipeplan bug; please report it.
@@ -26,6 +27,11 @@ class InputError(Error, ValueError):
     """Bad input: malformed plan or order, unknown name, bad option (CLI exit 2)."""
 
     exit_code = 2
+
+
+class InputTypeError(InputError, TypeError):
+    """An argument of the wrong type (``plan("1f1b", True, 8)``: a bool is not
+    an int). A ``TypeError``, and an ``InputError`` like all bad input."""
 
 
 class ShapeError(InputError):
@@ -63,4 +69,12 @@ class InternalError(Error, RuntimeError):
     exit_code = 3
 
 
-__all__ = ["Error", "InputError", "ShapeError", "BudgetError", "PlanError", "InternalError"]
+__all__ = [
+    "Error",
+    "InputError",
+    "InputTypeError",
+    "ShapeError",
+    "BudgetError",
+    "PlanError",
+    "InternalError",
+]

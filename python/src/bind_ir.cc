@@ -3,12 +3,14 @@
 #include <pybind11/operators.h>
 #include <pybind11/stl.h>
 
+#include <limits>
 #include <sstream>
 
 #include "common.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
+#include "pipeplan/limits.h"
 
 namespace pipeplan::python {
 namespace {
@@ -30,10 +32,46 @@ std::string plan_repr(const Plan& p) {
   return s.str();
 }
 
-py::list rank_list(const std::vector<Action>& actions) {
-  py::list out(actions.size());
-  for (std::size_t i = 0; i < actions.size(); ++i) out[i] = py::cast(actions[i]);
+// One rank's actions as a read-only sequence over the Plan it came from:
+// Action objects are made on access, so plan.ranks costs memory by the ranks,
+// not by the actions (25M Actions as Python objects took 4.3 GB).
+struct ActionList {
+  py::object owner;  // the Plan, kept alive
+  std::size_t entry = 0;
+  const std::vector<Action>& actions() const { return owner.cast<const Plan&>().ranks[entry]; }
+};
+
+py::list list_of(const std::vector<Action>& actions) {
+  py::list out;
+  for (const Action& a : actions) out.append(py::cast(a));
   return out;
+}
+
+// Element-wise against any sequence of Actions or action strings.
+bool same_actions(const std::vector<Action>& mine, const py::handle& other) {
+  if (py::isinstance<ActionList>(other)) return mine == other.cast<const ActionList&>().actions();
+  if (!py::isinstance<py::sequence>(other) || py::isinstance<py::str>(other)) return false;
+  const auto seq = py::reinterpret_borrow<py::sequence>(other);
+  if (seq.size() != mine.size()) return false;
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    const py::object x = seq[i];
+    if (py::isinstance<Action>(x)    ? !(x.cast<const Action&>() == mine[i])
+        : py::isinstance<py::str>(x) ? x.cast<std::string>() != to_string(mine[i])
+                                     : true)
+      return false;
+  }
+  return true;
+}
+
+ActionList rank_list(const py::object& plan, std::size_t entry) { return {plan, entry}; }
+
+// (text,): what __getstate__ gives; anything else is a tampered pickle.
+std::string state_text(const py::object& state, const char* type) {
+  if (!py::isinstance<py::tuple>(state) || py::len(state) != 1 ||
+      !py::isinstance<py::str>(py::reinterpret_borrow<py::tuple>(state)[0]))
+    throw TypeFailure{std::string(type) + ".__setstate__ expects (str,), got " +
+                      limits::excerpt(py::repr(state).cast<std::string>())};
+  return py::reinterpret_borrow<py::tuple>(state)[0].cast<std::string>();
 }
 
 // Keys of the JSON document's metadata, which Plan.meta also answers to.
@@ -73,7 +111,12 @@ One action of a rank's program, in torch.distributed.pipelining's grammar:
 (strictly: ``"2BW0"`` is an InputError saying why). Actions compare equal to each other and to their string. A
 batched P2P group ``(0SEND_F1;0RECV_B0)BATCH_P2P`` is one cell of a plan but
 several Actions, each a SEND/RECV; all but the last have ``batch_next``.)doc")
-      .def(py::init(&action_from_text), py::arg("text"))
+      .def(py::init([](const py::object& text) {
+             if (!py::isinstance<py::str>(text))
+               throw TypeFailure{"Action() takes an action string, got " + type_name(text)};
+             return action_from_text(text.cast<std::string>());
+           }),
+           py::arg("text"))
       .def_property_readonly(
           "type", [](const Action& a) { return std::string(to_string(a.type)); },
           "The action type as torch spells it: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, "
@@ -115,12 +158,70 @@ several Actions, each a SEND/RECV; all but the last have ``batch_next``.)doc")
           py::is_operator())
       .def("__hash__", [](const Action& a) { return py::hash(py::str(to_string(a))); })
       .def(py::pickle(
-          [](const Action& a) { return py::make_tuple(to_string(a), a.batch_next); },
-          [](const py::tuple& t) {
-            Action a = action_from_text(t[0].cast<std::string>());
-            a.batch_next = t.size() > 1 && t[1].cast<bool>();
+          // (text,), or (text, True) for a group member posted with the next.
+          [](const Action& a) -> py::object {
+            return a.batch_next ? py::make_tuple(to_string(a), true) : py::make_tuple(to_string(a));
+          },
+          [](const py::object& state) {
+            const bool member = py::isinstance<py::tuple>(state) && py::len(state) == 2 &&
+                                py::isinstance<py::bool_>(state[py::int_(1)]);
+            Action a = action_from_text(
+                state_text(member ? py::make_tuple(state[py::int_(0)]) : state, "Action"));
+            a.batch_next = member && state[py::int_(1)].cast<bool>();
             return a;
           }));
+  refuse_uninitialised<Action>();
+
+  py::class_<ActionList>(m, "ActionList", R"doc(
+One rank's actions (``plan.ranks[r]``, ``plan.rank(r)``): a read-only
+sequence of Action made on access. It indexes, slices (a list), iterates,
+has a length and compares equal to any sequence of the same Actions or
+action strings; ``list(actions)`` copies it.)doc")
+      .def("__len__", [](const ActionList& l) { return l.actions().size(); })
+      .def("__getitem__",
+           [](const ActionList& l, const py::object& index) -> py::object {
+             const auto& actions = l.actions();
+             if (py::isinstance<py::slice>(index)) {
+               std::size_t from = 0, to = 0, step = 0, count = 0;
+               if (!py::reinterpret_borrow<py::slice>(index).compute(actions.size(), &from, &to,
+                                                                     &step, &count))
+                 throw py::error_already_set();
+               py::list out;
+               for (std::size_t k = 0, i = from; k < count; ++k, i += step)
+                 out.append(py::cast(actions[i]));
+               return std::move(out);
+             }
+             long long i = int_in(index, "index", std::numeric_limits<long long>::min(),
+                                  std::numeric_limits<long long>::max());
+             const auto n = static_cast<long long>(actions.size());
+             if (i < 0) i += n;
+             if (i < 0 || i >= n) throw py::index_error("action index out of range");
+             return py::cast(actions[static_cast<std::size_t>(i)]);
+           })
+      .def(
+          "__iter__",
+          [](const ActionList& l) {
+            const auto& actions = l.actions();
+            return py::make_iterator<py::return_value_policy::copy>(actions.begin(), actions.end());
+          },
+          py::keep_alive<0, 1>())
+      .def("__contains__",
+           [](const ActionList& l, const py::object& x) {
+             for (const Action& a : l.actions())
+               if (py::isinstance<Action>(x)    ? a == x.cast<const Action&>()
+                   : py::isinstance<py::str>(x) ? to_string(a) == x.cast<std::string>()
+                                                : false)
+                 return true;
+             return false;
+           })
+      .def("__eq__",
+           [](const ActionList& l, const py::object& o) { return same_actions(l.actions(), o); })
+      .def("__ne__",
+           [](const ActionList& l, const py::object& o) { return !same_actions(l.actions(), o); })
+      .def("__repr__",
+           [](const ActionList& l) { return py::repr(list_of(l.actions())).cast<std::string>(); })
+      .attr("__hash__") = py::none();
+  refuse_uninitialised<ActionList>();
 
   py::class_<PlanMeta>(m, "PlanMeta", R"doc(
 A plan's shape and placement. Attributes and keys (``meta["pp_degree"]``)
@@ -136,8 +237,18 @@ stages_per_rank, num_stages, stage_to_rank ("loop" or "v"), forward_only.)doc")
           "Stage placement: 'loop' (stage s on rank s % pp) or 'v' (V-shaped).")
       .def_readonly("forward_only", &PlanMeta::forward_only,
                     "True for an inference plan (F/SEND_F/RECV_F only; no backward owed).")
-      .def("rank_of", &PlanMeta::rank_of, py::arg("stage"), "The rank that owns `stage`.")
-      .def("stages_of", &PlanMeta::stages_of, py::arg("rank"), "The stages of `rank`, ascending.")
+      .def(
+          "rank_of",
+          [](const PlanMeta& m, const py::object& stage) {
+            return m.rank_of(static_cast<int>(int_in(stage, "stage", 0, m.num_stages() - 1)));
+          },
+          py::arg("stage"), "The rank that owns `stage` (0..num_stages-1).")
+      .def(
+          "stages_of",
+          [](const PlanMeta& m, const py::object& rank) {
+            return m.stages_of(static_cast<int>(int_in(rank, "rank", 0, m.pp_degree - 1)));
+          },
+          py::arg("rank"), "The stages of `rank` (0..pp_degree-1), ascending.")
       .def("__getitem__", &meta_item, py::arg("key"))
       .def("keys",
            [](const PlanMeta&) {
@@ -162,6 +273,7 @@ stages_per_rank, num_stages, stage_to_rank ("loop" or "v"), forward_only.)doc")
           << to_string(m.mapping) << "'" << (m.forward_only ? ", forward_only=True" : "") << ")";
         return s.str();
       });
+  refuse_uninitialised<PlanMeta>();
 
   py::class_<Diagnostic>(m, "Diagnostic", R"doc(
 One defect found by verify(): a stable ``code`` (e.g. "fifo-both-send"), the
@@ -197,6 +309,7 @@ One defect found by verify(): a stable ``code`` (e.g. "fifo-both-send"), the
                ", action=" + py::repr(py::str(d.action)).cast<std::string>() +
                ", message=" + py::repr(py::str(d.message)).cast<std::string>() + ")";
       });
+  refuse_uninitialised<Diagnostic>();
 
   py::class_<Plan>(m, "Plan", R"doc(
 A plan: metadata and one ordered action list per rank. It holds the C++
@@ -211,24 +324,28 @@ Make one with plan(), lower(), loads(), read() or from_torch().)doc")
           "meta", [](const Plan& p) { return p.meta; }, "Shape and placement (PlanMeta).")
       .def_property_readonly(
           "ranks",
-          [](const Plan& p) {
+          [](const py::object& self) {
+            const Plan& p = self.cast<const Plan&>();
             py::list out(p.ranks.size());
-            for (std::size_t r = 0; r < p.ranks.size(); ++r) out[r] = rank_list(p.ranks[r]);
+            for (std::size_t r = 0; r < p.ranks.size(); ++r) out[r] = py::cast(rank_list(self, r));
             return out;
           },
-          "Per rank (in rank_ids order), a new list of its Actions. Builds one Python object "
-          "per action on each access: keep the result rather than asking again in a loop.")
+          "Per rank (in rank_ids order), its Actions as an ActionList: a read-only sequence "
+          "that makes each Action when it is read (list(plan.ranks[r]) copies one).")
       .def_property_readonly(
           "rank_ids", [](const Plan& p) { return p.rank_ids; },
           "The rank each entry of `ranks` belongs to: 0..pp-1, or one rank for plan(rank=R).")
       .def(
           "rank",
-          [](const Plan& p, int rank) {
+          [](const py::object& self, const py::object& rank_arg) {
+            const Plan& p = self.cast<const Plan&>();
+            const long long rank = int_in(rank_arg, "rank", std::numeric_limits<long long>::min(),
+                                          std::numeric_limits<long long>::max());
             for (std::size_t i = 0; i < p.rank_ids.size(); ++i)
-              if (p.rank_ids[i] == rank) return rank_list(p.ranks[i]);
+              if (p.rank_ids[i] == rank) return rank_list(self, i);
             throw py::index_error("the plan holds no rank " + std::to_string(rank));
           },
-          py::arg("rank"), "The Actions of one rank (by rank id).")
+          py::arg("rank"), "The Actions of one rank (by rank id), as an ActionList.")
       .def_property_readonly("num_actions", &Plan::num_actions, "Actions over all ranks.")
       .def_property_readonly("compute_only", &Plan::is_compute_only,
                              "True when the plan holds no SEND/RECV.")
@@ -274,15 +391,15 @@ Make one with plan(), lower(), loads(), read() or from_torch().)doc")
       .def(
           "__deepcopy__", [](const Plan& p, const py::dict&) { return p; }, py::arg("memo"))
       .def(py::pickle(
-          [](const Plan& p) {
+          [](const Plan& p) -> py::object {
             std::ostringstream s;
             write_json(p, s);
             return py::make_tuple(s.str());
           },
-          [](const py::tuple& t) {
-            Plan p = parse_json_plan(t[0].cast<std::string>(), "<pickle>");
-            return p;
+          [](const py::object& state) {
+            return parse_json_plan(state_text(state, "Plan"), "<pickle>");
           }));
+  refuse_uninitialised<Plan>();
 }
 
 }  // namespace pipeplan::python

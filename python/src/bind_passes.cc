@@ -8,6 +8,7 @@
 #include "pipeplan/cost_options.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/prove.h"
@@ -19,14 +20,19 @@ namespace {
 using Release = py::gil_scoped_release;
 
 // plan(): the CLI's `plan` with the same choices (one schedule lookup).
-Plan make_plan(const std::string& schedule, int pp_degree, int num_microbatches,
-               std::optional<int> stages_per_rank, std::optional<int> rank, bool compute_only,
+Plan make_plan(const std::string& schedule, const py::object& pp_arg, const py::object& m_arg,
+               const py::object& v_arg, const py::object& rank_arg, bool compute_only,
                bool forward_only, const std::optional<std::string>& lowering,
                const py::object& prefetch, bool serial_safe, bool batch_p2p, const py::object& cost,
                const py::object& stage_costs, const py::object& comm, const py::object& bytes) {
+  const int pp_degree = count_arg(pp_arg, "pp_degree", 1, limits::kMaxRanks);
+  const int num_microbatches = count_arg(m_arg, "num_microbatches", 1, limits::kMaxMicrobatches);
+  const std::optional<int> stages_per_rank =
+      optional_count(v_arg, "stages_per_rank", 1, limits::kMaxStagesPerRank);
+  const std::optional<int> rank = optional_count(rank_arg, "rank", 0, limits::kMaxRanks - 1);
   // The library reads 0 as "the schedule's default"; here that is None.
   if (stages_per_rank && *stages_per_rank == 0)
-    throw ShapeError(schedule +
+    throw ShapeError(limits::excerpt(schedule) +
                      ": stages_per_rank must be positive, got 0; pass 1 or more, or "
                      "None for the schedule's default");
   Problem problem{schedule, pp_degree, num_microbatches, stages_per_rank.value_or(0)};
@@ -47,7 +53,9 @@ std::string first_comm(const Plan& plan) {
   return "";
 }
 
-std::string plan_name(const Plan& plan) { return "the " + plan.meta.schedule + " plan"; }
+std::string plan_name(const Plan& plan) {
+  return "the " + limits::excerpt(plan.meta.schedule) + " plan";
+}
 
 }  // namespace
 
@@ -58,15 +66,11 @@ LoweringChoice lowering_choice(const std::optional<std::string>& lowering,
   if (lowering) {
     choice.mode = parse_lower_mode(*lowering);
     if (!choice.mode)
-      throw InputError("unknown lowering '" + *lowering + "' (expected latency-hiding or seed)");
+      throw InputError("unknown lowering '" + limits::excerpt(*lowering) +
+                       "' (expected latency-hiding or seed)");
   }
-  if (!py::isinstance<py::int_>(prefetch) || py::isinstance<py::bool_>(prefetch))
-    throw InputError("prefetch must be an int >= 0 (0: no limit), got " +
-                     py::repr(prefetch).cast<std::string>());
-  const long long cap = prefetch.cast<long long>();
-  if (cap < 0 || cap > (1 << 30))
-    throw InputError("prefetch must be in 0..1073741824 (0: no limit), got " + std::to_string(cap));
-  choice.max_prefetch = static_cast<int>(cap);
+  // 0: no limit; the CLI's --prefetch range.
+  choice.max_prefetch = static_cast<int>(int_in(prefetch, "prefetch", 0, limits::kMaxPrefetch));
   choice.serial_safe = serial_safe;
   choice.batch_p2p = batch_p2p;
   choice.transfer_cost_stated = !comm.is_none();
@@ -94,7 +98,7 @@ Plan lower_plan(const Plan& plan, const std::optional<std::string>& send_placeme
     if (*send_placement == "earliest") options.send_placement = SendPlacement::Earliest;
     else if (*send_placement == "parity") options.send_placement = SendPlacement::ParityStaggered;
     else
-      throw InputError("unknown send_placement '" + *send_placement +
+      throw InputError("unknown send_placement '" + limits::excerpt(*send_placement) +
                        "' (expected earliest or parity)");
   }
   Lowered result;
@@ -121,9 +125,11 @@ std::vector<Diagnostic> verify_plan(const Plan& plan, const std::string& transpo
   return prove(plan, t).diagnostics;
 }
 
-Plan read_plan_text(const std::string& text, const std::string& source,
-                    std::optional<int> num_microbatches, const std::optional<std::string>& mapping,
+Plan read_plan_text(const std::string& text, const std::string& source, const py::object& m_arg,
+                    const std::optional<std::string>& mapping,
                     const std::optional<std::string>& schedule, bool forward_only) {
+  const std::optional<int> num_microbatches =
+      optional_count(m_arg, "num_microbatches", 1, limits::kMaxMicrobatches);
   const CsvReadOptions csv = csv_options(num_microbatches, mapping, schedule, forward_only);
   Plan plan;
   {
@@ -143,7 +149,8 @@ Plan read_plan_text(const std::string& text, const std::string& source,
       clash("num_microbatches=" + std::to_string(*csv.num_microbatches),
             "num_microbatches " + std::to_string(m.num_microbatches));
     if (schedule && *schedule != m.schedule)
-      clash("schedule='" + *schedule + "'", "schedule " + m.schedule);
+      clash("schedule='" + limits::excerpt(*schedule) + "'",
+            "schedule " + limits::excerpt(m.schedule));
     // forward_only states what the plan is for; a JSON plan that does not
     // say so (older or hand-written) is taken at its word, as in the CLI.
     if (forward_only) plan.meta.forward_only = true;
@@ -168,6 +175,7 @@ void bind_passes(py::module_& m) {
       .def_readonly("constraints", &ScheduleInfo::constraints, "Shape constraints, in words.")
       .def("__repr__",
            [](const ScheduleInfo& s) { return "<pipeplan.ScheduleInfo " + s.name + ">"; });
+  refuse_uninitialised<ScheduleInfo>();
 
   m.def(
       "schedules", [] { return schedules(); },
@@ -286,7 +294,7 @@ plan is returned as read; verify() judges it.)doc");
 
   m.def(
       "read",
-      [](const py::object& path, std::optional<int> num_microbatches,
+      [](const py::object& path, const py::object& num_microbatches,
          const std::optional<std::string>& mapping, const std::optional<std::string>& schedule,
          bool forward_only) {
         const std::string p = path_from(path);

@@ -3,11 +3,13 @@
 // and --layers run them.
 #include <pybind11/stl.h>
 
+#include <limits>
 #include <sstream>
 
 #include "common.h"
 #include "frontend/read_file.h"
 #include "pipeplan/error.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/profile.h"
 #include "pipeplan/search.h"
 
@@ -42,10 +44,24 @@ std::string csv_row(const py::handle& row, std::size_t index) {
   }
   std::string line;
   for (std::size_t c = 0; c < cells.size(); ++c) {
-    std::string text = py::str(cells[c]).cast<std::string>();
-    if (text.find_first_of(",#\n") != std::string::npos)
-      throw InputError("layers[" + std::to_string(index) + "]: " + kKeys[c] + " '" + text +
-                       "' may not contain ',', '#' or a newline");
+    const std::string where = "layers[" + std::to_string(index) + "]." + kKeys[c];
+    std::string text;
+    if (c == 0) {  // the name: text, without the CSV's separators
+      text = py::str(cells[c]).cast<std::string>();
+      if (text.find_first_of(",#\n\r") != std::string::npos)
+        throw InputError("layers[" + std::to_string(index) + "]: " + kKeys[c] + " '" +
+                         limits::excerpt(text) + "' may not contain ',', '#' or a newline");
+    } else if (py::isinstance<py::str>(cells[c])) {
+      text = cells[c].cast<std::string>();  // as a file gives it: the reader checks it
+      if (text.find_first_of(",#\n\r") != std::string::npos)
+        throw InputError(where + " '" + limits::excerpt(text) + "' is not a number");
+    } else {
+      // A number (not a bool), written exactly; the reader checks its range.
+      if (PyBool_Check(cells[c].ptr()) ||
+          !(PyFloat_Check(cells[c].ptr()) || PyIndex_Check(cells[c].ptr())))
+        throw TypeFailure{where + " must be a number, got " + type_name(cells[c])};
+      text = py::repr(py::float_(cells[c])).cast<std::string>();
+    }
     line += (c ? "," : "") + text;
   }
   return line;
@@ -105,15 +121,20 @@ void bind_search(py::module_& m) {
       .def_readonly("layers", &LayerProfile::layers)
       .def("__len__", &LayerProfile::size)
       .def("__getitem__",
-           [](const LayerProfile& p, long i) {
-             const long n = static_cast<long>(p.size());
+           [](const LayerProfile& p, const py::object& index) {
+             long long i = int_in(index, "index", std::numeric_limits<long long>::min(),
+                                  std::numeric_limits<long long>::max());
+             const auto n = static_cast<long long>(p.size());
              if (i < 0) i += n;
              if (i < 0 || i >= n) throw py::index_error("layer index out of range");
              return p.layers[static_cast<std::size_t>(i)];
            })
       .def(
           "balanced_partition",
-          [](const LayerProfile& p, int num_stages) { return balanced_partition(p, num_stages); },
+          [](const LayerProfile& p, const py::object& num_stages) {
+            return balanced_partition(
+                p, static_cast<int>(int_in(num_stages, "num_stages", 1, limits::kMaxStages)));
+          },
           py::arg("num_stages"),
           "Layers per stage of the contiguous split that minimises the most expensive stage.")
       .def("__repr__", [](const LayerProfile& p) {
@@ -202,19 +223,23 @@ library schedule within the budget, or None), ``to_text()``/``to_json()`` as
 
   m.def(
       "search",
-      [](const py::object& layers, int pp_degree, int num_microbatches,
-         std::optional<double> memory_limit, const py::object& comm, const py::object& bytes,
-         const std::string& model, double time_limit, int max_stages_per_rank) {
+      [](const py::object& layers, const py::object& pp_degree, const py::object& num_microbatches,
+         const py::object& memory_limit, const py::object& comm, const py::object& bytes,
+         const std::string& model, const py::object& time_limit,
+         const py::object& max_stages_per_rank) {
         Searched s;
+        s.options.pp_degree = count_arg(pp_degree, "pp_degree", 1, limits::kMaxRanks);
+        s.options.num_microbatches =
+            count_arg(num_microbatches, "num_microbatches", 1, limits::kMaxMicrobatches);
+        if (!memory_limit.is_none())
+          s.options.memory_limit = float_arg(memory_limit, "memory_limit");
+        s.options.time_limit = float_arg(time_limit, "time_limit");
+        s.options.max_stages_per_rank =
+            count_arg(max_stages_per_rank, "max_stages_per_rank", 1, limits::kMaxStagesPerRank);
         const LayerProfile profile = layers_from(layers);
         const SimOptions sim = sim_options(py::none(), py::none(), comm, bytes, model);
-        s.options.pp_degree = pp_degree;
-        s.options.num_microbatches = num_microbatches;
-        s.options.memory_limit = memory_limit;
         s.options.comm = sim.costs;
         s.options.transport = sim.transport;
-        s.options.time_limit = time_limit;
-        s.options.max_stages_per_rank = max_stages_per_rank;
         {
           Release release;
           s.result = search(profile, s.options);
@@ -243,6 +268,10 @@ an option is bad.
     >>> r = pipeplan.search("examples/layers/gpt50.csv", 8, 32, comm=0.5)
     >>> r.makespan <= r.best_library.makespan
     True)doc");
+  refuse_uninitialised<Layer>();
+  refuse_uninitialised<LayerProfile>();
+  refuse_uninitialised<LibraryRun>();
+  refuse_uninitialised<Searched>();
 }
 
 }  // namespace pipeplan::python

@@ -13,6 +13,7 @@
 #include "pipeplan/cost_options.h"
 #include "pipeplan/emit_sim.h"
 #include "pipeplan/error.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/prove.h"
@@ -25,19 +26,30 @@ namespace {
 
 using Release = py::gil_scoped_release;
 
-// "F=1,B=2" stays a spec; {"F": 1, "B": 2} becomes one.
+// A number as spec text: exact (repr round-trips), never a separator.
+std::string number_text(const py::handle& value, const std::string& name) {
+  return py::repr(py::float_(float_arg(value, name.c_str()))).cast<std::string>();
+}
+
+// "F=1,B=2" stays a spec; {"F": 1, "B": 2} becomes one: keys are action
+// types, values numbers (a string value cannot smuggle ",B=100" in).
 std::string cost_spec(const py::object& cost) {
   if (py::isinstance<py::str>(cost)) return cost.cast<std::string>();
   if (!py::isinstance<py::dict>(cost))
-    throw InputError(
+    throw TypeFailure{
         "cost must be a spec like \"F=1,B=2,I=1,W=1\" or a dict like {\"F\": 1, "
         "\"B\": 2}, got " +
-        py::repr(cost).cast<std::string>());
+        type_name(cost)};
   std::string spec;
   for (const auto& item : cost.cast<py::dict>()) {
+    if (!py::isinstance<py::str>(item.first))
+      throw TypeFailure{"cost's keys must be action types (str), got " + type_name(item.first)};
+    const std::string key = item.first.cast<std::string>();
+    if (key.find_first_of(",=") != std::string::npos)
+      throw InputError("cost: unknown action type '" + limits::excerpt(key) +
+                       "' (use F, B, I, W or OVERLAP_F_B)");
     if (!spec.empty()) spec += ",";
-    spec +=
-        py::str(item.first).cast<std::string>() + "=" + py::str(item.second).cast<std::string>();
+    spec += key + "=" + number_text(item.second, "cost[" + limits::excerpt(key) + "]");
   }
   return spec;
 }
@@ -49,11 +61,21 @@ void stage_costs_from(const py::object& stage_costs, CostOptions& out) {
     py::list stages;
     for (const auto& item : stage_costs.cast<py::dict>()) {
       py::dict entry;
-      entry["stage"] = item.first;
+      const long long stage = int_in(item.first, "stage_costs key", 0, limits::kMaxStages - 1);
+      const std::string where = "stage_costs[" + std::to_string(stage) + "]";
+      entry["stage"] = stage;
+      // Numbers checked here: JSON has no NaN to carry one to the reader.
       if (py::isinstance<py::dict>(item.second)) {
-        for (const auto& kv : item.second.cast<py::dict>()) entry[kv.first] = kv.second;
+        for (const auto& kv : item.second.cast<py::dict>()) {
+          if (!py::isinstance<py::str>(kv.first))
+            throw TypeFailure{where + ": keys must be F, B, I, W or scale (str), got " +
+                              type_name(kv.first)};
+          const std::string key = kv.first.cast<std::string>();
+          entry[kv.first] =
+              float_arg(kv.second, (where + "[" + limits::excerpt(key) + "]").c_str());
+        }
       } else {
-        entry["scale"] = item.second;
+        entry["scale"] = float_arg(item.second, where.c_str());
       }
       stages.append(entry);
     }
@@ -73,11 +95,14 @@ std::string comm_spec(const py::object& comm) {
   if (py::isinstance<py::tuple>(comm) || py::isinstance<py::list>(comm)) {
     std::string spec;
     std::size_t n = 0;
-    for (const auto& x : comm) spec += (n++ ? "," : "") + py::str(x).cast<std::string>();
+    for (const auto& x : comm) {
+      const std::string value = number_text(x, n == 0 ? "comm latency" : "comm bandwidth");
+      spec += (n++ ? "," : "") + value;
+    }
     if (n == 0 || n > 2) throw InputError("comm must be LATENCY or (LATENCY, BANDWIDTH)");
     return spec;
   }
-  return py::str(comm).cast<std::string>();
+  return number_text(comm, "comm");
 }
 
 // A simulation result with what produced it, for the report writers.
@@ -98,7 +123,7 @@ Simulation run_simulation(const py::object& plan_obj, const py::object& cost,
                           const py::object& stage_costs, const py::object& comm,
                           const py::object& bytes, const std::string& model, bool lower_first,
                           bool compute_only, bool check, const py::object& layers) {
-  const Plan& given = plan_obj.cast<const Plan&>();
+  const Plan& given = arg_of<Plan>(plan_obj, "plan", "Plan");
   Simulation s;
   s.options = sim_options(cost, stage_costs, comm, bytes, model);
   // A layer profile: stages cost the sums of their layers (the plan's
@@ -146,12 +171,17 @@ struct Comparison {
   std::vector<ComparisonRow> rows;
 };
 
-Comparison run_comparison(int pp_degree, int num_microbatches, std::optional<int> stages_per_rank,
+Comparison run_comparison(const py::object& pp_arg, const py::object& m_arg,
+                          const py::object& v_arg,
                           const std::optional<std::vector<std::string>>& names_given,
                           const py::object& cost, const py::object& stage_costs,
                           const py::object& comm, const py::object& bytes, const std::string& model,
                           const py::object& layers, const std::optional<std::string>& lowering,
                           const py::object& prefetch, bool serial_safe, bool batch_p2p) {
+  const int pp_degree = count_arg(pp_arg, "pp_degree", 1, limits::kMaxRanks);
+  const int num_microbatches = count_arg(m_arg, "num_microbatches", 1, limits::kMaxMicrobatches);
+  const std::optional<int> stages_per_rank =
+      optional_count(v_arg, "stages_per_rank", 1, limits::kMaxStagesPerRank);
   const LoweringChoice choice = lowering_choice(lowering, prefetch, serial_safe, comm, batch_p2p);
   Comparison c;
   c.pp_degree = pp_degree;
@@ -170,14 +200,10 @@ Comparison run_comparison(int pp_degree, int num_microbatches, std::optional<int
     Release release;
     c.rows = compare_schedules(request, c.options);
   }
-  std::size_t ran = 0;
-  for (const auto& r : c.rows) ran += r.skipped.empty() ? 1 : 0;
-  if (ran == 0)
-    throw InputError("no schedule accepts pp " + std::to_string(pp_degree) + " with " +
-                     std::to_string(num_microbatches) + " microbatches" +
-                     (stages_per_rank
-                          ? " and " + std::to_string(*stages_per_rank) + " stages per rank"
-                          : std::string()));
+  if (std::string why =
+          comparison_refusal(c.rows, pp_degree, num_microbatches, stages_per_rank.value_or(0));
+      !why.empty())
+    throw InputError(why);
   return c;
 }
 
@@ -204,12 +230,7 @@ SimOptions sim_options(const py::object& cost, const py::object& stage_costs,
   if (!cost.is_none()) given.cost = cost_spec(cost);
   if (!stage_costs.is_none()) stage_costs_from(stage_costs, given);
   if (!comm.is_none()) given.comm = comm_spec(comm);
-  try {
-    given.bytes = py::float_(bytes).cast<double>();
-  } catch (const py::error_already_set&) {
-    throw InputError("bytes '" + py::str(bytes).cast<std::string>() +
-                     "' is not a non-negative number");
-  }
+  given.bytes = float_arg(bytes, "bytes");
   given.model = model;
   return make_sim_options(given, file);
 }
@@ -385,6 +406,9 @@ completion (check=False returns the failed result: .ok False, .problems).
         o << ">";
         return o.str();
       });
+  refuse_uninitialised<RankStats>();
+  refuse_uninitialised<Simulation>();
+  refuse_uninitialised<ComparisonRow>();
 
   py::class_<Comparison>(m, "Comparison", R"doc(
 compare()'s result: ``rows`` sorted by makespan (failed simulations, then
@@ -418,6 +442,7 @@ skipped schedules last), ``best`` (the first row that ran), ``to_text()`` and
           if (r.schedule == name || r.schedule == find_schedule(name).name) return r;
         throw py::key_error(name);
       });
+  refuse_uninitialised<Comparison>();
 
   m.def("compare", &run_comparison, py::arg("pp_degree"), py::arg("num_microbatches"),
         py::arg("stages_per_rank") = py::none(), py::kw_only(), py::arg("schedules") = py::none(),

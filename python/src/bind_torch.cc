@@ -9,61 +9,88 @@
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
+#include "pipeplan/limits.h"
 
 namespace pipeplan::python {
 namespace {
 
-std::string type_name(const py::handle& h) {
-  return py::str(py::type::of(h).attr("__name__")).cast<std::string>();
-}
+// Entries read so far over all rows: the plan readers' action limit, checked
+// while iterating (an endless iterable stops here, not at a MemoryError).
+struct EntryCount {
+  std::size_t n = 0;
+  void add() {
+    if (++n > limits::kMaxActions)
+      throw InputError("order: more than the supported " + std::to_string(limits::kMaxActions) +
+                       " entries");
+  }
+};
 
 // Rank r's entries: None stays idle, anything else is its str().
-std::vector<std::optional<std::string>> row_of(const py::handle& actions, std::size_t rank) {
+std::vector<std::optional<std::string>> row_of(const py::handle& actions, std::size_t rank,
+                                               EntryCount& count) {
   if (py::isinstance<py::str>(actions) || !py::hasattr(actions, "__iter__"))
-    throw InputError("order[" + std::to_string(rank) + "] must be a list of actions, got " +
-                     type_name(actions));
+    throw TypeFailure{"order[" + std::to_string(rank) + "] must be a list of actions, got " +
+                      type_name(actions)};
   std::vector<std::optional<std::string>> row;
   for (const py::handle a : actions) {
+    count.add();
     if (a.is_none()) row.emplace_back(std::nullopt);
     else row.emplace_back(py::str(a).cast<std::string>());
   }
   return row;
 }
 
-Plan from_torch(const py::object& order, std::optional<int> num_microbatches,
+// "0, 1, 5": the first few of a list of ranks, then how many in all.
+std::string rank_list_text(const std::vector<long long>& ranks) {
+  std::string s;
+  for (std::size_t k = 0; k < ranks.size() && k < 8; ++k)
+    s += (k ? ", " : "") + std::to_string(ranks[k]);
+  if (ranks.size() > 8) s += ", ... (" + std::to_string(ranks.size()) + " ranks)";
+  return s;
+}
+
+Plan from_torch(const py::object& order, const py::object& m_arg,
                 const std::optional<std::string>& mapping, const std::string& schedule,
                 bool forward_only) {
+  const std::optional<int> num_microbatches =
+      optional_count(m_arg, "num_microbatches", 1, limits::kMaxMicrobatches);
   std::vector<std::vector<std::optional<std::string>>> rows;
+  EntryCount count;
+  auto one_more_rank = [&] {
+    if (rows.size() >= static_cast<std::size_t>(limits::kMaxRanks))
+      throw InputError("order: more than the supported " + std::to_string(limits::kMaxRanks) +
+                       " ranks");
+  };
   if (py::isinstance<py::dict>(order) || py::hasattr(order, "keys")) {
     // torch's pipeline_order: {rank: [actions]} with ranks 0..pp-1.
     py::dict d = py::dict(order);
     std::vector<std::pair<long long, py::object>> entries;
     for (const auto& item : d) {
       if (!py::isinstance<py::int_>(item.first) || py::isinstance<py::bool_>(item.first))
-        throw InputError("order's keys must be ranks (int), got " +
-                         py::repr(item.first).cast<std::string>());
-      entries.emplace_back(item.first.cast<long long>(),
+        throw TypeFailure{"order's keys must be ranks (int), got " +
+                          limits::excerpt(py::repr(item.first).cast<std::string>())};
+      entries.emplace_back(int_in(item.first, "order's rank", 0, limits::kMaxRanks - 1),
                            py::reinterpret_borrow<py::object>(item.second));
     }
     std::sort(entries.begin(), entries.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
     for (std::size_t i = 0; i < entries.size(); ++i)
-      if (entries[i].first != static_cast<long long>(i))
-        throw InputError("order holds ranks " +
-                         [&] {
-                           std::string s;
-                           for (std::size_t k = 0; k < entries.size(); ++k)
-                             s += (k ? ", " : "") + std::to_string(entries[k].first);
-                           return s;
-                         }() +
-                         "; expected every rank 0.." + std::to_string(entries.size() - 1));
-    for (std::size_t i = 0; i < entries.size(); ++i) rows.push_back(row_of(entries[i].second, i));
+      if (entries[i].first != static_cast<long long>(i)) {
+        std::vector<long long> ids;
+        for (const auto& e : entries) ids.push_back(e.first);
+        throw InputError("order holds ranks " + rank_list_text(ids) + "; expected every rank 0.." +
+                         std::to_string(entries.size() - 1));
+      }
+    for (std::size_t i = 0; i < entries.size(); ++i)
+      rows.push_back(row_of(entries[i].second, i, count));
   } else if (py::isinstance<py::str>(order) || !py::hasattr(order, "__iter__")) {
-    throw InputError("order must map rank -> list of actions (torch's pipeline_order), got " +
-                     type_name(order));
+    throw TypeFailure{"order must map rank -> list of actions (torch's pipeline_order), got " +
+                      type_name(order)};
   } else {
-    std::size_t r = 0;
-    for (const py::handle actions : order) rows.push_back(row_of(actions, r++));
+    for (const py::handle actions : order) {
+      one_more_rank();
+      rows.push_back(row_of(actions, rows.size(), count));
+    }
   }
   const CsvReadOptions options = csv_options(num_microbatches, mapping, schedule, forward_only);
   py::gil_scoped_release release;

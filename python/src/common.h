@@ -7,6 +7,8 @@
 
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <typeinfo>
 #include <vector>
 
 #include "pipeplan/cost_options.h"
@@ -21,6 +23,12 @@ namespace pipeplan::python {
 
 namespace py = pybind11;
 
+/// An argument of the wrong type: raised in Python as
+/// pipeplan.errors.InputTypeError (a TypeError and an InputError).
+struct TypeFailure {
+  std::string message;
+};
+
 /// A plan that cannot run (exit code 1 in the CLI): raised in Python as
 /// pipeplan.PlanError carrying the diagnostics.
 struct PlanFailure {
@@ -34,6 +42,45 @@ void bind_passes(py::module_& m);
 void bind_sim(py::module_& m);
 void bind_search(py::module_& m);
 void bind_torch(py::module_& m);
+
+/// The rule for an int argument (as the CLI's integer options): TypeError
+/// unless an int (a bool is not one; objects with __index__ are), InputError
+/// "NAME must be in LO..HI, got N" outside [lo, hi].
+long long int_in(const py::handle& value, const char* name, long long lo, long long hi);
+/// A count the library checks itself (pp_degree, num_microbatches,
+/// stages_per_rank: its messages name the limits): int_in's TypeError, and
+/// its InputError only for values no C++ int holds, worded with [lo, hi].
+int count_arg(const py::handle& value, const char* name, long long lo, long long hi);
+/// count_arg of a value that may be None.
+std::optional<int> optional_count(const py::handle& value, const char* name, long long lo,
+                                  long long hi);
+/// A float argument: TypeError unless a real number (a bool is not one);
+/// InputError unless finite.
+double float_arg(const py::handle& value, const char* name);
+/// The Python type's name of `value`, for messages ("str", "NoneType").
+std::string type_name(const py::handle& value);
+/// Refuses a Plan (or other bound type) argument of the wrong type with a
+/// TypeError naming `name` and the type given.
+template <typename T>
+const T& arg_of(const py::handle& value, const char* name, const char* type) {
+  if (!py::isinstance<T>(value))
+    throw TypeFailure{std::string(name) + " must be a pipeplan." + type + ", got " +
+                      type_name(value)};
+  return value.cast<const T&>();
+}
+/// Methods of an instance made by T.__new__ without __init__ (or a pickle
+/// whose state never came) raise TypeError instead of reading unconstructed
+/// memory: pybind11 allocates such a value lazily through the type's
+/// operator_new hook, which refuses here.
+template <typename T>
+void refuse_uninitialised() {
+  static_assert(std::is_class_v<T>);
+  pybind11::detail::get_type_info(typeid(T))->operator_new = [](std::size_t) -> void* {
+    throw TypeFailure{
+        "this pipeplan object was never initialised (made by __new__ without __init__, or "
+        "unpickled from a state that never came); make one with the module's functions"};
+  };
+}
 
 /// "rendezvous" | "eager" | "serial"; InputError naming the choices otherwise.
 Transport transport_from(const std::string& name);

@@ -2,8 +2,12 @@
 // C++ exceptions map onto the classes of pipeplan/errors.py.
 #include <pybind11/stl.h>
 
+#include <cmath>
+#include <limits>
+
 #include "common.h"
 #include "pipeplan/error.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/search.h"
 #include "pipeplan/version.h"
 
@@ -22,6 +26,14 @@ void bind_errors(py::module_&) {
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const TypeFailure& f) {
+      set_error("InputTypeError", py::make_tuple(f.message));
+    } catch (const py::cast_error&) {
+      // A value pybind11 could not convert is a value of the wrong type; no
+      // raw "Unable to cast" RuntimeError reaches the caller.
+      set_error("InputTypeError", py::make_tuple("an argument has the wrong type"));
+    } catch (const py::reference_cast_error&) {
+      set_error("InputTypeError", py::make_tuple("an argument has the wrong type"));
     } catch (const PlanFailure& f) {
       set_error("PlanError", py::make_tuple(f.message, f.diagnostics));
     } catch (const ShapeError& e) {
@@ -36,14 +48,78 @@ void bind_errors(py::module_&) {
   });
 }
 
+std::string type_name(const py::handle& value) {
+  return py::str(py::type::handle_of(value).attr("__name__")).cast<std::string>();
+}
+
+namespace {
+
+// The int value of `value`, or TypeError; nullopt when no long long holds it.
+std::optional<long long> int_value(const py::handle& value, const char* name, std::string& text) {
+  if (PyBool_Check(value.ptr()) || !PyIndex_Check(value.ptr()))
+    throw TypeFailure{std::string(name) + " must be an int, got " + type_name(value)};
+  py::int_ i = py::reinterpret_steal<py::int_>(PyNumber_Index(value.ptr()));
+  if (!i) throw py::error_already_set();
+  text = limits::excerpt(py::str(i).cast<std::string>());
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+  if (overflow != 0) return std::nullopt;
+  return v;
+}
+
+[[noreturn]] void out_of_range(const char* name, const std::string& text, long long lo,
+                               long long hi) {
+  throw InputError(std::string(name) + " must be in " + std::to_string(lo) + ".." +
+                   std::to_string(hi) + ", got " + text);
+}
+
+}  // namespace
+
+long long int_in(const py::handle& value, const char* name, long long lo, long long hi) {
+  std::string text;
+  const std::optional<long long> v = int_value(value, name, text);
+  if (!v || *v < lo || *v > hi) out_of_range(name, text, lo, hi);
+  return *v;
+}
+
+int count_arg(const py::handle& value, const char* name, long long lo, long long hi) {
+  std::string text;
+  const std::optional<long long> v = int_value(value, name, text);
+  if (!v || *v < std::numeric_limits<int>::min() || *v > std::numeric_limits<int>::max())
+    out_of_range(name, text, lo, hi);
+  return static_cast<int>(*v);
+}
+
+std::optional<int> optional_count(const py::handle& value, const char* name, long long lo,
+                                  long long hi) {
+  if (value.is_none()) return std::nullopt;
+  return count_arg(value, name, lo, hi);
+}
+
+double float_arg(const py::handle& value, const char* name) {
+  if (PyBool_Check(value.ptr()) || !(PyFloat_Check(value.ptr()) || PyIndex_Check(value.ptr())))
+    throw TypeFailure{std::string(name) + " must be a number, got " + type_name(value)};
+  const double x = PyFloat_AsDouble(value.ptr());  // an int too large for a double: -1, error
+  if (x == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    throw InputError(std::string(name) + " " + limits::excerpt(py::str(value).cast<std::string>()) +
+                     " is not a finite number");
+  }
+  if (!std::isfinite(x))
+    throw InputError(std::string(name) + " " + py::repr(value).cast<std::string>() +
+                     " is not a finite number");
+  return x;
+}
+
 Transport transport_from(const std::string& name) {
   if (std::optional<Transport> t = parse_transport(name)) return *t;
-  throw InputError("unknown transport '" + name + "' (expected rendezvous, eager or serial)");
+  throw InputError("unknown transport '" + limits::excerpt(name) +
+                   "' (expected rendezvous, eager or serial)");
 }
 
 StageMapping mapping_from(const std::string& name) {
   if (std::optional<StageMapping> m = parse_stage_mapping(name)) return *m;
-  throw InputError("unknown mapping '" + name + "' (expected loop or v)");
+  throw InputError("unknown mapping '" + limits::excerpt(name) + "' (expected loop or v)");
 }
 
 std::string path_from(const py::object& path) {

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "pipeplan/error.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/profile.h"
 
 namespace pipeplan::cli {
@@ -19,17 +20,18 @@ std::function<int()> setup_bench(CLI::App& app) {
   auto o = std::make_shared<bench::BenchOptions>();
   app.add_option("-s,--schedule", o->schedules,
                  "Schedule to measure (repeatable; default: interleaved-1f1b, zbv, dualpipev)");
-  app.add_option("-p,--pp", o->pp, "Pipeline-parallel degree")->check(CLI::PositiveNumber);
+  app.add_option("-p,--pp", o->pp, "Pipeline-parallel degree")
+      ->check(integer_in(1, limits::kMaxRanks, " ranks"));
   add_stages_per_rank_option(
       app, o->stages_per_rank,
       "Stages per rank (default: 4 for loop-mapped schedules, 2 for V ones)");
   app.add_option("-m,--microbatches", o->microbatches, "Microbatch counts, e.g. -m 128,512,2048")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(integer_in(1, limits::kMaxMicrobatches, " microbatches"));
   app.add_option("--repeat", o->repeat, "Runs per pass at least (the minimum time is reported)")
-      ->check(CLI::PositiveNumber);
+      ->check(integer_in(1, 1000000));
   app.add_option("--min-time", o->min_time, "Seconds per pass at least (up to 200 runs)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(number_in(0, 3600));
   app.add_flag(
       "--no-memory", [o](std::int64_t) { o->memory = false; },
       "Skip the per-pass peak-RSS measurement (one forked run per pass)");
@@ -42,12 +44,12 @@ std::function<int()> setup_bench(CLI::App& app) {
       "directory (-p, -m; default 8 and 32) at --budgets x 1F1B's peak (docs/search.md)");
   app.add_option("--budgets", so->budgets, "--search: memory budgets as multiples of 1F1B's peak")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(number_in(0, 1e6, /*above_min=*/true));
   app.add_option("--comm", so->comm, "--search: transfer times to try, e.g. --comm 0,0.5")
       ->delimiter(',')
-      ->check(CLI::NonNegativeNumber);
+      ->check(number_in(0, limits::kMaxCost));
   app.add_option("--time-limit", so->time_limit, "--search: each search's time limit in seconds")
-      ->check(CLI::PositiveNumber);
+      ->check(number_in(0, limits::kMaxTimeLimit, /*above_min=*/true));
   auto latency = std::make_shared<bool>(false);
   app.add_flag(
       "--latency", *latency,

@@ -146,8 +146,9 @@ std::function<int()> setup_calibrate(CLI::App& app) {
     options.transport = *parse_transport(args->model);
     const SimResult sim = simulate(trace.plan, options);
     spdlog::info(
-        "calibrated {} (pp {}, {} microbatches, {} stages per rank) from {} step(s){}", c.schedule,
-        c.pp_degree, c.num_microbatches, c.stages_per_rank, c.steps_used,
+        "calibrated {} (pp {}, {} microbatches, {} stages per rank) from {} step(s){}",
+        limits::excerpt(c.schedule), c.pp_degree, c.num_microbatches, c.stages_per_rank,
+        c.steps_used,
         trace.num_steps() > 1 ? " (step 1 dropped)" : " (only one step: warm-up included)");
     for (const auto& [stage, d] : c.stage_ms) {
       auto it = c.derived.find(stage);

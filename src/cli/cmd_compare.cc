@@ -80,11 +80,8 @@ std::function<int()> setup_compare(CLI::App& app) {
       if (r.skipped.empty() && !r.problems.empty()) ++failed;
     }
     if (ran == 0) {
-      spdlog::error("no schedule accepts pp {} with {} microbatches{}", args->pp,
-                    args->microbatches,
-                    args->stages_per_rank > 0
-                        ? " and " + std::to_string(args->stages_per_rank) + " stages per rank"
-                        : std::string());
+      spdlog::error("{}",
+                    comparison_refusal(rows, args->pp, args->microbatches, args->stages_per_rank));
       return kExitUsage;
     }
     if (failed > 0) {

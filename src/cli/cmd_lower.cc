@@ -77,8 +77,13 @@ std::function<int()> setup_lower(CLI::App& app) {
           name + " already has communication (" + first_comm(plan) +
           "); lower takes a compute-only plan, 'pipeplan verify' checks this one as written");
 
-    LowerOptions options = lower_options(plan.meta, lowering_choice(args->lowering, args->costs),
-                                         make_sim_options(args->costs).costs);
+    // With --layers: the profile's stage sums on the plan's partition (else
+    // the balanced one, which the lowered plan records).
+    SimOptions costs = make_sim_options(args->costs);
+    if (const std::optional<LayerProfile> layers = load_layers(args->costs))
+      plan.meta.partition = apply_layers(*layers, plan.meta, costs);
+    LowerOptions options =
+        lower_options(plan.meta, lowering_choice(args->lowering, args->costs), costs.costs);
     if (args->send_placement == "earliest") options.send_placement = SendPlacement::Earliest;
     if (args->send_placement == "parity") options.send_placement = SendPlacement::ParityStaggered;
     // A compute order with defects, or whose ranks wait on each other, cannot

@@ -7,6 +7,7 @@
 #include "cli/sim_options.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/prove.h"
 #include "pipeplan/verify.h"
@@ -30,7 +31,8 @@ struct PlanArgs {
 std::function<int()> setup_plan(CLI::App& app) {
   auto args = std::make_shared<PlanArgs>();
   add_problem_options(app, args->problem, true);
-  args->rank_opt = app.add_option("-r,--rank", args->rank, "Emit only this rank's program");
+  args->rank_opt = app.add_option("-r,--rank", args->rank, "Emit only this rank's program")
+                       ->check(integer_in(0, limits::kMaxRanks - 1));
   app.add_flag("--compute-only", args->compute_only, "Emit the compute order without SEND/RECV");
   app.add_flag("--forward-only", args->problem.forward_only,
                "Plan inference: each rank's forwards in the schedule's order, no backward");
@@ -43,11 +45,18 @@ std::function<int()> setup_plan(CLI::App& app) {
   add_lowering_options(app, args->lowering);
   return [args]() {
     // One schedule lookup: the shape, the lowering (for the cost model
-    // given, else the nominal one) and the plan all come from it.
+    // given, else the nominal one; with --layers, the profile's stage sums
+    // on the balanced partition, which the plan records) and the plan all
+    // come from it.
     const Planner planner(args->problem);
-    const LowerOptions lowering = planner.lowering(lowering_choice(args->lowering, args->costs),
-                                                   make_sim_options(args->costs).costs);
+    SimOptions costs = make_sim_options(args->costs);
+    Partition partition;
+    if (const std::optional<LayerProfile> layers = load_layers(args->costs))
+      partition = apply_layers(*layers, planner.meta(), costs);
+    const LowerOptions lowering =
+        planner.lowering(lowering_choice(args->lowering, args->costs), costs.costs);
     Plan whole = args->compute_only ? planner.compute() : planner.plan(lowering);
+    whole.meta.partition = partition;
     spdlog::debug("planned {} p={} m={} v={}: {} actions", whole.meta.schedule,
                   whole.meta.pp_degree, whole.meta.num_microbatches, whole.meta.stages_per_rank,
                   whole.num_actions());

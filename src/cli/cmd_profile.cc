@@ -28,37 +28,11 @@ struct ProfileArgs {
   std::string output;
 };
 
-// A real number in (lo, hi], finite: the CLI refuses it before any work.
-CLI::Validator positive_at_most(double hi) {
-  return CLI::Validator(
-      [hi](std::string& text) -> std::string {
-        double x = 0;
-        if (!CLI::detail::lexical_cast(text, x) || !std::isfinite(x))
-          return "'" + limits::excerpt(text) + "' is not a finite number";
-        if (!(x > 0) || x > hi)
-          return limits::excerpt(text) + " is outside (0, " + detail::format_number(hi) + "]";
-        return {};
-      },
-      "NUMBER in (0," + detail::format_number(hi) + "]");
-}
-
-// An integer in [lo, hi] (CLI11's own check lets values past the type's
-// range wrap on some platforms; this one words the limit).
+// An integer option in [lo, hi], checked where it is parsed (cli/common.h).
 template <typename T>
 CLI::Option* add_int(CLI::App& app, const std::string& names, T& value, const std::string& help,
                      long long lo, long long hi) {
-  return app.add_option(names, value, help)
-      ->check(CLI::Validator(
-          [lo, hi](std::string& text) -> std::string {
-            long long x = 0;
-            if (!CLI::detail::lexical_cast(text, x))
-              return "'" + limits::excerpt(text) + "' is not an integer";
-            if (x < lo || x > hi)
-              return limits::excerpt(text) + " is outside " + std::to_string(lo) + ".." +
-                     std::to_string(hi);
-            return {};
-          },
-          "INT in " + std::to_string(lo) + ".." + std::to_string(hi)));
+  return app.add_option(names, value, help)->check(integer_in(lo, hi));
 }
 
 std::vector<std::string> header(const ProfileArgs& a, const ModelShape& m) {
@@ -114,10 +88,10 @@ std::function<int()> setup_profile(CLI::App& app) {
       ->check(CLI::IsMember({"flash", "eager"}));
   app.add_option("--device-tflops", args->device.tflops,
                  "Sustained dense TFLOP/s of one device in --dtype: times in ms (default: GFLOP)")
-      ->check(positive_at_most(1e6));
+      ->check(number_in(0, 1e6, /*above_min=*/true));
   app.add_option("--device-mem-bw", args->device.mem_bw,
                  "Memory bandwidth in GB/s: adds elementwise traffic to the times")
-      ->check(positive_at_most(1e7));
+      ->check(number_in(0, 1e7, /*above_min=*/true));
   app.add_option("-o,--output", args->output, "Layer CSV to write (default: stdout)");
   return [args]() {
     ModelShape shape = args->shape;

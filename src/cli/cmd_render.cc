@@ -8,6 +8,7 @@
 #include "cli/common.h"
 #include "cli/sim_options.h"
 #include "pipeplan/error.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/render.h"
 #include "pipeplan/trace.h"
 
@@ -73,18 +74,18 @@ std::function<int()> setup_render(CLI::App& app) {
   app.add_flag("--arrows", args->svg_options.arrows, "SVG: draw an arrow for every transfer");
   app.add_option("--px-per-unit", args->svg_options.px_per_unit,
                  "SVG: horizontal scale (default: about 960 px wide)")
-      ->check(CLI::PositiveNumber);
+      ->check(number_in(0, limits::kMaxSvgWidth, /*above_min=*/true));
   app.add_flag("--no-title", args->no_title, "SVG: leave out the title line");
   app.add_option("--columns", args->text_options.max_columns,
                  "Text: widest timeline the automatic scale may produce")
-      ->check(CLI::PositiveNumber);
+      ->check(integer_in(1, limits::kMaxTextColumns, " columns"));
   app.add_option("--columns-per-unit", args->text_options.columns_per_unit,
                  "Text: fixed scale instead of the automatic one")
-      ->check(CLI::PositiveNumber);
+      ->check(number_in(0, limits::kMaxTextColumns, /*above_min=*/true));
   app.add_option("--trace", args->trace,
                  "Draw a measured run (pipeplan train --trace FILE) instead of a simulation");
   app.add_option("--step", args->step, "With --trace: the step to draw (default: the last)")
-      ->check(CLI::PositiveNumber);
+      ->check(integer_in(1, 1 << 30));
   return [args, &app]() {
     if (args->svg.empty() && args->chrome_trace.empty() && !args->text)
       throw InputError("nothing to render: give --svg FILE, --chrome-trace FILE and/or --text");
@@ -95,7 +96,13 @@ std::function<int()> setup_render(CLI::App& app) {
         throw InputError("give either --trace FILE or a plan (FILE or -s ...), not both");
       return render_trace(*args);
     }
-    const Simulated sim = load_and_simulate(args->source, args->costs, app);
+    // A picture too large to load anywhere is refused before simulating.
+    const bool picture = !args->svg.empty() || !args->chrome_trace.empty();
+    const Simulated sim =
+        load_and_simulate(args->source, args->costs, app, [picture](const Plan& p) {
+          if (std::string why = picture ? picture_problem(p) : ""; !why.empty())
+            throw InputError(why);
+        });
     if (sim.exit_code != 0) return sim.exit_code;
     const Plan& plan = sim.plan;
     const SimResult& result = sim.result;

@@ -60,19 +60,21 @@ std::function<int()> setup_search(CLI::App& app) {
       ->required();
   app.add_option("--memory-limit", args->memory_limit,
                  "Peak activation memory allowed per rank, in the profile's unit (default: "
-                 "1F1B's peak on the same profile)");
+                 "1F1B's peak on the same profile)")
+      ->check(number_in(0, limits::kMaxCost, /*above_min=*/true));
   app.add_option("--comm", args->costs.comm,
                  "Transfer cost LATENCY[,BANDWIDTH]: latency + bytes/bandwidth per transfer");
   app.add_option("--bytes", args->costs.bytes, "Size of every transfer, for --comm's BANDWIDTH")
-      ->check(CLI::NonNegativeNumber);
+      ->check(number_in(0, limits::kMaxTransferBytes));
   app.add_option("--model", args->costs.model,
                  "Transport the makespan is measured under (the plan is verified under all three)")
       ->check(CLI::IsMember({"rendezvous", "eager", "serial"}));
   app.add_option("--time-limit", args->options.time_limit,
-                 "Search time bound in seconds (default 3)");
+                 "Search time bound in seconds (default 3)")
+      ->check(number_in(0, limits::kMaxTimeLimit, /*above_min=*/true));
   app.add_option("--max-v", args->options.max_stages_per_rank,
                  "Largest number of stages per rank tried")
-      ->check(CLI::Range(1, 16));
+      ->check(integer_in(1, 16));
   app.add_option("-o,--output", args->plan_output, "Write the chosen plan (JSON) here");
   app.add_option("-f,--format", args->format, "Report format (stdout)")
       ->check(CLI::IsMember({"text", "json"}));

@@ -13,7 +13,9 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "ir/numbers.h"
 #include "pipeplan/error.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/planner.h"
 
 #ifdef PIPEPLAN_HAVE_EXEC
@@ -33,6 +35,18 @@
 namespace pipeplan::cli {
 
 namespace {
+
+// The documented ranges of train's options (docs/robustness.md): wide enough
+// for any demo run, small enough that the model, a batch and the waits stay
+// representable and allocatable.
+constexpr long long kMaxSteps = 1000000;
+constexpr long long kMaxBatch = 1 << 20;
+constexpr int kMaxWidth = 8192;
+constexpr double kMaxLearningRate = 1000;
+constexpr double kMaxWaitSeconds = 1e6;  // 11.6 days: milliseconds fit easily
+// Bytes of the demo model's weights (every stage) and of one batch tensor.
+constexpr double kMaxModelBytes = 4.0 * (1LL << 30);
+constexpr double kMaxBatchBytes = 1.0 * (1LL << 30);
 
 struct TrainArgs {
   Problem problem;
@@ -90,6 +104,30 @@ exec::DemoConfig demo_config(const TrainArgs& a, const Plan& p, at::Device devic
 std::int64_t batch_size(const TrainArgs& a, const Plan& p) {
   if (a.batch < 0) throw InputError("--batch must be positive");
   return a.batch > 0 ? a.batch : 4LL * p.meta.num_microbatches;
+}
+
+// The world, the demo model and its batches must fit: refused up front
+// (exit 2), not by an overflow or by an allocation failing inside torch.
+void check_run_size(const TrainArgs& a, const Plan& p) {
+  const long long world = static_cast<long long>(p.meta.pp_degree) * a.dp;
+  if (world > limits::kMaxRanks)
+    throw InputError("pp_degree " + std::to_string(p.meta.pp_degree) + " x --dp " +
+                     std::to_string(a.dp) + " = " + std::to_string(world) +
+                     " ranks is more than the supported " + std::to_string(limits::kMaxRanks));
+  auto gib = [](double bytes) { return detail::format_number(bytes / (1LL << 30), 2) + " GiB"; };
+  const double w = a.width;
+  const double weights = (w * w + w) * 8.0 * p.meta.num_stages();
+  if (weights > kMaxModelBytes)
+    throw InputError("--width " + std::to_string(a.width) + ": the demo model of " +
+                     std::to_string(p.meta.num_stages()) + " stages would hold " + gib(weights) +
+                     " of weights, more than the supported " + gib(kMaxModelBytes));
+  const double batch = static_cast<double>(a.batch > 0 ? a.batch : 4LL * p.meta.num_microbatches);
+  const double rows = batch * a.dp;
+  if (rows * w * 8.0 > kMaxBatchBytes)
+    throw InputError("--batch " + detail::format_number(batch) +
+                     (a.dp > 1 ? " x --dp " + std::to_string(a.dp) : "") + " samples of width " +
+                     std::to_string(a.width) + " make a " + gib(rows * w * 8.0) +
+                     " batch, more than the supported " + gib(kMaxBatchBytes));
 }
 
 // The loss of the whole batch without a backward (forward-only reference).
@@ -277,6 +315,7 @@ int run_train(const TrainArgs& a) {
   if (!(a.timeout_s > 0)) throw InputError("--timeout must be positive");
   if (a.dp < 1) throw InputError("--dp must be at least 1");
   Plan p = load_train_plan(a);
+  check_run_size(a, p);
   if (a.reference) return run_reference(a, p, *backend);
   if (exec::DistEnv::present()) return run_rank(a, p, *backend);
 
@@ -339,25 +378,33 @@ std::function<int()> setup_train(CLI::App& app) {
   a->schedule_opt = app.get_option("--schedule");
   a->nproc_opt = app.add_option("--nproc", a->nproc,
                                 "Start this many local ranks (default: the plan's pp degree); "
-                                "ignored when RANK/WORLD_SIZE are set");
-  app.add_option("--steps", a->steps, "Training steps")->capture_default_str();
+                                "ignored when RANK/WORLD_SIZE are set")
+                     ->check(integer_in(1, limits::kMaxRanks, " ranks"));
+  app.add_option("--steps", a->steps, "Training steps")
+      ->check(integer_in(0, kMaxSteps))
+      ->capture_default_str();
   app.add_option("--seed", a->seed, "Seed of the weights and the synthetic data")
       ->capture_default_str();
   app.add_option("--backend", a->backend, "c10d backend")
       ->check(CLI::IsMember({"gloo", "nccl"}))
       ->capture_default_str();
   app.add_flag("--reference", a->reference, "Train the same model unpipelined in this process");
-  app.add_option("--batch", a->batch, "Samples per step (default: 4 per microbatch)");
-  app.add_option("--lr", a->lr, "SGD learning rate")->capture_default_str();
+  app.add_option("--batch", a->batch, "Samples per step (default: 4 per microbatch)")
+      ->check(integer_in(1, kMaxBatch, " samples"));
+  app.add_option("--lr", a->lr, "SGD learning rate")
+      ->check(number_in(0, kMaxLearningRate))
+      ->capture_default_str();
   app.add_option("--timeout", a->timeout_s, "Seconds any wait for a peer may take")
+      ->check(number_in(0, kMaxWaitSeconds, /*above_min=*/true))
       ->capture_default_str();
   app.add_option("--dp", a->dp,
                  "Data-parallel replicas of the pipeline (world = pp x dp ranks); with "
                  "--reference: train on the global batch of dp replicas")
+      ->check(integer_in(1, limits::kMaxRanks, " replicas"))
       ->capture_default_str();
   app.add_option("--width", a->width,
                  "Hidden width of the demo model (larger: more compute per action)")
-      ->check(CLI::Range(1, 65536))
+      ->check(integer_in(1, kMaxWidth))
       ->capture_default_str();
   app.add_option("--trace", a->trace,
                  "Record every action of every step and write a Chrome trace (Perfetto) with "
@@ -368,7 +415,7 @@ std::function<int()> setup_train(CLI::App& app) {
                "Debug log on stderr: connect, per-step times (or PIPEPLAN_LOG_LEVEL=debug)");
   app.add_option("--warn-after", a->warn_after_s,
                  "Warn while a wait for a peer lasts longer than this many seconds (0: never)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(number_in(0, kMaxWaitSeconds))
       ->capture_default_str();
   app.add_flag("--forward-only", a->forward_only,
                "Evaluate only: forward steps printing the loss, weights never updated");

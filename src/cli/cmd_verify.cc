@@ -9,6 +9,7 @@
 #include "pipeplan/emit_diagnostics.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/prove.h"
 #include "pipeplan/verify.h"
 
@@ -56,8 +57,9 @@ std::function<int()> setup_verify(CLI::App& app) {
     } else {
       for (const auto& r : results) {
         if (r.result.ok()) {
-          std::cout << "ok: " << plan.meta.schedule << " (pp=" << plan.meta.pp_degree
-                    << ", m=" << plan.meta.num_microbatches << ", v=" << plan.meta.stages_per_rank
+          std::cout << "ok: " << limits::excerpt(plan.meta.schedule)
+                    << " (pp=" << plan.meta.pp_degree << ", m=" << plan.meta.num_microbatches
+                    << ", v=" << plan.meta.stages_per_rank
                     << (plan.meta.forward_only ? ", forward-only" : "") << ", "
                     << plan.num_actions() << " actions" << (lowered ? ", lowered" : "")
                     << ") is deadlock-free under " << to_string(r.transport) << " transport\n";

@@ -2,11 +2,15 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "frontend/read_file.h"
+#include "ir/numbers.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
@@ -29,7 +33,8 @@ CLI::Validator at_most(long long max, const std::string& unit) {
         if (digits && text[0] != '-' && (!CLI::detail::lexical_cast(text, x) || x > max))
           return limits::excerpt(text) + " is more than the supported " + std::to_string(max) +
                  unit;
-        if (!CLI::detail::lexical_cast(text, x))
+        // Decimal only: CLI11 would also read 0x10, 0o20 and 0b10000.
+        if (!digits || !CLI::detail::lexical_cast(text, x))
           return "'" + limits::excerpt(text) + "' is not an integer";
         return {};
       },
@@ -44,6 +49,53 @@ void write_plan(const Plan& plan, const std::string& format, std::ostream& out) 
   else if (format == "torch-csv") write_torch_csv(plan, out);
   else if (format == "text") write_text(plan, out);
   else write_timeline(plan, out);
+}
+
+CLI::Validator integer_in(long long min, long long max, const std::string& unit) {
+  return CLI::Validator(
+      [min, max, unit](std::string& text) -> std::string {
+        const bool negative = !text.empty() && text[0] == '-';
+        const bool digits =
+            text.size() > (negative ? 1u : 0u) &&
+            text.find_first_not_of("0123456789", negative ? 1 : 0) == std::string::npos;
+        if (!digits) return "'" + limits::excerpt(text) + "' is not an integer";
+        long long x = 0;
+        // Too many digits for 64 bits: beyond either bound.
+        const bool fits = CLI::detail::lexical_cast(text, x);
+        if ((!fits && !negative) || (fits && x > max))
+          return limits::excerpt(text) + " is more than the supported " + std::to_string(max) +
+                 unit;
+        if (!fits || x < min)
+          return limits::excerpt(text) + " is below the minimum " + std::to_string(min);
+        return {};
+      },
+      "INT in " + std::to_string(min) + ".." + std::to_string(max));
+}
+
+CLI::Validator number_in(double min, double max, bool above_min) {
+  return CLI::Validator(
+      [min, max, above_min](std::string& text) -> std::string {
+        double x = 0;
+        const char* begin = text.c_str();
+        char* end = nullptr;
+        errno = 0;
+        x = std::strtod(begin, &end);
+        // Decimal only: strtod would also read hexadecimal (0x10, 0x1p4).
+        if (text.empty() || end != begin + text.size() ||
+            text.find_first_of("xXpP") != std::string::npos)
+          return "'" + limits::excerpt(text) + "' is not a number";
+        if (!std::isfinite(x)) return limits::excerpt(text) + " is not a finite number";
+        if (x > max)
+          return limits::excerpt(text) + " is more than the supported " +
+                 detail::format_number(max);
+        if (above_min ? !(x > min) : x < min)
+          return limits::excerpt(text) +
+                 (above_min ? " is not more than " : " is below the minimum ") +
+                 detail::format_number(min);
+        return {};
+      },
+      std::string("NUMBER in ") + (above_min ? "(" : "[") + detail::format_number(min) + ", " +
+          detail::format_number(max) + "]");
 }
 
 CLI::Option* add_count_option(CLI::App& app, const std::string& names, int& value,
@@ -144,7 +196,7 @@ std::ostream& Output::stream() {
   if (path_.empty() || path_ == "-") return std::cout;
   if (!file_) {
     auto f = std::make_unique<std::ofstream>(path_, std::ios::binary | std::ios::trunc);
-    if (!*f) throw InputError("cannot open '" + path_ + "' for writing");
+    if (!*f) throw InputError("cannot open '" + limits::excerpt(path_) + "' for writing");
     file_ = std::move(f);
   }
   return *file_;
@@ -154,7 +206,8 @@ void Output::close() {
   std::ostream& s = stream();
   s.flush();
   if (!s)
-    throw InputError("cannot write '" + (path_.empty() ? std::string("stdout") : path_) + "'");
+    throw InputError("cannot write '" +
+                     (path_.empty() ? std::string("stdout") : limits::excerpt(path_)) + "'");
 }
 
 Plan load_plan(const std::string& path, const CsvReadOptions& csv, PlanFormat* format) {
@@ -167,7 +220,8 @@ Plan load_plan(const std::string& path, const CsvReadOptions& csv, PlanFormat* f
     // JSON states its metadata; CSV options given with it must agree.
     const PlanMeta& m = plan.meta;
     auto clash = [&](const std::string& option, const std::string& given, const std::string& file) {
-      throw InputError(option + " " + given + " contradicts " + source + ", which says " + file);
+      throw InputError(option + " " + limits::excerpt(given) + " contradicts " + source +
+                       ", which says " + file);
     };
     if (csv.mapping && *csv.mapping != m.mapping)
       clash("--mapping", std::string(to_string(*csv.mapping)),
@@ -176,7 +230,7 @@ Plan load_plan(const std::string& path, const CsvReadOptions& csv, PlanFormat* f
       clash("--microbatches", std::to_string(*csv.num_microbatches),
             "num_microbatches " + std::to_string(m.num_microbatches));
     if (csv.schedule != CsvReadOptions{}.schedule && csv.schedule != m.schedule)
-      clash("--schedule", csv.schedule, "schedule " + m.schedule);
+      clash("--schedule", csv.schedule, "schedule " + limits::excerpt(m.schedule));
     // --forward-only states what the plan is for; a file that says so
     // already needs no flag, and one that does not (older or hand-written
     // JSON) is taken at the flag's word.
@@ -193,7 +247,7 @@ void add_csv_options(CLI::App& app, CsvReadOptions& csv, bool with_schedule) {
   app.add_option_function<int>(
          "-m,--microbatches", [&csv](int m) { csv.num_microbatches = m; },
          "Microbatch count of a CSV file (default: largest microbatch + 1)")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(integer_in(1, limits::kMaxMicrobatches, " microbatches"));
   app.add_flag("--forward-only", csv.forward_only,
                "The plan is forward-only (inference: F, SEND_F, RECV_F); no backward is owed");
   if (with_schedule)

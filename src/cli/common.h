@@ -15,6 +15,7 @@
 namespace CLI {
 class App;
 class Option;
+class Validator;
 }  // namespace CLI
 
 namespace pipeplan::cli {
@@ -37,6 +38,15 @@ struct Failure {
 Failure classify(std::exception_ptr e);
 /// An error's text as the CLI words it: shape fixes name -p, -m and -v.
 std::string error_text(const std::exception& e);
+
+/// The one check of an integer option, where it is parsed: an integer in
+/// [min, max] ("--dp: 1073741824 is more than the supported 65536",
+/// "'1.5' is not an integer"). `unit` follows the maximum in the message.
+CLI::Validator integer_in(long long min, long long max, const std::string& unit = "");
+/// The one check of a number option, where it is parsed: finite and in
+/// [min, max] (above `min` when `above_min`): "--lr: nan is not a finite
+/// number", "--timeout: 1e308 is more than the supported 1000000".
+CLI::Validator number_in(double min, double max, bool above_min = false);
 
 /// An integer option whose value may not exceed `max` (a limits.h limit):
 /// "--pp: 99999999999 is more than the supported 65536 ranks".

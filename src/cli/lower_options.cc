@@ -2,6 +2,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/common.h"
+#include "pipeplan/limits.h"
+
 namespace pipeplan::cli {
 
 void add_lowering_options(CLI::App& app, LoweringChoice& choice) {
@@ -14,7 +17,7 @@ void add_lowering_options(CLI::App& app, LoweringChoice& choice) {
   app.add_option("--prefetch", choice.max_prefetch,
                  "Latency hiding: most receives a rank posts ahead of their consumers (buffers "
                  "held before use); 0 = no limit (default)")
-      ->check(CLI::Range(0, 1 << 30));
+      ->check(integer_in(0, limits::kMaxPrefetch));
   app.add_flag("--serial-safe", choice.serial_safe,
                "Keep one transfer order per rank across its peers, so the plan also runs under "
                "the serial model (library schedules other than gpipe/1f1b already do)");

@@ -11,6 +11,7 @@
 #include "pipeplan/cost_options.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/prove.h"
@@ -33,7 +34,7 @@ void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs, bool mode
                  "Transfer cost LATENCY[,BANDWIDTH]: latency + bytes/bandwidth per transfer "
                  "(default 0)");
   app.add_option("--bytes", args.bytes, "Size of every transfer, for --comm's BANDWIDTH")
-      ->check(CLI::NonNegativeNumber);
+      ->check(number_in(0, limits::kMaxTransferBytes));
   if (model)
     app.add_option("--model", args.model, "Transport model for SEND/RECV")
         ->check(CLI::IsMember({"rendezvous", "eager", "serial"}));
@@ -107,6 +108,10 @@ Plan load_plan_source(const PlanSource& src, const CostArgs& costs, const CostMo
                       src.app->count("--stages-per-rank") > 0;
   if (!src.file.empty() && (named || shaped))
     throw InputError("give either a plan FILE or -s NAME -p P -m M, not both");
+  if (src.lower && src.compute_only)
+    throw InputError(
+        "give --lower or --compute-only, not both (one lowers the plan, the other "
+        "drops its SEND/RECV)");
   if (src.file.empty()) {
     if (!named) throw InputError("give a plan FILE, or -s NAME -p P -m M [-v V]");
     if (src.app->count("--pp") == 0 || src.app->count("--microbatches") == 0)
@@ -140,7 +145,8 @@ int report_invalid(const std::string& what, const std::vector<Diagnostic>& probl
   return kExitInvalid;
 }
 
-Simulated load_and_simulate(const PlanSource& src, const CostArgs& costs, const CLI::App& app) {
+Simulated load_and_simulate(const PlanSource& src, const CostArgs& costs, const CLI::App& app,
+                            const std::function<void(const Plan&)>& before_simulating) {
   Simulated s;
   s.options = make_sim_options(costs);
   std::vector<Diagnostic> defects;
@@ -151,6 +157,7 @@ Simulated load_and_simulate(const PlanSource& src, const CostArgs& costs, const 
     return s;
   }
   if (profile) s.plan.meta.partition = apply_layers(*profile, s.plan.meta, s.options);
+  if (before_simulating) before_simulating(s.plan);
   s.result = simulate(s.plan, s.options);
   if (s.plan.is_compute_only() && s.plan.meta.pp_degree > 1 && app.count("--model") > 0)
     spdlog::warn("--model has no effect on a compute-only plan (add --lower to lower it)");

@@ -2,6 +2,7 @@
 // and the cost model.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -78,6 +79,8 @@ struct Simulated {
 };
 /// Loads or plans the source and simulates it, warning when --model cannot
 /// apply (compute-only plan). Structural defects are reported and set exit_code.
-Simulated load_and_simulate(const PlanSource& src, const CostArgs& costs, const CLI::App& app);
+/// `before_simulating` sees the plan first (and may refuse it by throwing).
+Simulated load_and_simulate(const PlanSource& src, const CostArgs& costs, const CLI::App& app,
+                            const std::function<void(const Plan&)>& before_simulating = {});
 
 }  // namespace pipeplan::cli

@@ -121,4 +121,19 @@ std::vector<ComparisonRow> compare_schedules(const CompareRequest& request,
   return rows;
 }
 
+std::string comparison_refusal(const std::vector<ComparisonRow>& rows, int pp_degree,
+                               int num_microbatches, int stages_per_rank) {
+  if (rows.empty()) return "no schedule to compare";
+  for (const ComparisonRow& r : rows)
+    if (r.skipped.empty()) return {};
+  const bool shared = std::all_of(rows.begin(), rows.end(), [&](const ComparisonRow& r) {
+    return r.skipped == rows.front().skipped;
+  });
+  if (shared && rows.size() > 1) return "no schedule ran: " + rows.front().skipped;
+  return "no schedule accepts pp " + std::to_string(pp_degree) + " with " +
+         std::to_string(num_microbatches) + " microbatches" +
+         (stages_per_rank > 0 ? " and " + std::to_string(stages_per_rank) + " stages per rank"
+                              : std::string());
+}
+
 }  // namespace pipeplan

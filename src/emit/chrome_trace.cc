@@ -126,6 +126,7 @@ void write_chrome_trace(const Plan& plan, const Timeline& timeline, std::ostream
 
 void write_chrome_trace(const Plan& plan, const SimResult& result, std::ostream& out) {
   detail::require_rendered(plan, result);
+  if (std::string why = picture_problem(plan); !why.empty()) throw InputError(why);
   write_chrome_trace(plan, static_cast<const Timeline&>(result), out);
 }
 

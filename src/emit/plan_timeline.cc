@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "emit/render_util.h"
 #include "ir/deps.h"
 #include "pipeplan/emit.h"
 #include "run/values.h"
@@ -159,6 +160,25 @@ std::vector<GroupMark> group_marks(const std::vector<Action>& list, const std::v
 
 void write_timeline(const Plan& plan, std::ostream& out) {
   const std::size_t num_ranks = plan.ranks.size();
+  // The output cap, before any timing, from two lower bounds of the
+  // makespan: the busiest rank, and microbatch 0's chain of computes through
+  // every stage and back (each waits for the one before), at 3 columns per
+  // time unit at least.
+  long long busiest = 0, chain = 0;
+  for (const auto& list : plan.ranks) {
+    long long busy = 0;
+    for (const Action& a : list) {
+      if (!is_compute(a.type)) continue;
+      busy += unit_cost(a);
+      if (a.type != ActionType::W &&
+          (a.microbatch == 0 || (a.type == ActionType::OverlapFB && a.sub_microbatch == 0)))
+        chain += unit_cost(a);
+    }
+    busiest = std::max(busiest, busy);
+  }
+  const char* const kWhat = "the unit-cost timeline (plan -f timeline, show)";
+  detail::check_text_size(num_ranks, 3.0 * static_cast<double>(std::max(busiest, chain)), kWhat,
+                          true);
   bool forced = false;
   const bool whole = plan.is_whole();
   const std::vector<std::vector<Slot>> slots = UnitTimeline(plan).draw(&forced);
@@ -178,6 +198,7 @@ void write_timeline(const Plan& plan, std::ostream& out) {
   for (int id : plan.rank_ids) widest_id = std::max(widest_id, id);
   const std::size_t prefix = 5 + std::to_string(widest_id).size() + 1;  // "rank N "
   const std::size_t width = static_cast<std::size_t>(makespan) * unit;
+  detail::check_text_size(num_ranks, static_cast<double>(prefix + width), kWhat);
 
   // Time ticks every 5 units.
   std::string header(prefix + width + 8, ' ');

@@ -8,6 +8,7 @@
 #include "ir/numbers.h"
 #include "pipeplan/error.h"
 #include "pipeplan/ir.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/simulate.h"
 
 namespace pipeplan::detail {
@@ -74,6 +75,24 @@ inline void require_timeline(const Plan& plan, const Timeline& t) {
         tr.producer < static_cast<int>(plan.ranks[static_cast<std::size_t>(tr.src_rank)].size()) &&
         tr.consumer < static_cast<int>(plan.ranks[static_cast<std::size_t>(tr.dst_rank)].size());
   if (!fits) throw InternalError("render: the timeline does not belong to this plan");
+}
+
+/// Refuses a text picture of `rows` lines `columns` wide beyond the limits
+/// (limits::kMaxTextColumns wide, limits::kMaxTextChars in all); `at_least`
+/// when `columns` is a lower bound, known before the picture is laid out.
+inline void check_text_size(std::size_t rows, double columns, const std::string& what,
+                            bool at_least = false) {
+  const double chars = static_cast<double>(rows) * columns;
+  const std::string would = at_least ? " would be at least " : " would be ";
+  if (columns > limits::kMaxTextColumns)
+    throw InputError(what + would + format_number(columns, 4) +
+                     " columns wide, more than the supported " +
+                     std::to_string(limits::kMaxTextColumns));
+  if (chars > limits::kMaxTextChars)
+    throw InputError(what + would + std::to_string(rows) + " rows x " + format_number(columns, 4) +
+                     " columns = " + format_number(chars, 4) +
+                     " characters, more than the supported " +
+                     format_number(limits::kMaxTextChars));
 }
 
 /// Renderers draw a finished simulation of this very plan.

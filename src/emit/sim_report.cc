@@ -6,6 +6,7 @@
 
 #include "ir/numbers.h"
 #include "pipeplan/emit_sim.h"
+#include "pipeplan/limits.h"
 
 namespace pipeplan {
 namespace {
@@ -42,7 +43,7 @@ std::string diagnostic_line(const Diagnostic& d) {
 void write_sim_text(const Plan& plan, const SimOptions& options, const SimResult& result,
                     std::ostream& out) {
   const PlanMeta& m = plan.meta;
-  out << "schedule " << m.schedule << ": pp " << m.pp_degree << ", microbatches "
+  out << "schedule " << limits::excerpt(m.schedule) << ": pp " << m.pp_degree << ", microbatches "
       << m.num_microbatches << ", stages per rank " << m.stages_per_rank << "\n";
   out << "model: " << model_name(options, result) << "\n";
   out << "costs: " << cost_line(options.costs) << "\n";

@@ -129,7 +129,7 @@ class SvgWriter {
   void write_title() {
     const PlanMeta& m = plan_.meta;
     out_ << "<text x=\"" << num(kLeft) << "\" y=\"20\" font-size=\"13\" fill=\"#222\">"
-         << xml_escape(m.schedule) << ": pp " << m.pp_degree << ", microbatches "
+         << xml_escape(limits::excerpt(m.schedule)) << ": pp " << m.pp_degree << ", microbatches "
          << m.num_microbatches << ", stages per rank " << m.stages_per_rank << "; makespan "
          << format_number(result_.makespan, 3) << ", bubble "
          << detail::percent(result_.bubble_fraction)
@@ -278,9 +278,20 @@ class SvgWriter {
 
 }  // namespace
 
+std::string picture_problem(const Plan& plan) {
+  std::size_t computes = 0;
+  for (const auto& list : plan.ranks)
+    for (const Action& a : list) computes += is_compute(a.type) ? 1 : 0;
+  if (computes <= limits::kMaxDrawnActions) return {};
+  return "a picture of " + std::to_string(computes) +
+         " compute actions is more than the supported " + std::to_string(limits::kMaxDrawnActions) +
+         " (no SVG or Chrome-trace viewer loads it); draw fewer microbatches or ranks";
+}
+
 void write_svg(const Plan& plan, const SimResult& result, const SvgOptions& options,
                std::ostream& out) {
   detail::require_rendered(plan, result);
+  if (std::string why = picture_problem(plan); !why.empty()) throw InputError(why);
   SvgWriter(plan, result, options, out).write();
 }
 

@@ -72,6 +72,9 @@ void write_text_timeline(const Plan& plan, const Timeline& result,
         std::to_string(limits::kMaxTextColumns));
   const auto col = [&](double t) { return static_cast<std::size_t>(std::llround(t * scale)); };
   const std::size_t width = col(result.makespan);
+  detail::check_text_size(
+      plan.ranks.size() + 1, static_cast<double>(width),
+      "a text timeline at " + format_number(scale, 4) + " columns per time unit");
   const std::string pad = "rank " + std::to_string(plan.meta.pp_degree - 1) + " |";
 
   // Time axis: a tick label every few columns, at round times.

@@ -48,9 +48,9 @@ void Executor::Impl::split_batch(const Values& inputs, const Values& targets) {
     }
   };
   auto consumed_here = [&](int input) {
-    if (routes.empty()) return local_index[0] >= 0;
+    if (routes.empty()) return stages.owns(0);
     for (int s : routes[input])
-      if (local_index[s] >= 0) return true;
+      if (stages.owns(s)) return true;
     return false;
   };
   for (std::size_t k = 0; k < inputs.size(); ++k)
@@ -64,7 +64,7 @@ void Executor::Impl::split_batch(const Values& inputs, const Values& targets) {
       if (std::find(index_of.begin(), index_of.end(), i) == index_of.end())
         throw InputError(me() + "input " + std::to_string(i) + " feeds stage(s) " +
                          detail::join(routes[i]) + " on this rank; pass it to step() here");
-  if (train && holds_last() && !loss_fn)
+  if (train && holds_last() && !stages.loss())
     throw InputError(me() + "holds the last stage but no loss function was set (set_loss)");
   std::int64_t rows = 0;
   if (batch >= 0) {
@@ -75,12 +75,12 @@ void Executor::Impl::split_batch(const Values& inputs, const Values& targets) {
                        "multiple of " + std::to_string(num_mb));
     rows = batch / num_mb;
   }
-  owned.assign(local.size(), std::vector<Values>(num_mb));
+  owned.assign(stages.stages().size(), std::vector<Values>(num_mb));
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     const int i = index_of[k];
     const std::vector<int> to = routes.empty() ? std::vector<int>{0} : routes[i];
     for (int s : to) {
-      const int li = local_index[s];
+      const int li = stages.index(s);
       if (li < 0) continue;
       for (int m = 0; m < num_mb; ++m) owned[li][m].push_back(detail::slice(inputs[k], m, rows));
     }

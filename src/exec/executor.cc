@@ -1,11 +1,8 @@
-// Executor: setup, the step loop with its hooks, and per-stage gradient
-// completion. What each action does is in actions.cc.
+// Executor: setup, the step (the replay loop with its hooks) and the public
+// face. What each action does is in actions.cc.
 #include "pipeplan/exec/executor.h"
 
 #include <ATen/ATen.h>
-#include <torch/nn/module.h>
-
-#include <algorithm>
 
 #include "exec/replay.h"
 #include "pipeplan/error.h"
@@ -13,15 +10,14 @@
 namespace pipeplan::exec {
 
 Executor::Impl::Impl(const Plan& p, int r, int w, ExecOptions o)
-    : plan(prepare_plan(p, r, w, o.transport)), rank(r), world(w), opt(std::move(o)) {
-  num_stages = plan.meta.num_stages();
-  num_mb = plan.meta.num_microbatches;
-  local = plan.meta.stages_of(rank);
-  local_index.assign(num_stages, -1);
-  for (std::size_t i = 0; i < local.size(); ++i) local_index[local[i]] = static_cast<int>(i);
-  modules.resize(local.size());
-  trainable.resize(local.size());
-  params_checked.assign(local.size(), false);
+    : plan(prepare_plan(p, r, w, o.transport)),
+      rank(r),
+      world(w),
+      opt(std::move(o)),
+      num_stages(plan.meta.num_stages()),
+      num_mb(plan.meta.num_microbatches),
+      transfers(plan.meta, rank, opt),
+      stages(plan.meta, rank) {
   for (const InputRoute& route : opt.input_stages) {
     if (route.stages.empty())
       throw InputError("ExecOptions::input_stages: an input routed to no stage");
@@ -33,22 +29,10 @@ Executor::Impl::Impl(const Plan& p, int r, int w, ExecOptions o)
   }
   for (std::size_t i = 0; i < routes.size(); ++i)
     for (int s : routes[i])
-      if (local_index[s] >= 0) {
+      if (stages.owns(s)) {
         local_inputs.push_back(static_cast<int>(i));
         break;
       }
-  specs.resize(num_stages);
-  given.assign(num_stages, false);
-  learned.assign(num_stages, false);
-  header_ops.resize(num_stages);
-  header_msgs.resize(num_stages);
-  for (const auto& [s, spec] : opt.output_specs) {
-    if (s < 0 || s >= num_stages - 1)
-      throw InputError("ExecOptions::output_specs names stage " + std::to_string(s) +
-                       ", which has no outgoing boundary");
-    specs[s] = spec;
-    given[s] = true;
-  }
   plan_forward_only = plan.meta.forward_only || !has_backward(plan.ranks[rank]);
   fwd_program = forward_projection(plan.ranks[rank]);
   fwd_program_proved = plan_forward_only;
@@ -109,6 +93,7 @@ void Executor::Impl::connect(std::shared_ptr<Communicator> c) {
                      "reexchange_shapes, input_stages, loss_reduction or "
                      "loss_on_every_rank); give every rank the same");
   comm = std::move(c);
+  transfers.use(comm.get());
   closed = false;
 }
 
@@ -117,16 +102,15 @@ void Executor::Impl::check_ready(bool training) const {
     throw InputError(me() + "a previous step failed mid-way; this executor cannot continue");
   if (closed) throw InputError(me() + "the executor was shut down");
   if (!comm) throw InputError(me() + "connect() the executor to a process group first");
-  for (std::size_t i = 0; i < local.size(); ++i)
-    if (!modules[i])
-      throw InputError(me() + "owns stage " + std::to_string(local[i]) +
-                       " but no module was registered for it (set_stage)");
-  if (training && holds_last() && !loss_fn)
+  if (const std::optional<int> missing = stages.missing_module())
+    throw InputError(me() + "owns stage " + std::to_string(*missing) +
+                     " but no module was registered for it (set_stage)");
+  if (training && holds_last() && !stages.loss())
     throw InputError(me() + "holds the last stage but no loss function was set (set_loss)");
 }
 
 // The hooks cost nothing without observers: no clock, no event.
-// Cell by cell: an action, or a BATCH_P2P group (groups.cc).
+// Cell by cell: an action, or a BATCH_P2P group.
 void Executor::Impl::run_program(const std::vector<Action>& program) {
   for (std::size_t i = 0; i < program.size();) {
     const std::size_t n = cell_size(program, i);
@@ -136,9 +120,9 @@ void Executor::Impl::run_program(const std::vector<Action>& program) {
   }
 }
 
-// One action, seen by the observers (when there are any).
+// One action, seen by the hooks when anything watches.
 void Executor::Impl::run_observed(const std::vector<Action>& program, std::size_t i) {
-  if (observers.empty()) {
+  if (!hooks.watching()) {
     run_action(program[i]);
     return;
   }
@@ -150,34 +134,31 @@ void Executor::Impl::run_observed(const std::vector<Action>& program, std::size_
   e.index = i;
   e.bytes = 0;
   e.start = e.end = Clock::now();
-  for (const auto& o : observers) o->on_entry(e);
-  last_bytes = 0;
+  hooks.entry(e);
   run_action(program[i]);
   e.end = Clock::now();
-  if (is_comm(program[i].type)) e.bytes = last_bytes;
-  for (const auto& o : observers) o->on_exit(e);
+  if (is_comm(program[i].type)) e.bytes = transfers.last_bytes();
+  hooks.exit(e);
 }
 
-void Executor::Impl::weight_grads_done(int stage) {
-  const int li = local_index[stage];
-  if (--backward_left[li] == 0) finish_stage(li);
-}
-
-// Every microbatch's weight gradient of a stage is in: add the step's
-// gradient to .grad now, so observers (data-parallel averaging) can start
-// while the rest of the backward runs.
-void Executor::Impl::finish_stage(int li) {
-  const double scale = opt.loss_reduction == LossReduction::Mean ? 1.0 / num_mb : 1.0;
-  for (std::size_t p = 0; p < trainable[li].size(); ++p) {
-    at::Tensor& sum = grad_sums[li][p];
-    if (!sum.defined()) continue;
-    if (scale != 1.0) sum.mul_(scale);
-    at::Tensor& g = trainable[li][p].mutable_grad();
-    if (g.defined()) g.add_(sum);
-    else g = std::move(sum);
-    sum = at::Tensor();
+// A BATCH_P2P group: its members posted as one batch (each seen by the hooks
+// as its own action), then waited for together; the rank goes on only when
+// the group ended (transfer_groups.cc).
+void Executor::Impl::run_group(const std::vector<Action>& program, std::size_t first,
+                               std::size_t n) {
+  const Action* members = program.data() + first;
+  if (comm->backend() == Backend::Nccl)
+    transfers.exchange_group_headers(
+        members, n, [this](int stage, int mb) -> const Values& { return slot(stage, mb).outputs; });
+  transfers.begin_group();
+  try {
+    for (std::size_t k = 0; k < n; ++k) run_observed(program, first + k);
+  } catch (...) {
+    transfers.end_group();
+    throw;
   }
-  for (const auto& o : observers) o->on_stage_grads_ready(local[li], trainable[li]);
+  transfers.end_group();
+  transfers.await_group(members, n);
 }
 
 StepResult Executor::Impl::run(const Values& inputs, const Values& targets, bool forward_only) {
@@ -196,24 +177,36 @@ StepResult Executor::Impl::run_step(const Values& inputs, const Values& targets,
   if (fwd_step) prove_forward_projection();
   split_batch(inputs, targets);
   broken = true;  // until the step completes: peers would be left mid-step
-  const int n = static_cast<int>(local.size());
-  slots.assign(n, std::vector<detail::Slot>(num_mb));
-  grad_sums.assign(n, {});
-  backward_left.assign(n, num_mb);
-  for (int i = 0; i < n; ++i) grad_sums[i].resize(trainable[i].size());
+  begin_step();
+  hooks.step_begin(step_index, fwd_step);
+  run_program(fwd_step ? fwd_program : plan.ranks[rank]);
+  finish_step();
+  hooks.step_end(step_index, fwd_step);
+  StepResult result = step_result();
+  slots.clear();
+  stages.end_step();
+  owned.clear();
+  mb_targets.clear();
+  losses.clear();
+  final_outputs.clear();
+  ++step_index;
+  broken = false;
+  return result;
+}
+
+void Executor::Impl::begin_step() {
+  slots.assign(stages.stages().size(), std::vector<detail::Slot>(num_mb));
+  stages.begin_step(num_mb);
   losses.assign(num_mb, at::Tensor());
   final_outputs.assign(fwd_step && holds_last() ? num_mb : 0, {});
-  header_sent.assign(num_stages, false);
-  header_received.assign(num_stages, false);
-  for (const auto& o : observers) o->on_step_begin(step_index, fwd_step);
-  run_program(fwd_step ? fwd_program : plan.ranks[rank]);
-  for (auto& [key, sends] : fwd_sends)
-    for (auto& s : sends) s.op->wait(timeout(), s.what);
-  fwd_sends.clear();
-  for (auto& s : other_sends) s.op->wait(timeout(), s.what);
-  other_sends.clear();
-  if (!recvs.empty()) throw InternalError(me() + "a posted receive was never consumed");
-  for (int li = 0; li < n; ++li)
+  transfers.begin_step(step_index);
+}
+
+// Every send completed, every receive consumed, every microbatch done.
+void Executor::Impl::finish_step() {
+  transfers.finish_step();
+  const std::vector<int>& local = stages.stages();
+  for (std::size_t li = 0; li < local.size(); ++li)
     for (int m = 0; m < num_mb; ++m) {
       const detail::Slot& sl = slots[li][m];
       if (!sl.forward_done || (!fwd_step && !sl.weight_grad_done))
@@ -221,7 +214,11 @@ StepResult Executor::Impl::run_step(const Values& inputs, const Values& targets,
                             std::to_string(m) + " never finished its " +
                             (sl.forward_done ? "backward" : "forward"));
     }
-  for (const auto& o : observers) o->on_step_end(step_index, fwd_step);
+}
+
+// The step's loss (on every rank with loss_on_every_rank) and, forward-only,
+// the last stage's outputs.
+StepResult Executor::Impl::step_result() {
   StepResult result;
   if (holds_last() && losses[0].defined()) {
     at::Tensor all = at::stack(losses);
@@ -243,14 +240,6 @@ StepResult Executor::Impl::run_step(const Values& inputs, const Values& targets,
     t = t.to(at::kCPU);
     if (t[0].item<double>() > 0) result.loss = t[1].item<double>();
   }
-  slots.clear();
-  grad_sums.clear();
-  owned.clear();
-  mb_targets.clear();
-  losses.clear();
-  final_outputs.clear();
-  ++step_index;
-  broken = false;
   return result;
 }
 
@@ -276,56 +265,32 @@ Executor::Executor(Executor&&) noexcept = default;
 Executor& Executor::operator=(Executor&&) noexcept = default;
 
 void Executor::set_stage(int stage, StageModule module) {
-  Impl& im = *impl_;
-  if (stage < 0 || stage >= im.num_stages || im.local_index[stage] < 0)
-    throw InputError("stage " + std::to_string(stage) + " is not owned by rank " +
-                     std::to_string(im.rank) + " (it owns stages " + detail::join(im.local) + ")");
-  if (!module.forward) throw InputError("stage " + std::to_string(stage) + " has no forward");
-  const int li = im.local_index[stage];
-  im.trainable[li].clear();
-  for (const at::Tensor& p : module.parameters)
-    if (p.requires_grad()) im.trainable[li].push_back(p);
-  im.params_checked[li] = false;
-  im.modules[li] = std::move(module);
+  impl_->stages.set(stage, std::move(module));
 }
 
 void Executor::set_stages(const std::vector<StageModule>& all) {
   if (static_cast<int>(all.size()) != impl_->num_stages)
     throw InputError("set_stages: got " + std::to_string(all.size()) + " stages but the plan has " +
                      std::to_string(impl_->num_stages));
-  for (int s : impl_->local) set_stage(s, all[s]);
+  for (int s : impl_->stages.stages()) set_stage(s, all[s]);
 }
 
-void Executor::set_loss(LossFn loss) { impl_->loss_fn = std::move(loss); }
+void Executor::set_loss(LossFn loss) { impl_->stages.set_loss(std::move(loss)); }
 void Executor::connect(std::shared_ptr<Communicator> comm) { impl_->connect(std::move(comm)); }
 
 void Executor::add_observer(std::shared_ptr<Observer> observer) {
-  if (!observer) throw InputError("add_observer: no observer given");
-  observer->set_up(impl_->plan, impl_->rank);
-  impl_->observers.push_back(std::move(observer));
+  impl_->hooks.add(std::move(observer), impl_->plan, impl_->rank);
 }
 
 void Executor::remove_observer(const std::shared_ptr<Observer>& observer) {
-  auto& v = impl_->observers;
-  v.erase(std::remove(v.begin(), v.end(), observer), v.end());
+  impl_->hooks.remove(observer);
 }
 
 void Executor::set_handler(ActionType type, PassThroughHandler handler) {
-  switch (type) {
-    case ActionType::Unshard: impl_->handlers[0] = std::move(handler); return;
-    case ActionType::Reshard: impl_->handlers[1] = std::move(handler); return;
-    case ActionType::ReduceGrad: impl_->handlers[2] = std::move(handler); return;
-    default:
-      throw InputError("set_handler: " + std::string(to_string(type)) +
-                       " is run by the executor; handlers exist for UNSHARD, RESHARD and "
-                       "REDUCE_GRAD only (use an Observer to watch other actions)");
-  }
+  impl_->hooks.set_handler(type, std::move(handler));
 }
 
-void Executor::train(bool on) {
-  for (auto& m : impl_->modules)
-    if (m && m->module) m->module->train(on);
-}
+void Executor::train(bool on) { impl_->stages.train(on); }
 
 std::optional<double> Executor::step(const Values& inputs, const Values& targets,
                                      std::vector<at::Tensor>* losses) {
@@ -352,11 +317,11 @@ void Executor::shutdown() {
 bool Executor::forward_only_plan() const { return impl_->plan_forward_only; }
 const Plan& Executor::plan() const { return impl_->plan; }
 int Executor::rank() const { return impl_->rank; }
-const std::vector<int>& Executor::local_stages() const { return impl_->local; }
+const std::vector<int>& Executor::local_stages() const { return impl_->stages.stages(); }
 bool Executor::holds_last_stage() const { return impl_->holds_last(); }
 BoundarySpec Executor::output_spec(int stage) const {
-  if (stage < 0 || stage >= impl_->num_stages || !impl_->specs[stage]) return {};
-  return *impl_->specs[stage];
+  if (stage < 0 || stage >= impl_->num_stages || !impl_->transfers.spec(stage)) return {};
+  return *impl_->transfers.spec(stage);
 }
 
 }  // namespace pipeplan::exec

@@ -5,7 +5,7 @@
 
 #include <unordered_set>
 
-#include "exec/replay.h"
+#include "exec/stages.h"
 
 namespace pipeplan::exec::detail {
 

@@ -10,8 +10,10 @@
 #include <string_view>
 #include <vector>
 
+#include "io/json_strict.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
+#include "pipeplan/limits.h"
 
 namespace pipeplan {
 namespace {
@@ -81,7 +83,7 @@ void read_calibrated_fields(const nlohmann::json& doc, const std::string& source
     if (!c.is_object()) throw InputError(source + ": comm must be an object");
     for (const auto& item : c.items())
       if (item.key() != "latency" && item.key() != "bandwidth" && item.key() != "bytes")
-        throw InputError(source + ": comm: unknown key \"" + item.key() +
+        throw InputError(source + ": comm: unknown key \"" + limits::excerpt(item.key()) +
                          "\" (use latency, bandwidth, bytes)");
     if (c.contains("latency")) file.comm_latency = non_negative(c["latency"], "comm.latency");
     if (c.contains("bandwidth"))
@@ -91,12 +93,8 @@ void read_calibrated_fields(const nlohmann::json& doc, const std::string& source
 }
 
 StageCosts parse_stage_costs_json(std::string_view text, const std::string& source) {
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(source + ": invalid JSON: " + e.what());
-  }
+  // Duplicate keys, nesting and syntax errors as every JSON reader treats them.
+  const nlohmann::json doc = io::parse_json_strict(text, source);
   if (!doc.is_object() || !doc.contains("stages") || !doc["stages"].is_array())
     throw InputError(source + ": expected an object with a \"stages\" array");
   StageCosts file;
@@ -106,8 +104,11 @@ StageCosts parse_stage_costs_json(std::string_view text, const std::string& sour
   for (const auto& entry : doc["stages"]) {
     const std::string where = source + ": stages[" + std::to_string(n++) + "]";
     if (!entry.is_object() || !entry.contains("stage") || !entry["stage"].is_number_integer() ||
-        entry["stage"].get<long long>() < 0 || entry["stage"].get<long long>() > 1000000000)
+        entry["stage"].get<long long>() < 0)
       throw InputError(where + ": needs \"stage\": a non-negative integer");
+    if (entry["stage"].get<long long>() >= limits::kMaxStages)
+      throw InputError(where + ": stage " + std::to_string(entry["stage"].get<long long>()) +
+                       " is larger than the supported " + std::to_string(limits::kMaxStages - 1));
     const int stage = entry["stage"].get<int>();
     auto number = [&](const char* key, double fallback) {
       if (!entry.contains(key)) return fallback;
@@ -119,7 +120,7 @@ StageCosts parse_stage_costs_json(std::string_view text, const std::string& sour
     for (const auto& item : entry.items())
       if (item.key() != "stage" && item.key() != "scale" && item.key() != "F" &&
           item.key() != "B" && item.key() != "I" && item.key() != "W")
-        throw InputError(where + ": unknown key \"" + item.key() +
+        throw InputError(where + ": unknown key \"" + limits::excerpt(item.key()) +
                          "\" (use stage, scale, F, B, I, W)");
     const double all = number("scale", 1.0);
     StageScale s{number("F", all), number("B", all), number("I", all), number("W", all)};
@@ -140,8 +141,9 @@ std::map<int, StageScale> parse_stage_costs_csv(std::string_view text, const std
     if (line.empty()) continue;
     const std::string where = source + ":" + std::to_string(line_no);
     std::vector<std::string> cells = split(line, ',');
-    const bool header =
-        !seen_row && !cells[0].empty() && !std::isdigit(static_cast<unsigned char>(cells[0][0]));
+    // The optional header names its first column "stage" ("stage,F,B,I,W",
+    // "stage,scale"); any other first row is data, checked as such.
+    const bool header = !seen_row && upper(cells[0]) == "STAGE";
     seen_row = true;
     if (header) continue;  // "stage,F,B,I,W"
     if (cells.size() != 2 && cells.size() != 5)
@@ -151,13 +153,17 @@ std::map<int, StageScale> parse_stage_costs_csv(std::string_view text, const std
     auto [ptr, ec] = std::from_chars(cells[0].data(), cells[0].data() + cells[0].size(), stage);
     if (cells[0].empty() || ec != std::errc() || ptr != cells[0].data() + cells[0].size() ||
         stage < 0)
-      throw InputError(where + ": stage '" + cells[0] + "' is not a non-negative integer");
+      throw InputError(where + ": stage '" + limits::excerpt(cells[0]) +
+                       "' is not a non-negative integer");
+    if (stage >= limits::kMaxStages)
+      throw InputError(where + ": stage " + std::to_string(stage) +
+                       " is larger than the supported " + std::to_string(limits::kMaxStages - 1));
     std::vector<double> v;
     for (std::size_t k = 1; k < cells.size(); ++k) {
       auto x = to_cost(cells[k]);
       if (!x)
-        throw InputError(where + ": field " + std::to_string(k + 1) + " '" + cells[k] +
-                         "' is not a non-negative number");
+        throw InputError(where + ": field " + std::to_string(k + 1) + " '" +
+                         limits::excerpt(cells[k]) + "' is not a non-negative number");
       v.push_back(*x);
     }
     StageScale s =
@@ -172,23 +178,31 @@ std::map<int, StageScale> parse_stage_costs_csv(std::string_view text, const std
 
 CostModel parse_cost_spec(std::string_view spec, CostModel base, const std::string& source) {
   bool has_b = false, has_i = false, has_w = false;
+  unsigned given = 0;  // bit per field: a key given twice is refused, as in every reader
   for (const std::string& item : split(spec, ',')) {
     if (item.empty()) continue;
     auto eq = item.find('=');
     if (eq == std::string::npos)
-      throw InputError(source + ": '" + item + "' is not KEY=VALUE (e.g. F=1,B=2,I=1,W=1)");
-    const std::string key = upper(trim(item.substr(0, eq)));
+      throw InputError(source + ": '" + limits::excerpt(item) +
+                       "' is not KEY=VALUE (e.g. F=1,B=2,I=1,W=1)");
+    const std::string name = trim(item.substr(0, eq));
+    const std::string key = upper(name);
     const std::string value = trim(item.substr(eq + 1));
     auto v = to_cost(value);
-    if (!v) throw InputError(source + ": " + key + "='" + value + "' is not a non-negative number");
-    if (key == "F") base.f = *v;
-    else if (key == "B") base.b = *v, has_b = true;
-    else if (key == "I") base.i = *v, has_i = true;
-    else if (key == "W") base.w = *v, has_w = true;
-    else if (key == "O" || key == "OVERLAP_F_B" || key == "OVERLAP") base.overlap = *v;
+    if (!v)
+      throw InputError(source + ": " + limits::excerpt(key) + "='" + limits::excerpt(value) +
+                       "' is not a non-negative number");
+    unsigned bit = 0;
+    if (key == "F") base.f = *v, bit = 1;
+    else if (key == "B") base.b = *v, has_b = true, bit = 2;
+    else if (key == "I") base.i = *v, has_i = true, bit = 4;
+    else if (key == "W") base.w = *v, has_w = true, bit = 8;
+    else if (key == "O" || key == "OVERLAP_F_B" || key == "OVERLAP") base.overlap = *v, bit = 16;
     else
-      throw InputError(source + ": unknown action type '" + trim(item.substr(0, eq)) +
+      throw InputError(source + ": unknown action type '" + limits::excerpt(name) +
                        "' (use F, B, I, W or OVERLAP_F_B)");
+    if (given & bit) throw InputError(source + ": " + limits::excerpt(name) + " is given twice");
+    given |= bit;
   }
   // A full backward is an input-gradient plus a weight-gradient pass.
   if (!has_b && (has_i || has_w)) base.b = base.i + base.w;

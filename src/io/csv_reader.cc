@@ -184,7 +184,13 @@ Plan build_plan(const std::vector<std::vector<Located>>& rows, const Locator& re
       }
     }
   if (max_stage < 0) reader.error("no actions in any row");
-  const int num_stages = max_stage + 1;
+  if (options.schedule.empty()) reader.error("schedule: must not be empty");
+  int num_stages = max_stage + 1;
+  // A row without actions (an idle rank, as a JSON plan's empty entry is
+  // written) owns stages no action names: round up to a multiple of the rows.
+  const bool idle_row =
+      std::any_of(rows.begin(), rows.end(), [](const auto& row) { return row.empty(); });
+  if (idle_row && num_stages % pp != 0) num_stages += pp - num_stages % pp;
   if (num_stages > limits::kMaxStages)
     reader.error(max_stage_at->line, max_stage_at->column,
                  "stage " + std::to_string(max_stage) + " is beyond the supported " +

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "io/cell_text.h"
+#include "io/json_strict.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
@@ -220,6 +221,8 @@ class PlanEvents {
   const std::string& syntax_error() const { return syntax_error_; }
   /// Whether reading stopped at limits::kMaxActions.
   bool too_many_actions() const { return too_many_; }
+  /// Whether reading stopped at limits::kMaxJsonDepth.
+  bool too_deep() const { return too_deep_; }
 
   /// Runs every check in the DOM reader's order; throws the first failure.
   Plan finish(const std::string& source) &&;
@@ -325,6 +328,10 @@ class PlanEvents {
   // The start of an object or array: either a level this reader follows, or
   // one whose content is skipped (only its kind matters).
   bool open(Value::Kind kind) {
+    if (++depth_ > limits::kMaxJsonDepth) {
+      too_deep_ = true;
+      return false;  // stops the parser
+    }
     if (skip_ > 0) {
       ++skip_;
       return true;
@@ -389,6 +396,7 @@ class PlanEvents {
   }
 
   bool close() {
+    --depth_;
     if (skip_ > 0) {
       --skip_;  // back to 0: the enclosing level (at_) continues
       return true;
@@ -456,6 +464,8 @@ class PlanEvents {
   }
 
   At at_ = At::Root;
+  int depth_ = 0;  // containers open
+  bool too_deep_ = false;
   int skip_ = 0;  // depth inside a container whose content is not followed
   TopField top_field_ = TopField::Unknown;  // the field whose value comes next
   RankField rank_field_ = RankField::Unknown;
@@ -619,20 +629,8 @@ Plan parse_json_plan(std::string_view text, const std::string& source) {
     if (events.too_many_actions())
       throw InputError(source + ": more than the supported " + std::to_string(limits::kMaxActions) +
                        " actions");
-    std::string what = events.syntax_error();
-    // nlohmann quotes the whole offending token ("last read: '...'"): cap it.
-    if (auto last = what.find("; last read: '"); last != std::string::npos) {
-      const std::size_t from = last + 14;
-      const std::size_t to = what.rfind('\'');
-      if (to != std::string::npos && to >= from)
-        what = what.substr(0, from) +
-               limits::excerpt(std::string_view(what).substr(from, to - from)) + what.substr(to);
-    }
-    // Drop nlohmann's "[json.exception.parse_error.101] " tag; keep line/column.
-    if (auto close = what.find("] ");
-        what.rfind("[json.exception", 0) == 0 && close != std::string::npos)
-      what = what.substr(close + 2);
-    throw InputError(source + ": not valid JSON: " + what);
+    if (events.too_deep()) throw InputError(source + ": " + io::too_deep_text());
+    throw InputError(source + ": not valid JSON: " + io::json_error_text(events.syntax_error()));
   }
   return std::move(events).finish(source);
 }

@@ -10,6 +10,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "io/json_strict.h"
 #include "pipeplan/error.h"
 #include "pipeplan/interop.h"
 #include "pipeplan/limits.h"
@@ -19,33 +20,10 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int kMaxDepth = 64;
+constexpr int kMaxDepth = limits::kMaxJsonDepth;
 constexpr double kMaxUs = 1e17;  // |ts| and dur in microseconds (year ~5000)
 
-// The keys of one open object: a short list, a hash set once it is long,
-// so a hostile object with a million keys stays linear.
-class KeySet {
- public:
-  void clear() {
-    small_.clear();
-    big_.clear();
-  }
-  bool insert(const std::string& k) {
-    if (!big_.empty()) return big_.insert(k).second;
-    for (const std::string& s : small_)
-      if (s == k) return false;
-    small_.push_back(k);
-    if (small_.size() > 16) {
-      big_.insert(small_.begin(), small_.end());
-      small_.clear();
-    }
-    return true;
-  }
-
- private:
-  std::vector<std::string> small_;
-  std::unordered_set<std::string> big_;
-};
+using io::KeySet;
 
 // Element size of a torch dtype name as kineto writes it in NCCL args.
 std::int64_t dtype_size(const std::string& d) {
@@ -175,7 +153,7 @@ class Events : public json::json_sax_t {
 
   bool open() {
     if (++depth_ > kMaxDepth) {
-      error_ = where() + "nested deeper than " + std::to_string(kMaxDepth) + " levels";
+      error_ = where() + io::too_deep_text();
       return false;
     }
     field_at_[static_cast<std::size_t>(depth_)] = Field::None;

@@ -24,9 +24,20 @@ std::string shape_problem(long long pp, long long v, long long m) {
 
 std::string excerpt(std::string_view text) {
   const bool cut = text.size() > kMaxQuoted;
-  std::string out(text.substr(0, cut ? kMaxQuoted : text.size()));
-  for (char& c : out)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  const std::string_view shown = text.substr(0, cut ? kMaxQuoted : text.size());
+  std::string out;
+  out.reserve(shown.size());
+  for (char c : shown) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {  // ESC, CR, NUL..: shown, never sent to the terminal
+      static const char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    } else {
+      out += c;
+    }
+  }
   if (cut) out += "... (" + std::to_string(text.size()) + " bytes)";
   return out;
 }

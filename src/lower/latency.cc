@@ -193,13 +193,14 @@ class TransferCollector {
   }
 
   // The prefetch cap: the j-th receive of a rank (in consumer order) may be
-  // posted only after the consumer of its (j - cap)-th.
+  // posted only after the consumer of its (j - cap)-th. Work and memory
+  // follow the receives, whatever the cap (a cap above a rank's receive
+  // count constrains nothing there).
   void cap_receives(int cap) {
     if (cap <= 0) return;
-    std::vector<std::int32_t> ring(static_cast<std::size_t>(cap), -1);
+    std::vector<std::uint32_t> consumer_at;  // this rank's j-th receive: its consumer's index
     for (int r = 0; r < ranks(); ++r) {
-      std::fill(ring.begin(), ring.end(), -1);
-      std::size_t j = 0;
+      consumer_at.clear();
       const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
       for (std::size_t i = 0; i < list.size(); ++i) {
         const Action& a = list[i];
@@ -207,12 +208,13 @@ class TransferCollector {
           if (!in_range(from, mb) || rank_of(from) == r) return;
           const std::int32_t id = (grad ? tid_b_ : tid_f_)[at(from, mb)];
           if (id < 0) return;
-          std::int32_t& slot = ring[j % static_cast<std::size_t>(cap)];
+          const std::size_t j = consumer_at.size();
           const auto here = static_cast<std::uint32_t>(i);
           t_.xfers[static_cast<std::size_t>(id)].recv_lb =
-              slot < 0 ? 0u : std::min(static_cast<std::uint32_t>(slot) + 1, here);
-          slot = static_cast<std::int32_t>(i);
-          ++j;
+              j < static_cast<std::size_t>(cap)
+                  ? 0u
+                  : std::min(consumer_at[j - static_cast<std::size_t>(cap)] + 1, here);
+          consumer_at.push_back(here);
         };
         switch (a.type) {
           case ActionType::F: input(false, a.stage - 1, a.microbatch); break;

@@ -1,7 +1,12 @@
 // Contiguous layer partitions and the stage cost model they induce.
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
 #include <limits>
+#include <optional>
 
 #include "pipeplan/error.h"
 #include "pipeplan/profile.h"
@@ -23,85 +28,282 @@ Partition balanced_partition(const LayerProfile& profile, int num_stages) {
 }
 
 namespace detail {
+namespace {
 
-// Two passes of one DP over prefix sums: the least possible maximum stage
-// cost M, then, among splits with every stage <= M, the least sum of squares
-// (so the remaining stages are as even as the bottleneck allows).
-Partition split_min_max(const LayerProfile& profile, int num_stages, SplitBy by) {
-  const int n = static_cast<int>(profile.size());
-  if (num_stages < 1) throw InputError("a partition needs at least one stage");
-  if (n < num_stages)
-    throw ShapeError("the layer profile has " + std::to_string(n) + " layers, fewer than the " +
-                     std::to_string(num_stages) + " stages of the plan (each stage needs a layer)");
-  std::vector<double> prefix(static_cast<std::size_t>(n) + 1, 0.0);
-  for (int l = 0; l < n; ++l)
-    prefix[static_cast<std::size_t>(l) + 1] =
-        prefix[static_cast<std::size_t>(l)] +
-        (by == SplitBy::Work ? layer_work(profile, l, l + 1)
-                             : profile.layers[static_cast<std::size_t>(l)].activation);
-  auto cost = [&](int b, int e) {
-    return prefix[static_cast<std::size_t>(e)] - prefix[static_cast<std::size_t>(b)];
+// Prefix sums of the per-layer cost; a stage of layers [b, e) costs
+// P[e] - P[b]. Rounding keeps that difference monotone (more layers never
+// cost less), which is all the greedy arguments below need.
+class Prefix {
+ public:
+  Prefix(const LayerProfile& profile, SplitBy by) : p_(profile.size() + 1, 0.0) {
+    for (std::size_t l = 0; l < profile.size(); ++l) {
+      const Layer& x = profile.layers[l];
+      p_[l + 1] = p_[l] + (by == SplitBy::Work ? x.f + x.b : x.activation);
+    }
+  }
+  int layers() const { return static_cast<int>(p_.size()) - 1; }
+  double cost(int b, int e) const {
+    return p_[static_cast<std::size_t>(e)] - p_[static_cast<std::size_t>(b)];
+  }
+  double at(int e) const { return p_[static_cast<std::size_t>(e)]; }
+  /// The largest e in [b, hi] with cost(b, e) <= m (galloping: time by log
+  /// of the answer's distance).
+  int reach(int b, int hi, double m) const {
+    int good = b, step = 1;
+    while (good + step <= hi && cost(b, good + step) <= m) good += step, step *= 2;
+    for (step /= 2; step > 0; step /= 2)
+      if (good + step <= hi && cost(b, good + step) <= m) good += step;
+    return good;
+  }
+  /// The smallest b in [lo, e] with cost(b, e) <= m.
+  int reach_back(int e, int lo, double m) const {
+    int good = e, step = 1;
+    while (good - step >= lo && cost(good - step, e) <= m) good -= step, step *= 2;
+    for (step /= 2; step > 0; step /= 2)
+      if (good - step >= lo && cost(good - step, e) <= m) good -= step;
+    return good;
+  }
+
+ private:
+  std::vector<double> p_;
+};
+
+// Whether `parts` stages, each at most m, can cover the layers: the greedy
+// split (each stage as long as m allows) needs the fewest stages.
+bool fits(const Prefix& p, int parts, double m) {
+  const int n = p.layers();
+  int b = 0;
+  for (int k = 0; k < parts && b < n; ++k) {
+    const int e = p.reach(b, n, m);
+    if (e == b) return false;  // one layer alone exceeds m
+    b = e;
+  }
+  return b == n;
+}
+
+// The least m for which fits(): the bottleneck, exactly (a bisection over
+// the order of non-negative doubles, which their bit patterns share).
+double bottleneck(const Prefix& p, int parts) {
+  auto bits = [](double x) {
+    std::uint64_t u = 0;
+    std::memcpy(&u, &x, sizeof u);
+    return u;
   };
-  const double inf = std::numeric_limits<double>::infinity();
-  const auto S = static_cast<std::size_t>(num_stages), N = static_cast<std::size_t>(n);
-  // best[s][e]: stages 0..s-1 over layers [0, e).
-  std::vector<std::vector<double>> best(S + 1, std::vector<double>(N + 1, inf));
-  best[0][0] = 0;
-  for (std::size_t s = 1; s <= S; ++s)
-    for (std::size_t e = s; e + (S - s) <= N; ++e)
-      for (std::size_t b = s - 1; b < e; ++b)
-        if (best[s - 1][b] < inf)
-          best[s][e] = std::min(
-              best[s][e], std::max(best[s - 1][b], cost(static_cast<int>(b), static_cast<int>(e))));
-  const double limit = best[S][N] * (1 + 1e-12) + 1e-12;
-  std::vector<std::vector<double>> sq(S + 1, std::vector<double>(N + 1, inf));
-  std::vector<std::vector<int>> from(S + 1, std::vector<int>(N + 1, -1));
-  sq[0][0] = 0;
-  for (std::size_t s = 1; s <= S; ++s)
-    for (std::size_t e = s; e + (S - s) <= N; ++e)
-      for (std::size_t b = s - 1; b < e; ++b) {
-        const double c = cost(static_cast<int>(b), static_cast<int>(e));
-        if (sq[s - 1][b] == inf || c > limit) continue;
-        const double v = sq[s - 1][b] + c * c;
-        if (v < sq[s][e]) sq[s][e] = v, from[s][e] = static_cast<int>(b);
+  auto value = [](std::uint64_t u) {
+    double x = 0;
+    std::memcpy(&x, &u, sizeof x);
+    return x;
+  };
+  std::uint64_t lo = 0, hi = bits(p.cost(0, p.layers()));  // hi fits: one stage holds all
+  while (lo < hi) {
+    const std::uint64_t mid = lo + (hi - lo) / 2;
+    if (fits(p, parts, value(mid))) hi = mid;
+    else lo = mid + 1;
+  }
+  return value(lo);
+}
+
+// Where stage s (1-based) may end when every stage costs at most `limit`:
+// [lo[s], hi[s]], both ascending in s. hi from the greedy split packing
+// stages to the left, lo from the one packing them to the right; every
+// stage keeps a layer.
+struct Windows {
+  std::vector<int> lo, hi;
+};
+
+Windows windows(const Prefix& p, int S, double limit) {
+  const int n = p.layers();
+  Windows w;
+  w.lo.assign(static_cast<std::size_t>(S) + 1, 0);
+  w.hi.assign(static_cast<std::size_t>(S) + 1, 0);
+  int e = 0;
+  for (int s = 1; s <= S; ++s) {
+    e = p.reach(e, n, limit);
+    w.hi[static_cast<std::size_t>(s)] = std::min(e, n - (S - s));
+  }
+  int b = n;
+  w.lo[static_cast<std::size_t>(S)] = n;
+  for (int s = S - 1; s >= 0; --s) {
+    b = p.reach_back(b, 0, limit);
+    w.lo[static_cast<std::size_t>(s)] = std::max(b, s);
+  }
+  w.hi[0] = 0;
+  return w;
+}
+
+// Evening by share, for profiles whose slack makes the exact evening too
+// costly: stage s ends where the prefix is nearest s/S of the total,
+// within the bottleneck's limits. O(S log n).
+Partition split_by_share(const Prefix& p, int S, double limit, const Windows& w) {
+  const int n = p.layers();
+  Partition counts(static_cast<std::size_t>(S));
+  int b = 0;
+  for (int s = 1; s <= S; ++s) {
+    int e = n;
+    if (s < S) {
+      const int lo = std::max(w.lo[static_cast<std::size_t>(s)], b + 1);
+      const int hi = std::min(w.hi[static_cast<std::size_t>(s)], p.reach(b, n, limit));
+      const double target = p.at(n) * s / S;
+      // First e in [lo, hi] with P[e] >= target, or its left neighbour if nearer.
+      int x = lo, y = hi;
+      while (x < y) {
+        const int mid = x + (y - x) / 2;
+        if (p.at(mid) < target) x = mid + 1;
+        else y = mid;
       }
-  Partition counts(S);
-  std::size_t e = N;
-  for (std::size_t s = S; s >= 1; --s) {
-    const auto b = static_cast<std::size_t>(from[s][e]);
-    counts[s - 1] = static_cast<int>(e - b);
+      e = x;
+      if (e > lo && target - p.at(e - 1) <= p.at(e) - target) --e;
+    }
+    counts[static_cast<std::size_t>(s) - 1] = e - b;
+    b = e;
+  }
+  return counts;
+}
+
+// Exact evening: among splits with every stage <= limit, the least sum of
+// squared stage costs (ties: the earliest start of the later stage, as a
+// left-to-right scan finds it). A DP over the windows only; per stage, the
+// leftmost best start is monotone in the end (squared sums of a monotone
+// prefix are Monge), so divide and conquer finds every row's in
+// O(W log W). Nullopt when `expired` fires.
+std::optional<Partition> split_least_squares(const Prefix& p, int S, double limit, const Windows& w,
+                                             const std::function<bool()>& expired) {
+  const double inf = std::numeric_limits<double>::infinity();
+  // Row s holds e in [w.lo[s], w.hi[s]]: value and chosen start.
+  std::vector<std::size_t> offset(static_cast<std::size_t>(S) + 2, 0);
+  for (int s = 0; s <= S; ++s)
+    offset[static_cast<std::size_t>(s) + 1] =
+        offset[static_cast<std::size_t>(s)] +
+        static_cast<std::size_t>(w.hi[static_cast<std::size_t>(s)] -
+                                 w.lo[static_cast<std::size_t>(s)] + 1);
+  std::vector<double> sq(offset.back(), inf);
+  std::vector<int> from(offset.back(), -1);
+  auto cell = [&](int s, int e) {
+    return offset[static_cast<std::size_t>(s)] +
+           static_cast<std::size_t>(e - w.lo[static_cast<std::size_t>(s)]);
+  };
+  sq[cell(0, 0)] = 0.0;
+  for (int s = 1; s <= S; ++s) {
+    if (expired && expired()) return std::nullopt;
+    const int plo = w.lo[static_cast<std::size_t>(s) - 1],
+              phi = w.hi[static_cast<std::size_t>(s) - 1];
+    // Row s from row s - 1: e's best start, searched in [blo, bhi].
+    std::vector<std::array<int, 4>> todo = {
+        {w.lo[static_cast<std::size_t>(s)], w.hi[static_cast<std::size_t>(s)], plo, phi}};
+    while (!todo.empty()) {
+      const auto [elo, ehi, blo, bhi] = todo.back();
+      todo.pop_back();
+      if (elo > ehi) continue;
+      const int e = elo + (ehi - elo) / 2;
+      const int first = std::max(blo, p.reach_back(e, plo, limit));
+      const int last = std::min(bhi, e - 1);
+      double best = inf;
+      int arg = -1;
+      for (int b = first; b <= last; ++b) {
+        const double prev = sq[cell(s - 1, b)];
+        if (prev == inf) continue;
+        const double c = p.cost(b, e);
+        const double v = prev + c * c;
+        if (v < best) best = v, arg = b;
+      }
+      sq[cell(s, e)] = best;
+      from[cell(s, e)] = arg;
+      // Leftmost best starts ascend with e: the halves search either side.
+      todo.push_back({elo, e - 1, blo, arg < 0 ? bhi : arg});
+      todo.push_back({e + 1, ehi, arg < 0 ? blo : arg, bhi});
+    }
+  }
+  Partition counts(static_cast<std::size_t>(S));
+  int e = p.layers();
+  for (int s = S; s >= 1; --s) {
+    const int b = from[cell(s, e)];
+    if (b < 0) return std::nullopt;  // rounding broke a window: evening by share instead
+    counts[static_cast<std::size_t>(s) - 1] = e - b;
     e = b;
   }
   return counts;
 }
 
+// Rows times the log of their width above this (about 0.2 s and 200 MB):
+// evening by share.
+constexpr double kExactEveningWork = 1 << 24;
+
+}  // namespace
+
+// The least possible maximum stage cost M (exact), then, among splits with
+// every stage <= M, the least sum of squares (so the remaining stages are as
+// even as the bottleneck allows).
+Partition split_min_max(const LayerProfile& profile, int num_stages, SplitBy by,
+                        const std::function<bool()>& expired) {
+  const int n = static_cast<int>(profile.size());
+  if (num_stages < 1) throw InputError("a partition needs at least one stage");
+  if (n < num_stages)
+    throw ShapeError("the layer profile has " + std::to_string(n) + " layers, fewer than the " +
+                     std::to_string(num_stages) + " stages of the plan (each stage needs a layer)");
+  const Prefix p(profile, by);
+  const double m = bottleneck(p, num_stages);
+  const double limit = m * (1 + 1e-12) + 1e-12;
+  const Windows w = windows(p, num_stages, limit);
+  double work = 0;
+  for (int s = 1; s <= num_stages; ++s) {
+    const double width =
+        w.hi[static_cast<std::size_t>(s)] - w.lo[static_cast<std::size_t>(s)] + 1.0;
+    work += width * (1 + std::log2(width));
+  }
+  if (work <= kExactEveningWork)
+    if (auto exact = split_least_squares(p, num_stages, limit, w, expired)) return *exact;
+  return split_by_share(p, num_stages, limit, w);
+}
+
 namespace {
-double busiest_rank(const LayerProfile& profile, const PlanMeta& meta, const Partition& part) {
+
+// The load of each rank under `meta`'s mapping, by prefix sums.
+std::vector<double> rank_loads(const Prefix& p, const PlanMeta& meta, const Partition& part) {
   std::vector<double> load(static_cast<std::size_t>(meta.pp_degree), 0.0);
   int layer = 0;
   for (std::size_t s = 0; s < part.size(); ++s) {
     load[static_cast<std::size_t>(meta.rank_of(static_cast<int>(s)))] +=
-        layer_work(profile, layer, layer + part[s]);
+        p.cost(layer, layer + part[s]);
     layer += part[s];
   }
-  return *std::max_element(load.begin(), load.end());
+  return load;
 }
+
 }  // namespace
 
-Partition split_rank_balanced(const LayerProfile& profile, const PlanMeta& meta) {
-  Partition part = split_min_max(profile, meta.num_stages(), SplitBy::Work);
-  double best = busiest_rank(profile, meta, part);
+Partition split_rank_balanced(const LayerProfile& profile, const PlanMeta& meta,
+                              const std::function<bool()>& expired) {
+  Partition part = split_min_max(profile, meta.num_stages(), SplitBy::Work, expired);
+  const Prefix p(profile, SplitBy::Work);
+  std::vector<double> load = rank_loads(p, meta, part);
+  double best = *std::max_element(load.begin(), load.end());
+  // Moving boundary b changes stages b and b + 1 only: two ranks' loads.
+  auto starts = [&] {
+    std::vector<int> at(part.size() + 1, 0);
+    for (std::size_t s = 0; s < part.size(); ++s) at[s + 1] = at[s] + part[s];
+    return at;
+  };
+  std::vector<int> at = starts();
   for (int round = 0; round < 4 * static_cast<int>(profile.size()); ++round) {
+    if (expired && expired()) break;
     bool improved = false;
     for (std::size_t b = 0; b + 1 < part.size() && !improved; ++b)
       for (int dir : {-1, 1}) {
-        Partition next = part;
-        next[b] += dir;
-        next[b + 1] -= dir;
-        if (next[b] < 1 || next[b + 1] < 1) continue;
-        const double load = busiest_rank(profile, meta, next);
-        if (load < best - 1e-12) {
-          best = load, part = next, improved = true;
+        if (part[b] + dir < 1 || part[b + 1] - dir < 1) continue;
+        const int ra = meta.rank_of(static_cast<int>(b)),
+                  rb = meta.rank_of(static_cast<int>(b) + 1);
+        const int mid = at[b + 1] + dir;
+        std::vector<double> next = load;
+        next[static_cast<std::size_t>(ra)] += p.cost(at[b], mid) - p.cost(at[b], at[b + 1]);
+        next[static_cast<std::size_t>(rb)] += p.cost(mid, at[b + 2]) - p.cost(at[b + 1], at[b + 2]);
+        const double top = *std::max_element(next.begin(), next.end());
+        if (top < best - 1e-12) {
+          part[b] += dir;
+          part[b + 1] -= dir;
+          at[b + 1] = mid;
+          load = rank_loads(p, meta, part);  // fresh sums: no drift from the deltas
+          best = *std::max_element(load.begin(), load.end());
+          improved = true;
           break;
         }
       }

@@ -228,7 +228,7 @@ const ScheduleInfo& find_schedule(const std::string& name) {
     for (const auto& a : s.aliases) d = std::min(d, edit_distance(key, normalize(a)));
     if (d < best_d) best_d = d, best = s.name;
   }
-  std::string msg = "unknown schedule '" + name + "'";
+  std::string msg = "unknown schedule '" + limits::excerpt(name) + "'";
   if (!best.empty()) msg += " (did you mean '" + best + "'?)";
   throw InputError(msg + "; known schedules: " + names);
 }

@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "ir/numbers.h"
+#include "model/split.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
@@ -19,7 +21,7 @@
 #include "search/greedy.h"
 #include "search/improve.h"
 #include "search/refine.h"
-#include "model/split.h"
+#include "search/wfill.h"
 
 namespace pipeplan {
 namespace {
@@ -33,18 +35,52 @@ constexpr std::size_t kFinalists = 6;
 // each (plans timed x actions per plan; a fixed count keeps it deterministic).
 constexpr std::size_t kImproveSeeds = 6;
 constexpr long long kImproveWork = 8000000;
+// Split orders whose W passes are placed anew (the best of the pool).
+constexpr std::size_t kRefillSeeds = 8;
+// Of those, the best that the local improvement starts from too.
+constexpr std::size_t kImproveRefilled = 2;
 
+// Actions of a lowered plan per (stage, microbatch), at most: F, B (or I
+// and W) and four SEND/RECV.
+constexpr double kActionsPerCell = 7;
+// What one candidate costs per action before any is measured: about a
+// fifth of the 2-core development machine's (plan, lower, simulate, verify),
+// so only work no machine finishes in time is refused up front.
+constexpr double kFastSecondsPerAction = 1e-7;
+
+// The time limit, and what work of n actions is expected to take (the rate
+// of the largest candidate measured so far): a candidate that would end past
+// the limit is not started, so the limit holds within the work the search
+// must do to answer at all.
 class Clock {
  public:
   explicit Clock(double limit) : limit_(limit), start_(std::chrono::steady_clock::now()) {}
-  bool expired() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() >
-           limit_;
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  bool expired() const { return elapsed() > limit_; }
+  /// Whether work on `actions` actions should end within the limit (false
+  /// marks the search time-limited).
+  bool affords(double actions) {
+    const bool fits = elapsed() + actions * rate_ <= limit_;
+    limited_ = limited_ || !fits;
+    return fits;
+  }
+  /// The limit passed, or work was left out to keep it.
+  bool limited() const { return limited_ || expired(); }
+  /// `actions` actions of candidate work took `seconds`.
+  void observe(double actions, double seconds) {
+    if (actions < largest_) return;
+    largest_ = actions;
+    rate_ = std::max(kFastSecondsPerAction, seconds / std::max(1.0, actions));
   }
 
  private:
   double limit_;
   std::chrono::steady_clock::time_point start_;
+  double rate_ = kFastSecondsPerAction;
+  double largest_ = 0;
+  bool limited_ = false;
 };
 
 struct Config {
@@ -58,6 +94,7 @@ struct Candidate {
   double makespan = 0.0;  // compute-only model
   double peak = 0.0;
   std::string origin;
+  bool refilled = false;  // its W placed anew (step 3a)
 };
 
 std::string knob_text(const GreedyKnobs& k) {
@@ -169,19 +206,34 @@ int check_options(const LayerProfile& profile, const SearchOptions& o) {
   if (o.memory_limit && (!std::isfinite(*o.memory_limit) || *o.memory_limit <= 0))
     throw InputError("the memory limit must be a positive number, got " +
                      detail::format_number(*o.memory_limit));
-  if (!(o.time_limit > 0))
-    throw InputError("the time limit must be a positive number of seconds, got " +
+  if (!(o.time_limit > 0) || !(o.time_limit <= limits::kMaxTimeLimit))
+    throw InputError("the time limit must be a positive number of seconds up to " +
+                     detail::format_number(limits::kMaxTimeLimit) + ", got " +
                      detail::format_number(o.time_limit));
-  if (!o.partition) return 0;
-  const int stages = static_cast<int>(o.partition->size());
-  if (stages % o.pp_degree != 0)
-    throw InputError("the given partition has " + std::to_string(stages) +
-                     " stages, not a multiple of the " + std::to_string(o.pp_degree) + " ranks");
-  check_partition(profile, *o.partition, stages);
-  const int fixed_v = stages / o.pp_degree;
-  if (std::string why = limits::shape_problem(o.pp_degree, fixed_v, o.num_microbatches);
-      !why.empty())
-    throw ShapeError(why);
+  int fixed_v = 0;
+  if (o.partition) {
+    const int stages = static_cast<int>(o.partition->size());
+    if (stages % o.pp_degree != 0)
+      throw InputError("the given partition has " + std::to_string(stages) +
+                       " stages, not a multiple of the " + std::to_string(o.pp_degree) + " ranks");
+    check_partition(profile, *o.partition, stages);
+    fixed_v = stages / o.pp_degree;
+    if (std::string why = limits::shape_problem(o.pp_degree, fixed_v, o.num_microbatches);
+        !why.empty())
+      throw ShapeError(why);
+  }
+  // The least a search does: one plan built, simulated, verified under three
+  // transports. Refused when even that cannot end in time on a fast machine.
+  const double least_actions = kActionsPerCell * static_cast<double>(o.pp_degree) *
+                               std::max(fixed_v, 1) * o.num_microbatches;
+  if (least_actions * kFastSecondsPerAction > o.time_limit)
+    throw InputError("the time limit " + detail::format_number(o.time_limit) +
+                     " s is too short for p " + std::to_string(o.pp_degree) + " and m " +
+                     std::to_string(o.num_microbatches) + ": one candidate plan holds up to " +
+                     detail::format_number(least_actions / 1e6, 1) +
+                     "M actions, and building, simulating and verifying it takes at least " +
+                     detail::format_number(least_actions * kFastSecondsPerAction, 1) +
+                     " s; give a longer --time-limit");
   return fixed_v;
 }
 
@@ -205,10 +257,12 @@ class Search {
     choose_budget();
     list_schedule();
     refine_partitions();
-    res_.time_limited = clock_.expired();
+    res_.time_limited = clock_.limited();
     add_library_orders();
+    refill_weights();
     improve_locally();
     lower_finalists();
+    solve_exactly();
     finish();
     return std::move(res_);
   }
@@ -241,11 +295,16 @@ class Search {
 
   std::optional<GreedyOutcome> try_one(const Config& c, const Partition& part, const GreedyKnobs& k,
                                        double limit) {
+    const double estimate = kActionsPerCell * o_.pp_degree * c.v * o_.num_microbatches;
+    if (!clock_.affords(estimate)) return std::nullopt;  // would end past the limit
+    const double began = clock_.elapsed();
     const PlanMeta meta = make_meta(o_, c, part);
     const detail::StageTable table =
         detail::stage_table(stage_costs(profile_, part, comm_), meta.num_stages());
     ++res_.candidates;
-    return detail::list_schedule(meta, table, limit, k);
+    auto outcome = detail::list_schedule(meta, table, limit, k);
+    clock_.observe(estimate, clock_.elapsed() - began);
+    return outcome;
   }
 
   // 1. The library on the same profile (balanced partitions), as compare runs it.
@@ -264,6 +323,10 @@ class Search {
   }
 
   void run_library_one(const ScheduleInfo& info, int v) {
+    // After the first baseline, only those that can end in time.
+    const double estimate = kActionsPerCell * o_.pp_degree * v * o_.num_microbatches;
+    if (!res_.library.empty() && !clock_.affords(estimate)) return;
+    const double began = clock_.elapsed();
     Plan p;
     LibraryRun run;
     run.schedule = info.name;
@@ -275,8 +338,9 @@ class Search {
       if (meta.mapping == StageMapping::V && o_.max_v_stages_per_rank > 0 &&
           v > o_.max_v_stages_per_rank)
         return;
-      run.partition =
-          o_.partition ? *o_.partition : balanced_partition(profile_, meta.num_stages());
+      run.partition = o_.partition ? *o_.partition
+                                   : detail::split_min_max(profile_, meta.num_stages(),
+                                                           detail::SplitBy::Work, expired_);
       // Lowered as compare lowers it: the schedule's own options, planning
       // for the stage costs it is simulated with.
       p = planner.plan(planner.lowering({}, sim_options(run.partition).costs));
@@ -284,6 +348,7 @@ class Search {
       return;  // the schedule rejects this shape
     }
     const SimResult r = simulate(p, sim_options(run.partition));
+    clock_.observe(static_cast<double>(p.num_actions()), clock_.elapsed() - began);
     ++res_.candidates;
     if (!r.ok()) return;
     run.makespan = r.makespan;
@@ -344,9 +409,10 @@ class Search {
     if (o_.partition) {
       parts = {*o_.partition};
     } else {
-      parts = {balanced_partition(profile_, S),
-               detail::split_min_max(profile_, S, detail::SplitBy::Memory)};
-      if (c.v > 1) parts.push_back(detail::split_rank_balanced(profile_, make_meta(o_, c, {})));
+      parts = {detail::split_min_max(profile_, S, detail::SplitBy::Work, expired_),
+               detail::split_min_max(profile_, S, detail::SplitBy::Memory, expired_)};
+      if (c.v > 1)
+        parts.push_back(detail::split_rank_balanced(profile_, make_meta(o_, c, {}), expired_));
     }
     std::sort(parts.begin(), parts.end());
     parts.erase(std::unique(parts.begin(), parts.end()), parts.end());
@@ -437,6 +503,35 @@ class Search {
     }
   }
 
+  // 3a. The W passes of the best split orders placed anew (wfill.h): where
+  // they fill a wait without delaying the work behind it, or free memory.
+  void refill_weights() {
+    sort_pool();
+    std::vector<Candidate> refilled;
+    std::size_t tried = 0;
+    for (const Candidate& c : pool_) {
+      if (tried >= kRefillSeeds) break;
+      std::size_t actions = 0;
+      for (const auto& list : c.compute.ranks) actions += list.size();
+      if (!clock_.affords(static_cast<double>(actions))) break;
+      bool split = false;
+      for (const auto& list : c.compute.ranks)
+        for (const Action& a : list) split = split || a.type == ActionType::I;
+      if (!split) continue;
+      ++tried;
+      const detail::StageTable table = table_of(c.compute);
+      for (double slack : {0.0, table.transfer}) {
+        auto g = detail::refill_weights(c.compute, table, budget_, slack);
+        ++res_.candidates;
+        if (g && g->peak <= budget_ + kEps && g->makespan < c.makespan - kEps)
+          refilled.push_back({std::move(g->plan), g->makespan, g->peak,
+                              c.origin + ", W passes placed anew", true});
+        if (table.transfer <= 0) break;
+      }
+    }
+    for (Candidate& c : refilled) pool_.push_back(std::move(c));
+  }
+
   // 3b. Local improvement of the best orders: pull ready work (a forward, a
   // backward, a deferred W) into idle time or ahead of a W while the budget
   // holds. The fastest library order that fits is always among the starts.
@@ -449,11 +544,17 @@ class Search {
             : std::string();
     for (const Candidate& c : pool_)
       if (c.origin == best_origin) starts.push_back(&c);
-    for (const Candidate& c : pool_) {
-      if (starts.size() >= kImproveSeeds) break;
-      bool dup = false;
-      for (const Candidate* s : starts) dup = dup || s->compute == c.compute;
-      if (!dup) starts.push_back(&c);
+    // The best orders as built, then the best whose W were placed anew (a
+    // re-placed order is close to its source: it gets seeds of its own).
+    for (bool refilled : {false, true}) {
+      const std::size_t limit = refilled ? starts.size() + kImproveRefilled : kImproveSeeds;
+      for (const Candidate& c : pool_) {
+        if (starts.size() >= limit) break;
+        if (c.refilled != refilled) continue;
+        bool dup = false;
+        for (const Candidate* s : starts) dup = dup || s->compute == c.compute;
+        if (!dup) starts.push_back(&c);
+      }
     }
     const auto expired = [this] { return clock_.expired(); };
     std::vector<Candidate> improved;
@@ -470,7 +571,7 @@ class Search {
                             c->origin + ", orders improved locally"});
     }
     for (Candidate& c : improved) pool_.push_back(std::move(c));
-    res_.time_limited = res_.time_limited || clock_.expired();
+    res_.time_limited = res_.time_limited || clock_.limited();
   }
 
   void sort_pool() {
@@ -501,8 +602,10 @@ class Search {
     keep_best_library();
     refine_library_partitions();
     for (const Candidate* c : finalists) {
+      if (found_ && clock_.expired()) break;  // a verified plan is in hand
       const Partition& part = c->compute.meta.partition;
       for (const LowerOptions& lo : lowerings_for(sim_options(part).costs, table_of(c->compute))) {
+        if (found_ && clock_.expired()) break;
         Plan lowered = lower(c->compute, lo);
         const SimResult r = simulate(lowered, sim_options(part));
         ++res_.candidates;
@@ -558,20 +661,43 @@ class Search {
       res_.rank_peak_memory.push_back(s.peak_memory);
       res_.peak_memory = std::max(res_.peak_memory, s.peak_memory);
     }
-    res_.lower_bound = makespan_lower_bound(profile_, o_.pp_degree, o_.num_microbatches,
-                                            comm_.transfer_time(), &res_.lower_bound_reason);
-    if (o_.exact && !o_.partition && detail::exact_is_tiny(profile_, o_)) {
-      // The exact search works in the compute-only model: compare like with like.
-      const double value =
-          simulate(compute_projection(res_.plan), sim_options(res_.plan.meta.partition)).makespan;
-      res_.exact = detail::exact_search(profile_, o_, budget_, value);
+    res_.lower_bound =
+        makespan_lower_bound(profile_, o_.pp_degree, o_.num_microbatches, comm_.transfer_time(),
+                             &res_.lower_bound_reason, budget_);
+  }
+
+  // 7. Tiny shapes: the exhaustive search, from the heuristic's plan as the
+  // incumbent; a faster schedule it finds is lowered like the finalists and
+  // returned when it verifies everywhere and is no slower under --model.
+  void solve_exactly() {
+    if (!o_.exact || o_.partition || !detail::exact_is_tiny(profile_, o_)) return;
+    // The exact search works in the compute-only model: compare like with like.
+    const double value =
+        simulate(compute_projection(res_.plan), sim_options(res_.plan.meta.partition)).makespan;
+    Plan best;
+    res_.exact = detail::exact_search(profile_, o_, budget_, value, expired_, &best);
+    if (!res_.exact->complete && clock_.expired()) res_.time_limited = true;
+    if (best.ranks.empty()) return;
+    const Partition part = best.meta.partition;
+    const std::string origin = "exact branch and bound (" +
+                               config_text({best.meta.mapping, best.meta.stages_per_rank}) + ")";
+    for (const LowerOptions& lo : lowerings_for(sim_options(part).costs, table_of(best))) {
+      Plan lowered = lower(best, lo);
+      const SimResult r = simulate(lowered, sim_options(part));
+      ++res_.candidates;
+      // Ties go to the exact plan: it is the faster one in the compute-only model.
+      const double to_beat = res_.exact->returned ? res_.makespan - kEps : res_.makespan + kEps;
+      if (!r.ok() || r.makespan > to_beat || !verifies_everywhere(lowered)) continue;
+      offer(std::move(lowered), r.makespan, origin);
+      res_.exact->returned = true;
     }
   }
 
   const LayerProfile& profile_;
   const SearchOptions& o_;
   const int fixed_v_;
-  const Clock clock_;
+  Clock clock_;
+  const std::function<bool()> expired_ = [this] { return clock_.expired(); };
   CostModel comm_;
   const std::vector<GreedyKnobs> knobs_ = all_knobs();
   SearchResult res_;

@@ -54,8 +54,10 @@ Calibration calibrate(const Trace& trace) {
   std::vector<double> step_ms;
   std::vector<std::pair<double, double>> transfers;  // (bytes, ms)
   const detail::PlanLocations where(plan);
+  const detail::StepRecords by_step(trace);
+  detail::StepView v(plan);
   for (int k = first; k <= steps; ++k) {
-    const detail::StepView v(trace, k);
+    v.assign(by_step.of(k));
     double lo = 1e300, hi = -1e300;
     for (std::size_t r = 0; r < plan.ranks.size(); ++r) {
       double pending = 0.0;  // host time of the posts since the last compute
@@ -77,7 +79,7 @@ Calibration calibrate(const Trace& trace) {
           pending = 0.0;
         }
         if (!is_send(t)) continue;
-        const detail::TransferEnds e = where.ends_of_send(plan, rec.action);
+        const detail::TransferEnds e = where.ends_of_send(rec.action);
         if (e.recv.rank < 0) continue;
         const TraceRecord& recv = v.at(e.recv.rank, e.recv.index);
         // The data can leave once the send is posted and its producer ended

@@ -1,0 +1,103 @@
+// The stage adapters (stages.h): registered modules, their trainable
+// parameters and the step's gradient sums.
+#include "exec/stages.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+#include "exec/boundary.h"
+#include "pipeplan/error.h"
+
+namespace pipeplan::exec::detail {
+
+LocalStages::LocalStages(const PlanMeta& meta, int rank)
+    : rank_(rank), local_(meta.stages_of(rank)) {
+  local_index_.assign(meta.num_stages(), -1);
+  for (std::size_t i = 0; i < local_.size(); ++i) local_index_[local_[i]] = static_cast<int>(i);
+  modules_.resize(local_.size());
+  trainable_.resize(local_.size());
+  params_checked_.assign(local_.size(), false);
+}
+
+void LocalStages::set(int stage, StageModule module) {
+  if (!owns(stage))
+    throw InputError("stage " + std::to_string(stage) + " is not owned by rank " +
+                     std::to_string(rank_) + " (it owns stages " + join(local_) + ")");
+  if (!module.forward) throw InputError("stage " + std::to_string(stage) + " has no forward");
+  const int li = index(stage);
+  trainable_[li].clear();
+  for (const at::Tensor& p : module.parameters)
+    if (p.requires_grad()) trainable_[li].push_back(p);
+  params_checked_[li] = false;
+  modules_[li] = std::move(module);
+}
+
+std::optional<int> LocalStages::missing_module() const {
+  for (std::size_t i = 0; i < local_.size(); ++i)
+    if (!modules_[i]) return local_[i];
+  return std::nullopt;
+}
+
+void LocalStages::train(bool on) {
+  for (auto& m : modules_)
+    if (m && m->module) m->module->train(on);
+}
+
+Values LocalStages::forward(int stage, const Values& in) const {
+  return modules_[index(stage)]->forward(in);
+}
+
+void LocalStages::check_parameters(int stage, const std::vector<at::Tensor>& roots,
+                                   const std::vector<at::Tensor>& leaves) {
+  const int li = index(stage);
+  if (params_checked_[li]) return;
+  params_checked_[li] = true;
+  std::vector<at::Tensor> known = leaves;
+  for (const at::Tensor& p : modules_[li]->parameters) known.push_back(p);
+  at::Tensor stray = unlisted_trainable(roots, known);
+  if (!stray.defined()) return;
+  std::string shape;
+  for (std::int64_t d : stray.sizes()) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+  throw InputError(me() + "stage " + std::to_string(stage) + " uses a tensor of shape [" + shape +
+                   "] that requires grad but is not among the stage's parameters, so "
+                   "it would never be trained; list it in StageModule::parameters, build the "
+                   "stage with module_stage() so parameters are collected, or detach it "
+                   "(requires_grad_(false)) if it is meant to stay fixed");
+}
+
+void LocalStages::begin_step(int num_microbatches) {
+  const std::size_t n = local_.size();
+  grad_sums_.assign(n, {});
+  backward_left_.assign(n, num_microbatches);
+  for (std::size_t i = 0; i < n; ++i) grad_sums_[i].resize(trainable_[i].size());
+}
+
+void LocalStages::accumulate(int stage, const std::vector<at::Tensor>& grads, std::size_t offset) {
+  std::vector<at::Tensor>& sums = grad_sums_[index(stage)];
+  for (std::size_t p = 0; p < sums.size(); ++p) {
+    const at::Tensor& g = grads[offset + p];
+    if (!g.defined()) continue;
+    if (sums[p].defined()) sums[p].add_(g);
+    else sums[p] = g.detach().clone();
+  }
+}
+
+// Every microbatch's weight gradient of a stage is in: add the step's
+// gradient to .grad now, so observers (data-parallel averaging) can start
+// while the rest of the backward runs.
+bool LocalStages::weight_grads_done(int stage, double scale) {
+  const int li = index(stage);
+  if (--backward_left_[li] != 0) return false;
+  for (std::size_t p = 0; p < trainable_[li].size(); ++p) {
+    at::Tensor& sum = grad_sums_[li][p];
+    if (!sum.defined()) continue;
+    if (scale != 1.0) sum.mul_(scale);
+    at::Tensor& g = trainable_[li][p].mutable_grad();
+    if (g.defined()) g.add_(sum);
+    else g = std::move(sum);
+    sum = at::Tensor();
+  }
+  return true;
+}
+
+}  // namespace pipeplan::exec::detail
