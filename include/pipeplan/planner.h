@@ -61,7 +61,7 @@ struct LoweringChoice {
   bool serial_safe = false;       ///< true forces it; false keeps the schedule's
   /// The batched lowering (LowerOptions::batch_p2p; the CLI's --batch-p2p,
   /// Python's batch_p2p=): seed placement with BATCH_P2P groups. Refused
-  /// with mode == LatencyHiding or a prefetch cap (InputError).
+  /// with a mode other than Seed or a prefetch cap (InputError).
   bool batch_p2p = false;
   /// The user stated the transfer cost (--comm, comm=), a free one included.
   /// When not, and the cost model makes transfers free, a latency-hiding
@@ -70,7 +70,7 @@ struct LoweringChoice {
 };
 
 /// Throws InputError for a choice no plan lowers with: a negative prefetch
-/// cap, or batch_p2p with the latency-hiding lowering or a prefetch cap.
+/// cap, or batch_p2p with a mode other than Seed or a prefetch cap.
 /// lower_options() and Planner::lowering() check it; so does compare, once.
 void check_lowering_choice(const LoweringChoice& choice);
 

@@ -74,7 +74,7 @@ struct LibraryRun {
 /// (values move when produced, plus the transfer time), beside the search's
 /// best in the same model.
 struct ExactResult {
-  bool complete = false;      ///< false: the node budget ran out (no claim)
+  bool complete = false;      ///< false: stopped by the time limit or node cap (no claim)
   double optimum = 0.0;       ///< least compute-only makespan that fits
   double search_value = 0.0;  ///< the search's best compute-only makespan
   long long nodes = 0;

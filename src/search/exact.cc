@@ -14,7 +14,7 @@ namespace {
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
 constexpr double kEps = 1e-9;
-constexpr long long kNodeBudget = 4'000'000;
+constexpr long long kNodeBudget = 100'000'000;  // the time limit comes first
 constexpr int kTinyPairs = 16, kTinyLayers = 8;
 
 class Exact {
@@ -257,6 +257,8 @@ ExactResult exact_search(const LayerProfile& profile, const SearchOptions& o, do
       const int S = o.pp_degree * v;
       if (S * o.num_microbatches > kTinyPairs || static_cast<std::size_t>(S) > profile.size())
         continue;
+      // The V mapping only up to the largest v the search may use for it.
+      if (mapping == 1 && o.max_v_stages_per_rank > 0 && v > o.max_v_stages_per_rank) continue;
       res.max_stages_per_rank = std::max(res.max_stages_per_rank, v);
       std::vector<Partition> parts;
       Partition cur;
