@@ -158,16 +158,21 @@ several Actions, each a SEND/RECV; all but the last have ``batch_next``.)doc")
           py::is_operator())
       .def("__hash__", [](const Action& a) { return py::hash(py::str(to_string(a))); })
       .def(py::pickle(
-          // (text,), or (text, True) for a group member posted with the next.
           [](const Action& a) -> py::object {
-            return a.batch_next ? py::make_tuple(to_string(a), true) : py::make_tuple(to_string(a));
+            if (a.batch_next) return py::make_tuple(to_string(a), true);
+            return py::make_tuple(to_string(a));
           },
           [](const py::object& state) {
-            const bool member = py::isinstance<py::tuple>(state) && py::len(state) == 2 &&
-                                py::isinstance<py::bool_>(state[py::int_(1)]);
-            Action a = action_from_text(
-                state_text(member ? py::make_tuple(state[py::int_(0)]) : state, "Action"));
-            a.batch_next = member && state[py::int_(1)].cast<bool>();
+            // (text,) or, for a BATCH_P2P member posted with the next action, (text, True)
+            bool batched = false;
+            py::object text = state;
+            if (py::isinstance<py::tuple>(state) && py::len(state) == 2 &&
+                py::isinstance<py::bool_>(py::reinterpret_borrow<py::tuple>(state)[1])) {
+              batched = py::reinterpret_borrow<py::tuple>(state)[1].cast<bool>();
+              text = py::make_tuple(py::reinterpret_borrow<py::tuple>(state)[0]);
+            }
+            Action a = action_from_text(state_text(text, "Action"));
+            a.batch_next = batched;
             return a;
           }));
   refuse_uninitialised<Action>();

@@ -106,6 +106,7 @@ class Checker {
       add("duplicate-action", rank, index, name,
           name + " appears twice: rank " + n2s(rank_of(s)) + " index " + n2s(l) + " and rank " +
               n2s(rank) + " index " + n2s(index));
+      if (comm) left_alone(rank, index, t, s, mb);
       return false;
     }
     index_.set(s, mb, k, index);
@@ -114,6 +115,22 @@ class Checker {
       ++index_.comm_count[static_cast<std::size_t>(s) * 4 + detail::comm_slot(k)];
     }
     return true;
+  }
+
+  // A second copy of a SEND/RECV: one SEND meets one RECV, so one of the
+  // two copies is left without its partner (and never completes).
+  void left_alone(int rank, int index, ActionType t, int s, int mb) {
+    const bool send = is_send(t);
+    const int peer_s = deps::peer_stage(t, s);
+    ActionType partner = ActionType::RecvF;
+    if (t == ActionType::RecvF) partner = ActionType::SendF;
+    else if (t == ActionType::SendB) partner = ActionType::RecvB;
+    else if (t == ActionType::RecvB) partner = ActionType::SendB;
+    const std::string name = act(t, s, mb), other = act(partner, peer_s, mb);
+    add(send ? "unmatched-send" : "unmatched-recv", rank, index, name,
+        "the second " + name + " (rank " + n2s(rank) + " index " + n2s(index) +
+            ") is left without a partner: " + other + " on rank " + n2s(rank_of(peer_s)) +
+            " meets only one " + (send ? "send" : "receive") + " of that value");
   }
 
   bool comm_endpoint_ok(int rank, ActionType t, int s) const {
@@ -182,7 +199,10 @@ class Checker {
         early_order(r, i, a);
       }
     }
-    if (marked) check_groups(r);
+    if (marked) {
+      index_.groups = true;
+      check_groups(r);
+    }
   }
 
   // Group marks the grammar cannot hold (a plan built in code).
