@@ -296,6 +296,7 @@ def plan(
     lowering: Optional[Lowering] = None,
     prefetch: int = 0,
     serial_safe: bool = False,
+    batch_p2p: bool = False,
     cost: Optional[CostSpec] = None,
     stage_costs: Optional[StageCosts] = None,
     comm: Optional[CommSpec] = None,
@@ -309,6 +310,7 @@ def lower(
     lowering: Optional[Lowering] = None,
     prefetch: int = 0,
     serial_safe: bool = False,
+    batch_p2p: bool = False,
     cost: Optional[CostSpec] = None,
     stage_costs: Optional[StageCosts] = None,
     comm: Optional[CommSpec] = None,
@@ -359,6 +361,7 @@ def compare(
     lowering: Optional[Lowering] = None,
     prefetch: int = 0,
     serial_safe: bool = False,
+    batch_p2p: bool = False,
 ) -> Comparison: ...
 def read_layers(layers: Layers) -> LayerProfile: ...
 def search(

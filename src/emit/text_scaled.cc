@@ -93,6 +93,7 @@ void write_text_timeline(const Plan& plan, const Timeline& result,
   while (!axis.empty() && axis.back() == ' ') axis.pop_back();
   out << std::string(pad.size() - 6, ' ') << "time |" << axis << "\n";
 
+  bool any_group = false;
   for (std::size_t r = 0; r < plan.ranks.size(); ++r) {
     std::string line(width, '.');
     const std::vector<int> stages = plan.meta.stages_of(plan.rank_ids[r]);
@@ -109,6 +110,13 @@ void write_text_timeline(const Plan& plan, const Timeline& result,
       line.replace(c0, c1 - c0, std::string(c1 - c0, ' '));
       line.replace(c0, shown.size(), shown);
     }
+    // Idle inside a BATCH_P2P group (posted, not yet ended): '='.
+    for (const detail::GroupSpan& g : detail::group_spans(plan.ranks[r], result.times[r])) {
+      const std::size_t g1 = std::min(col(g.end), width);
+      for (std::size_t c = col(g.start); c < g1; ++c)
+        if (line[c] == '.') line[c] = '=';
+      any_group = true;
+    }
     std::string head = "rank " + std::to_string(plan.rank_ids[r]) + " |";
     out << std::string(pad.size() - head.size(), ' ') << head << line << "|\n";
   }
@@ -116,6 +124,7 @@ void write_text_timeline(const Plan& plan, const Timeline& result,
       << " time units; F forward, B backward, I input grad, W weight grad, F3/B1 overlapped,"
          " '.' idle";
   if (plan.meta.stages_per_rank > 1) out << "; lowercase: odd local stage";
+  if (any_group) out << "; '=' in a BATCH_P2P group";
   out << "\nmakespan " << format_number(result.makespan) << ", bubble "
       << detail::percent(result.bubble_fraction) << "\n";
 }
