@@ -523,11 +523,57 @@ class PairOrders {
     double makespan = 0.0;
     StreamOrders first = serialized_pair_orders(plan_, costs_, t_.xfers, in.pair_of,
                                                 static_cast<int>(pairs.size()), makespan);
-    SearchedOrders found = search_orders(in, costs_, std::move(first), makespan, report_.bound,
-                                         options_.mode == LowerMode::Exact);
+    SearchedOrders found =
+        search_orders(in, costs_, std::move(first), makespan, report_.bound,
+                      options_.mode == LowerMode::Exact, [&] { return seed_orders(in); });
     report_.makespan = found.makespan;
     report_.orders = found.verdict;
     return std::move(found.orders);
+  }
+
+  // The pair orders of the seed lowering (each pair by its consumers'
+  // starts in a unit-cost run, close to torch's round robin), for the
+  // search to start from where they are faster; empty if it refuses.
+  StreamOrders seed_orders(const PairTransfers& in) const {
+    LowerOptions o;
+    o.mode = LowerMode::Seed;
+    o.costs = options_.costs;
+    o.send_placement = options_.send_placement;
+    Plan seeded;
+    try {
+      seeded = lower(plan_, o);
+    } catch (const Error&) {
+      return {};
+    }
+    StreamOrders orders(static_cast<std::size_t>(in.n_pairs()));
+    const int stages = in.stages;
+    for (std::size_t r = 0; r < seeded.ranks.size(); ++r)
+      for (const Action& a : seeded.ranks[r]) {
+        int from = a.stage;  // the sending stage
+        bool grad = false;
+        switch (a.type) {
+          case ActionType::SendF: break;
+          case ActionType::SendB: grad = true; break;
+          case ActionType::RecvF: from = a.stage - 1; break;
+          case ActionType::RecvB: from = a.stage + 1, grad = true; break;
+          default: continue;
+        }
+        if (from < 0 || from >= stages || a.microbatch < 0 || a.microbatch >= in.mbs) return {};
+        const std::int32_t id =
+            (grad ? t_.tid_b
+                  : t_.tid_f)[static_cast<std::size_t>(from) * static_cast<std::size_t>(in.mbs) +
+                              static_cast<std::size_t>(a.microbatch)];
+        if (id < 0) return {};
+        const Xfer& x = t_.xfers[static_cast<std::size_t>(id)];
+        if (static_cast<std::size_t>(std::min(x.src, x.dst)) != r) continue;  // the lower end's
+        orders[in.pair_of[static_cast<std::size_t>(id)]].push_back(
+            static_cast<std::uint32_t>(id) << 1 | (x.src < x.dst ? 1u : 0u));
+      }
+    for (int p = 0; p < in.n_pairs(); ++p)
+      if (orders[static_cast<std::size_t>(p)].size() !=
+          in.up[static_cast<std::size_t>(p)]->size() + in.down[static_cast<std::size_t>(p)]->size())
+        return {};
+    return orders;
   }
 
   // When no transfer of a pair is released less than one transfer time

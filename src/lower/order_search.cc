@@ -498,7 +498,8 @@ SearchedOrders exact_orders(const PairTransfers& in, const CostModel& costs, Str
 }
 
 SearchedOrders search_orders(const PairTransfers& in, const CostModel& costs, StreamOrders orders,
-                             double makespan, double bound, bool exact) {
+                             double makespan, double bound, bool exact,
+                             const std::function<StreamOrders()>& other) {
   using Orders = LowerReport::Orders;
   SearchedOrders out;
   out.orders = std::move(orders);
@@ -509,6 +510,21 @@ SearchedOrders search_orders(const PairTransfers& in, const CostModel& costs, St
   const std::size_t units = run_units(in);
   out.verdict = Orders::Limited;
   if (units > limits.local_units) return out;
+  if (other) {
+    StreamOrders start = other();
+    if (!start.empty()) {
+      OrderRun run(in, costs);
+      run.go(start);
+      if (shorter(run.makespan(), out.makespan)) {
+        out.orders = std::move(start);
+        out.makespan = run.makespan();
+        if (!shorter(bound, out.makespan)) {
+          out.verdict = Orders::Bound;
+          return out;
+        }
+      }
+    }
+  }
   SearchedOrders local = improve_orders(in, costs, std::move(out.orders), limits.local_work);
   local.verdict = !shorter(bound, local.makespan) ? Orders::Bound
                   : local.proved                  ? Orders::Local

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
 #include "lower/stream_run.h"
 #include "pipeplan/lower.h"
@@ -28,10 +29,13 @@ struct SearchedOrders {
 /// The lowering's search: the deadline run's `orders` (makespan
 /// `makespan`) where they reach the eager `bound`; else the local search's
 /// and, on small plans (all plans up to a larger size with `exact`), the
-/// exact search's from there. Work is bounded by size (order_search.cc's
-/// limits); `verdict` says what was shown.
+/// exact search's from there. Where the local search runs, it starts from
+/// the faster of `orders` and `other()` (another order of every pair's
+/// transfers, or empty when there is none; called only then). Work is
+/// bounded by size (order_search.cc's limits); `verdict` says what was shown.
 SearchedOrders search_orders(const PairTransfers& in, const CostModel& costs, StreamOrders orders,
-                             double makespan, double bound, bool exact);
+                             double makespan, double bound, bool exact,
+                             const std::function<StreamOrders()>& other);
 
 /// First-improvement local search from `orders`: a swap of two adjacent transfers X, Y on a pair can shorten
 /// the makespan only if every critical path enters Y from X through the
