@@ -19,6 +19,14 @@ inline int local_chunk(const std::vector<int>& stages, int stage) {
   return 0;
 }
 
+/// Whether some rank has OFFLOAD/RELOAD: renderers then draw copy lanes.
+inline bool has_copies(const Plan& plan) {
+  for (const auto& list : plan.ranks)
+    for (const Action& a : list)
+      if (is_copy(a.type)) return true;
+  return false;
+}
+
 /// Renderers draw a timeline of this very plan.
 inline void require_timeline(const Plan& plan, const Timeline& t) {
   bool fits = t.times.size() == plan.ranks.size();
