@@ -51,6 +51,15 @@ TEST_CASE("cli: -f torch-csv on plan, convert and lower writes torch's dialect",
   CHECK(g.out.empty());
   CHECK(g.err.find("torch-csv: rank 0 index 3: (0SEND_F1;0RECV_B0)BATCH_P2P is a batched P2P "
                    "group, which torch's _load_csv cannot read") != std::string::npos);
+  // So is a plan with memory actions (pipeplan's own; torch has none).
+  const std::string memory =
+      temp_file("torch_csv_memory.csv", "0F0,0F1,0RECOMPUTE0,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+  REQUIRE(run_cli({"convert", memory, "-f", "csv"}).exit_code == 0);
+  auto mem = run_cli({"convert", memory, "-f", "torch-csv"});
+  CHECK(mem.exit_code == 2);
+  CHECK(mem.out.empty());
+  CHECK(mem.err.find("torch-csv: torch's CSV dialect has no memory actions, and the plan holds "
+                     "0RECOMPUTE0 (rank 0 index 2)") != std::string::npos);
 }
 
 TEST_CASE("cli: plan --rank emits one rank", "[cli]") {

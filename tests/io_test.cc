@@ -85,7 +85,8 @@ TEST_CASE("io: JSON field order and spacing do not matter", "[io]") {
 TEST_CASE("io: JSON errors name the source and the field", "[io]") {
   CHECK(json_error(json_with("\"1SEND_B0\", \"1RECV_F1\"", "\"1SEND_B0\", \"0BW0\"")) ==
         "plan.json: ranks[1].actions[4]: unknown action '0BW0': 'BW' is not an action type "
-        "(types: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD)");
+        "(types: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD, "
+        "OFFLOAD, RELOAD, RECOMPUTE)");
   CHECK(
       json_error(json_with("\"0F1\"", "\"0F1x\"")) ==
       "plan.json: ranks[0].actions[2]: unknown action '0F1x': unexpected 'x' after the microbatch");
@@ -250,14 +251,16 @@ TEST_CASE("io: CSV reading infers pp, v, m and the mapping", "[io]") {
 }
 
 TEST_CASE("io: CSV errors carry file:line:column", "[io]") {
-  CHECK(csv_error("0F0,0B0\n1F0, 2BW0\n") ==
-        "plan.csv:2:7: unknown action '2BW0': 'BW' is not an action type (types: F, B, I, W, "
-        "SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD)");
+  CHECK(
+      csv_error("0F0,0B0\n1F0, 2BW0\n") ==
+      "plan.csv:2:7: unknown action '2BW0': 'BW' is not an action type (types: F, B, I, W, "
+      "SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD, OFFLOAD, RELOAD, RECOMPUTE)");
   CHECK(csv_error("0F0,0F1junk\n") ==
         "plan.csv:1:8: unknown action '0F1junk': unexpected 'j' after the microbatch");
   CHECK(csv_error("0F0,0f1\n") ==
         "plan.csv:1:6: unknown action '0f1': expected an action type after the stage, got 'f' "
-        "(types: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD)");
+        "(types: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD, "
+        "OFFLOAD, RELOAD, RECOMPUTE)");
   CHECK(csv_error("0F\n") == "plan.csv:1:3: unknown action '0F': missing microbatch after 'F'");
   CHECK(csv_error("F0\n") == "plan.csv:1:1: unknown action 'F0': expected a stage number, got 'F'");
   CHECK(csv_error("0UNSHARD3\n") ==
@@ -346,7 +349,8 @@ TEST_CASE("io: an in-memory action table reads like its CSV, errors by rank and 
   };
   CHECK(table_error({Row{"0F0", std::nullopt, "0BW0"}}) ==
         "order: rank 0 step 2: unknown action '0BW0': 'BW' is not an action type (types: F, B, "
-        "I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD)");
+        "I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD, OFFLOAD, RELOAD, "
+        "RECOMPUTE)");
   CHECK(table_error({Row{"0F0"}, Row{"1F0", std::nullopt, "0B0"}}) ==
         "order: rank 1 step 2: stage 0 is on rank 1 here but on rank 0 at rank 0 step 0; a "
         "stage belongs to one rank");

@@ -81,7 +81,7 @@ TEST_CASE("ir: a refusal says where and why", "[ir]") {
         "unknown action '0F1junk': unexpected 'j' after the microbatch");
   CHECK(refusal("2BW0") ==
         "'BW' is not an action type (types: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, "
-        "UNSHARD, RESHARD, REDUCE_GRAD)");
+        "UNSHARD, RESHARD, REDUCE_GRAD, OFFLOAD, RELOAD, RECOMPUTE)");
   CHECK(refusal("") == "empty action");
   CHECK(refusal("0UNSHARD3") == "UNSHARD takes no microbatch");
   CHECK(refusal("0OVERLAP_F_B1") ==

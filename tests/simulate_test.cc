@@ -418,7 +418,8 @@ TEST_CASE("simulate: text and JSON reports", "[simulate]") {
   CHECK(doc["ranks"][1] == nlohmann::json::parse(
                                R"({"rank":1,"busy":6.0,"idle":3.0,"first_start":1.0,"last_end":7.0,
                                    "peak_activations":2,"peak_rank_activations":2.0,
-                                   "peak_recv_buffers":1,"peak_memory":2.0})"));
+                                   "peak_recv_buffers":1,"peak_memory":2.0,
+                                   "peak_host_memory":0.0,"copy_busy":0.0})"));
   CHECK(doc["peak_memory"] == 2.0);
 }
 

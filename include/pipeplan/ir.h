@@ -24,6 +24,9 @@ enum class ActionType : std::uint8_t {
   Unshard,     ///< FSDP pass-through (no microbatch), kept verbatim
   Reshard,     ///< FSDP pass-through
   ReduceGrad,  ///< FSDP pass-through
+  Offload,     ///< move the activations (stage, mb) keeps for its backward to host memory
+  Reload,      ///< bring them back to the device (after its OFFLOAD, before the backward)
+  Recompute,   ///< re-run the forward of (stage, mb) from its kept input, before the backward
 };
 
 /// Torch spelling of a type ("F", "SEND_F", "OVERLAP_F_B", ...).
@@ -32,8 +35,10 @@ std::string_view to_string(ActionType t);
 std::optional<ActionType> parse_action_type(std::string_view s);
 
 // Inline: every pass asks these once or more per action.
-/// F, B, I, W, OverlapFB
-inline bool is_compute(ActionType t) { return t <= ActionType::W || t == ActionType::OverlapFB; }
+/// F, B, I, W, OverlapFB, RECOMPUTE: what runs on a rank's compute stream
+inline bool is_compute(ActionType t) {
+  return t <= ActionType::W || t == ActionType::OverlapFB || t == ActionType::Recompute;
+}
 /// SEND_F / SEND_B
 inline bool is_send(ActionType t) { return t == ActionType::SendF || t == ActionType::SendB; }
 /// RECV_F / RECV_B
@@ -43,6 +48,12 @@ inline bool is_comm(ActionType t) { return t >= ActionType::SendF && t <= Action
 /// UNSHARD / RESHARD / REDUCE_GRAD
 inline bool is_passthrough(ActionType t) {
   return t >= ActionType::Unshard && t <= ActionType::ReduceGrad;
+}
+/// OFFLOAD / RELOAD: copies on a rank's copy stream (docs/memory.md)
+inline bool is_copy(ActionType t) { return t == ActionType::Offload || t == ActionType::Reload; }
+/// OFFLOAD / RELOAD / RECOMPUTE: the memory actions
+inline bool is_memory(ActionType t) {
+  return t >= ActionType::Offload && t <= ActionType::Recompute;
 }
 
 /// One action; `microbatch` is -1 for pass-through types. For OverlapFB the
@@ -158,6 +169,8 @@ struct Plan {
   bool is_whole() const;
   /// True when the plan holds no SEND/RECV at all.
   bool is_compute_only() const;
+  /// True when some rank holds an OFFLOAD, RELOAD or RECOMPUTE.
+  bool has_memory_actions() const;
   std::size_t num_actions() const;
 
   friend bool operator==(const Plan& a, const Plan& b) {

@@ -105,7 +105,8 @@ Action action_from_text(const std::string& text) {
 void bind_ir(py::module_& m) {
   py::class_<Action>(m, "Action", R"doc(
 One action of a rank's program, in torch.distributed.pipelining's grammar:
-``str(action)`` is e.g. ``"2F0"``, ``"1SEND_F3"``, ``"(0F7;7B3)OVERLAP_F_B"``.
+``str(action)`` is e.g. ``"2F0"``, ``"1SEND_F3"``, ``"(0F7;7B3)OVERLAP_F_B"``,
+and pipeplan's memory actions ``"0OFFLOAD3"``, ``"0RELOAD3"``, ``"0RECOMPUTE3"``.
 
 ``Action("1SEND_F3")`` parses the torch grammar as the plan readers do
 (strictly: ``"2BW0"`` is an InputError saying why). Actions compare equal to each other and to their string. A
@@ -120,7 +121,8 @@ several Actions, each a SEND/RECV; all but the last have ``batch_next``.)doc")
       .def_property_readonly(
           "type", [](const Action& a) { return std::string(to_string(a.type)); },
           "The action type as torch spells it: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, "
-          "OVERLAP_F_B, UNSHARD, RESHARD, REDUCE_GRAD.")
+          "OVERLAP_F_B, UNSHARD, RESHARD, REDUCE_GRAD; or a memory action: OFFLOAD, RELOAD, "
+          "RECOMPUTE.")
       .def_property_readonly(
           "stage", [](const Action& a) { return a.stage; },
           "The stage (for OVERLAP_F_B: the forward's stage).")
@@ -141,7 +143,10 @@ several Actions, each a SEND/RECV; all but the last have ``batch_next``.)doc")
           "OVERLAP_F_B only: the backward's microbatch; None otherwise.")
       .def_property_readonly(
           "is_compute", [](const Action& a) { return is_compute(a.type); },
-          "F, B, I, W or OVERLAP_F_B.")
+          "F, B, I, W, OVERLAP_F_B or RECOMPUTE (what runs on the compute stream).")
+      .def_property_readonly(
+          "is_memory", [](const Action& a) { return is_memory(a.type); },
+          "OFFLOAD, RELOAD or RECOMPUTE.")
       .def_property_readonly(
           "is_comm", [](const Action& a) { return is_comm(a.type); }, "SEND_* or RECV_*.")
       .def_property_readonly(
@@ -354,6 +359,8 @@ Make one with plan(), lower(), loads(), read() or from_torch().)doc")
       .def_property_readonly("num_actions", &Plan::num_actions, "Actions over all ranks.")
       .def_property_readonly("compute_only", &Plan::is_compute_only,
                              "True when the plan holds no SEND/RECV.")
+      .def_property_readonly("has_memory_actions", &Plan::has_memory_actions,
+                             "True when some rank holds an OFFLOAD, RELOAD or RECOMPUTE.")
       .def_property_readonly("is_whole", &Plan::is_whole,
                              "True when every rank 0..pp-1 is present, in order.")
       .def(

@@ -252,6 +252,10 @@ void bind_sim(py::module_& m) {
       .def_readonly("peak_recv_buffers", &RankStats::peak_recv_buffers,
                     "Most receive buffers held at once: RECVs posted whose consumer has not "
                     "started (lower(prefetch=N) caps them).")
+      .def_readonly("peak_host_memory", &RankStats::peak_host_memory,
+                    "Most memory OFFLOADs hold on the host at once (0 without memory actions).")
+      .def_readonly("copy_busy", &RankStats::copy_busy,
+                    "Time the rank's copy stream is busy with OFFLOAD/RELOAD.")
       .def("__repr__", [](const RankStats& r) {
         std::ostringstream s;
         s << "RankStats(rank=" << r.rank << ", busy=" << r.busy << ", idle=" << r.idle

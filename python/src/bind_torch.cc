@@ -8,6 +8,7 @@
 #include "common.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
+#include "pipeplan/interop.h"
 #include "pipeplan/io.h"
 #include "pipeplan/limits.h"
 
@@ -99,7 +100,7 @@ Plan from_torch(const py::object& order, const py::object& m_arg,
 
 std::string to_torch_csv(const Plan& plan, std::optional<bool> reduce_grad) {
   py::gil_scoped_release release;
-  std::ostringstream s;
+  std::ostringstream s;  // write_torch_csv refuses groups and memory actions
   if (reduce_grad.value_or(!plan.is_compute_only())) write_torch_csv(add_reduce_grad(plan), s);
   else write_torch_csv(plan, s);
   return s.str();

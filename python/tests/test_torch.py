@@ -95,3 +95,15 @@ def test_to_torch_csv_is_what_torchs_load_csv_reads(cli, tmp_path):
     assert pipeplan.verify(twice) == []
     with pytest.raises(pipeplan.InputError):
         pipeplan.to_torch_csv(pipeplan.plan("1f1b", 2, 2, rank=0))
+
+
+def test_to_torch_csv_refuses_memory_actions():
+    plan = pipeplan.loads("0F0,0F1,0RECOMPUTE0,0B0,0B1\n1F0,1B0,1F1,1B1\n")
+    assert plan.has_memory_actions
+    assert [a.is_memory for a in plan.ranks[0]] == [False, False, True, False, False]
+    assert plan.ranks[0][2].type == "RECOMPUTE" and plan.ranks[0][2].is_compute
+    assert pipeplan.Action("0OFFLOAD3").type == "OFFLOAD"
+    with pytest.raises(pipeplan.InputError, match="torch's CSV dialect has no memory actions, and "
+                       r"the plan holds 0RECOMPUTE0 \(rank 0 index 2\)"):
+        pipeplan.to_torch_csv(plan)
+    assert plan.to_csv() == "0F0,0F1,0RECOMPUTE0,0B0,0B1\n1F0,1B0,1F1,1B1\n"  # pipeplan's own CSV

@@ -2,6 +2,7 @@
 #include "emit/plan_cells.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
+#include "pipeplan/interop.h"
 
 namespace pipeplan {
 namespace {
@@ -71,6 +72,8 @@ void write_torch_csv(const Plan& plan, std::ostream& out) {
   refuse_partial(plan, "torch-csv");
   detail::refuse_bad_groups(plan, "torch-csv");
   refuse_what_torch_cannot_read(plan);
+  if (std::string why = torch_dialect_refusal(plan); !why.empty())
+    throw InputError("torch-csv: " + why);
   std::string line;
   for (const auto& actions : plan.ranks) {
     line.clear();

@@ -60,6 +60,14 @@ inline std::vector<GroupSpan> group_spans(const std::vector<Action>& list,
   return out;
 }
 
+/// Whether some rank has OFFLOAD/RELOAD: renderers then draw copy lanes.
+inline bool has_copies(const Plan& plan) {
+  for (const auto& list : plan.ranks)
+    for (const Action& a : list)
+      if (is_copy(a.type)) return true;
+  return false;
+}
+
 /// Renderers draw a timeline of this very plan.
 inline void require_timeline(const Plan& plan, const Timeline& t) {
   bool fits = t.times.size() == plan.ranks.size();

@@ -11,9 +11,9 @@
 namespace pipeplan {
 namespace {
 
-constexpr std::array<std::string_view, 12> kTypeNames = {
-    "F",      "B",      "I",           "W",       "SEND_F",  "RECV_F",
-    "SEND_B", "RECV_B", "OVERLAP_F_B", "UNSHARD", "RESHARD", "REDUCE_GRAD"};
+constexpr std::array<std::string_view, 15> kTypeNames = {
+    "F",           "B",       "I",       "W",           "SEND_F",  "RECV_F", "SEND_B",   "RECV_B",
+    "OVERLAP_F_B", "UNSHARD", "RESHARD", "REDUCE_GRAD", "OFFLOAD", "RELOAD", "RECOMPUTE"};
 constexpr std::string_view kGroupType = "OVERLAP_F_B";
 
 // The types a plain action may name, for messages: every type but the group.

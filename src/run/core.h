@@ -21,6 +21,10 @@
 //   transfer(r, i, a)     Role::Send / Role::Recv: post it, as a FIFO op on
 //                         its pair end (post()) or under eager (post_eager())
 //   bookkeeping(r, i, a)  Role::Bookkeeping (FSDP pass-through)
+//   copy(r, i, a)         Role::Copy (OFFLOAD, RELOAD): Wait like compute()
+//                         for what deps.h says it reads, then run it on the
+//                         rank's copy stream (timed policies clock it on the
+//                         rank's copy cursor, beside the compute cursor)
 //   prefetch(list, i, n)  a cache hint for the rank's next actions
 //   stalled()             when the worklist runs dry: a rank whose next action
 //                         is run anyway (force; the timeline draws orders that
@@ -81,16 +85,13 @@
 //    the unit ended (a rank passes a group only when it ended); then
 //    group_ended() and the rank goes on after the last member. Without
 //    use_groups() (policies that post nothing) the members run one by one.
-//  - Memory actions: OFFLOAD(s,m) / RELOAD(s,m) are Role::Copy, run on a
-//    per-rank copy stream that overlaps compute: a hook copy(r, i, a) that
-//    Waits like compute() for what deps.h says the copy needs (the
-//    activation exists; a RELOAD after its OFFLOAD ended) and that timed
-//    policies clock on the rank's copy cursor instead of its compute
-//    cursor; the proof runs it at once (it depends on its own rank only).
-//    RECOMPUTE(s,m) is Role::Compute, its inputs from deps.h (before the
-//    backward that reads it). Device memory is accounted in the timed
-//    policies' compute and copy hooks: freed when an OFFLOAD ends, taken
-//    when a RECOMPUTE or RELOAD starts.
+//  - Memory actions (docs/memory.md): OFFLOAD(s,m) / RELOAD(s,m) are
+//    Role::Copy, the copy() hook: they run on a per-rank copy stream that
+//    overlaps compute, in list order, each after the computes before it in
+//    the list; the proof runs them at once (they depend on their own rank
+//    only). RECOMPUTE(s,m) is Role::Compute (it reads the kept input,
+//    deps.h). Device memory is accounted by the simulator over its
+//    timeline: freed when an OFFLOAD ends, taken when a RELOAD starts.
 #pragma once
 
 #include <cstddef>
@@ -391,6 +392,7 @@ class Core : public State<Op> {
   Step compute(int, std::size_t, const Action&) { return Step::Next; }
   Step transfer(int, std::size_t, const Action&) { return Step::Next; }
   Step bookkeeping(int, std::size_t, const Action&) { return Step::Next; }
+  Step copy(int, std::size_t, const Action&) { return Step::Next; }
   void prefetch(const Action*, std::size_t, std::size_t) const {}
   int stalled() { return -1; }
   bool meet(int, const Op&, int, const Op&) { return true; }
@@ -414,6 +416,7 @@ class Core : public State<Op> {
         return p.transfer(r, i, a);  // a policy that posts nothing: member by member
       case deps::Role::Send:
       case deps::Role::Recv: return p.transfer(r, i, a);
+      case deps::Role::Copy: return p.copy(r, i, a);
       default: return p.bookkeeping(r, i, a);
     }
   }

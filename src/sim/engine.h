@@ -59,8 +59,18 @@ class Engine : public run::Core<Engine, Posted> {
     double busy = 0.0, first_start = 0.0, last_end = 0.0;
     std::size_t computes = 0;
     int live = 0, peak = 0;
-    double memory = 0.0, peak_memory = 0.0;  // live activations weighted by stage size
-    int buffers = 0, peak_buffers = 0;       // RECVs posted whose consumer has not run
+    double memory = 0.0, peak_memory = 0.0;     // live activations weighted by stage size
+    int buffers = 0, peak_buffers = 0;          // RECVs posted whose consumer has not run
+    double copy_cursor = 0.0, copy_busy = 0.0;  // the copy stream: when free, time busy
+    double peak_host = 0.0;                     // memory actions: host memory at its peak
+  };
+  // Per (stage, microbatch) of a plan with memory actions (mem_, else
+  // empty): where its memory actions sit, whether the plan recomputes it
+  // (its F keeps only its input) and when its RELOAD ended.
+  struct MemKey {
+    double reload_end = kUnknown;
+    std::int32_t off_at = -1, rel_at = -1, rec_at = -1;
+    bool recompute = false;
   };
   // Per (stage, microbatch): when its F and B-or-I ended, and where they and
   // its RECVs sit (indices on the owning rank; -1: absent). RECVs are keyed
@@ -150,6 +160,17 @@ class Engine : public run::Core<Engine, Posted> {
     return false;
   }
 
+  // memory.cc: memory actions (the copy hook, their checks, device and host
+  // memory over time)
+  run::Step copy(int rank, std::size_t index, const Action& a);
+  void find_recomputes();
+  bool validate_memory(int rank, int index, const Action& a);
+  bool backward_reads_device(int rank, int index, const Action& a, int stage, int mb);
+  double kept_at(std::size_t k) const {
+    return mem_.empty() || mem_[k].off_at < 0 ? keys_[k].f_end : mem_[k].reload_end;
+  }
+  void account_memory();
+
   // simulate.cc: the core's enter, compute and bookkeeping hooks
   run::Step enter(int rank, std::size_t index, const Action& a);
   run::Step compute(int rank, std::size_t index, const Action& a);
@@ -210,6 +231,7 @@ class Engine : public run::Core<Engine, Posted> {
   std::vector<RankState> rank_;
   std::vector<std::vector<Diagnostic>> rank_problems_;  // validation, per rank
   std::vector<KeyState> keys_;
+  std::vector<MemKey> mem_;         // plans with memory actions only
   std::vector<std::uint8_t> seen_;  // per key: kSeen* bits
   std::vector<HopEnd> hop_ends_;    // per pair end
   std::vector<Pending> pending_;

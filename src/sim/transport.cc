@@ -351,8 +351,9 @@ void Engine::finish() {
   order_transfers();
   if (!result_.problems.empty()) return;
 
+  if (!mem_.empty()) account_memory();
   double makespan = 0.0, busy = 0.0;
-  for (const RankState& st : rank_) makespan = std::max(makespan, st.last_end);
+  for (const RankState& st : rank_) makespan = std::max({makespan, st.last_end, st.copy_cursor});
   makespan = std::max(makespan, makespan_);
   result_.makespan = makespan;
   for (int r = 0; r < n_ranks; ++r) {
@@ -367,6 +368,8 @@ void Engine::finish() {
     s.peak_rank_activations = static_cast<double>(st.peak) / meta_.stages_per_rank;
     s.peak_memory = st.peak_memory;
     s.peak_recv_buffers = st.peak_buffers;
+    s.peak_host_memory = st.peak_host;
+    s.copy_busy = st.copy_busy;
     busy += st.busy;
     result_.ranks.push_back(s);
   }

@@ -10,6 +10,7 @@
 #include "pipeplan/limits.h"
 #include "pipeplan/verify.h"
 #include "verify/index.h"
+#include "verify/memory_rules.h"
 
 namespace pipeplan {
 namespace detail {
@@ -68,14 +69,46 @@ class Checker {
       check_counts();
       if (with_comms_) check_comm_pairs();
     }
-    if (diags_.empty() && !order_doubt_ && !(with_comms_ && comm_order_doubt_)) return diags_;
+    if (diags_.empty() && !order_doubt_ && !(with_comms_ && comm_order_doubt_))
+      return with_memory_order();
     for (std::size_t r = 0; r < plan_.ranks.size() && !full(); ++r)
       check_order(static_cast<int>(r));
-    return diags_;
+    return with_memory_order();
   }
 
  private:
   bool full() const { return diags_.size() >= max_; }
+
+  // The memory actions' order rules (verify/memory_rules.h), after the rest.
+  std::vector<Diagnostic> with_memory_order() {
+    for (Diagnostic& d : check_memory_order(plan_, index_, memory_, max_ - diags_.size()))
+      diags_.push_back(std::move(d));
+    return std::move(diags_);
+  }
+
+  // Places one OFFLOAD / RELOAD / RECOMPUTE (its order is checked last).
+  void record_memory(int rank, int index, const Action& a) {
+    const int s = a.stage, mb = a.microbatch;
+    const std::string name = to_string(a);
+    if (meta_.forward_only) {
+      add("memory-action-in-forward-only", rank, index, name,
+          "rank " + n2s(rank) + " index " + n2s(index) + ": " + name +
+              " keeps activations for a backward, but the plan is forward-only (no backward "
+              "keeps any)");
+      return;
+    }
+    if (s < 0 || s >= index_.stages || mb < 0 || mb >= index_.mbs || rank_of(s) != rank) {
+      report_bad(rank, index, a.type, s, mb);
+      return;
+    }
+    const std::int32_t first = memory_.record(a, index);
+    if (first >= 0)
+      add("duplicate-action", rank, index, name,
+          name + " appears twice: rank " + n2s(rank) + " index " + n2s(first) + " and rank " +
+              n2s(rank) + " index " + n2s(index) +
+              " (each memory action at most once per "
+              "stage and microbatch)");
+  }
 
   void add(std::string code, int rank, int index, std::string action, std::string message) {
     if (full()) return;
@@ -182,6 +215,10 @@ class Checker {
       const Action& a = list[static_cast<std::size_t>(i)];
       marked |= a.batch_next;
       if (is_passthrough(a.type)) continue;
+      if (is_memory(a.type)) {
+        record_memory(r, i, a);
+        continue;
+      }
       if (meta_.forward_only && owes_nothing_backward(a.type)) {
         add_at("backward-in-forward-only", r, i,
                "rank " + n2s(r) + " index " + n2s(i) + ": " + to_string(a) +
@@ -433,6 +470,7 @@ class Checker {
   PlanIndex& index_;
   bool with_comms_ = false;  // any SEND/RECV recorded
   bool order_doubt_ = false, comm_order_doubt_ = false;
+  detail::MemoryIndex memory_;  // OFFLOAD / RELOAD / RECOMPUTE, when the plan has any
   std::vector<Diagnostic> diags_;
 };
 

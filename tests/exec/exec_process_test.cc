@@ -302,3 +302,17 @@ TEST_CASE("exec: plans with BATCH_P2P groups train like the unpipelined referenc
     CHECK(want[2] != want[0]);
   }
 }
+
+TEST_CASE("exec: train refuses a plan with memory actions until the executor runs them",
+          "[exec][cli][memory]") {
+  const std::string dir = make_temp_dir("pipeplan-exec-memory");
+  const std::string file = dir + "/recompute.csv";
+  {
+    std::ofstream out(file);
+    out << "0F0,0F1,0RECOMPUTE0,0B0,0B1\n1F0,1B0,1F1,1B1\n";
+  }
+  Ran piped = run({kCli, "train", "--plan", file, "--steps", "1", "--timeout", "30"});
+  CHECK(piped.exit_code == 2);
+  CHECK(piped.err.find("memory actions (OFFLOAD, RELOAD or RECOMPUTE), which the executor does "
+                       "not run yet") != std::string::npos);
+}
