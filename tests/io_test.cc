@@ -434,7 +434,7 @@ TEST_CASE("io: malformed BATCH_P2P groups are input errors naming the cell", "[i
   CHECK(csv_error("(0SEND_F1;0RECV_BW0)BATCH_P2P") ==
         "plan.csv:1:25: bad BATCH_P2P group '(0SEND_F1;0RECV_BW0)BATCH_P2P': unknown action "
         "'0RECV_BW0': 'RECV_BW' is not an action type (types: F, B, I, W, SEND_F, RECV_F, "
-        "SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD)");
+        "SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD, OFFLOAD, RELOAD, RECOMPUTE)");
   // JSON names the entry (ranks[r].actions[k] counts cells).
   const std::string json =
       "{\"format\": \"pipeplan.plan\", \"version\": 1, \"schedule\": \"custom\", "
