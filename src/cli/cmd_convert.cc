@@ -37,7 +37,7 @@ std::function<int()> setup_convert(CLI::App& app) {
   app.add_option("input", args->input, "Plan file (JSON or CSV), or - for stdin")->required();
   app.add_option("-f,--format", args->format,
                  "Output format (default: from the -o extension .json/.csv/.txt; torch-csv: "
-                 "strictly torch's dialect, no BATCH_P2P groups)")
+                 "strictly torch's dialect, no BATCH_P2P groups nor memory actions)")
       ->check(CLI::IsMember({"json", "csv", "torch-csv", "text"}));
   app.add_option("-o,--output", args->output, "Output file (default: stdout)");
   add_csv_options(app, args->csv);

@@ -51,7 +51,7 @@ std::function<int()> setup_lower(CLI::App& app) {
   app.add_option("-o,--output", args->output, "Output file (default: stdout)");
   app.add_option("-f,--format", args->format,
                  "Output format (default: the input's; torch-csv: strictly torch's dialect, no "
-                 "BATCH_P2P groups)")
+                 "BATCH_P2P groups nor memory actions)")
       ->check(CLI::IsMember({"json", "csv", "torch-csv", "text"}));
   add_csv_options(app, args->csv);
   app.add_option("--send-placement", args->send_placement,

@@ -38,7 +38,8 @@ std::function<int()> setup_plan(CLI::App& app) {
                "Plan inference: each rank's forwards in the schedule's order, no backward");
   app.add_flag("--no-verify", args->no_verify, "Skip the rendezvous deadlock proof");
   app.add_option("-f,--format", args->format,
-                 "Output format (torch-csv: strictly torch's dialect, no BATCH_P2P groups)")
+                 "Output format (torch-csv: strictly torch's dialect, no BATCH_P2P groups nor "
+                 "memory actions)")
       ->check(CLI::IsMember({"json", "csv", "torch-csv", "text", "timeline"}));
   app.add_option("-o,--output", args->output, "Output file (default: stdout)");
   add_cost_options(app, args->costs, true, /*model=*/false);
