@@ -103,6 +103,11 @@ TEST_CASE("ir: projections of a plan", "[ir]") {
   CHECK(has_backward(program));
   CHECK_FALSE(has_backward(forward_projection(program)));
   CHECK(has_backward(pipeplan::test::actions("1RECV_B0")));
+  // A group's forward members stay a group; one left alone is a single op.
+  CHECK(forward_projection(pipeplan::test::actions(
+            "1F0 (1SEND_F0;1RECV_B0;1RECV_F1)BATCH_P2P 1B0 (1SEND_B0;1RECV_F2)BATCH_P2P 1F1 "
+            "(2SEND_F1;2RECV_B1;1SEND_B1)BATCH_P2P")) ==
+        pipeplan::test::actions("1F0 (1SEND_F0;1RECV_F1)BATCH_P2P 1RECV_F2 1F1 2SEND_F1"));
 
   Plan p;
   p.meta = PlanMeta{"custom", 2, 2, 2, StageMapping::Loop, false, {}};

@@ -58,16 +58,37 @@ inline bool is_memory(ActionType t) {
 
 /// One action; `microbatch` is -1 for pass-through types. For OverlapFB the
 /// forward is (stage, microbatch) and the backward (sub_stage, sub_microbatch).
+///
+/// A batched P2P group, `(A;B;...)BATCH_P2P` (SEND/RECV posted together as
+/// one `batch_isend_irecv` and completed together), is a run of ordinary
+/// SEND/RECV actions in the rank's list, every member but the last marked
+/// `batch_next`; counts, pairs and diagnostics by (rank, index) see each
+/// member (docs/format.md).
 struct Action {
   ActionType type = ActionType::F;
+  /// A SEND/RECV posted in one BATCH_P2P group with the next action of its rank.
+  bool batch_next = false;
   std::int32_t stage = 0;
   std::int32_t microbatch = 0;
   std::int32_t sub_stage = -1;
   std::int32_t sub_microbatch = -1;
 
+  // A constructor rather than an aggregate: `batch_next` sits in the padding
+  // after `type` (20 bytes an action) while Action{type, stage, mb, -1, -1}
+  // keeps its meaning.
+  constexpr Action(ActionType t = ActionType::F, std::int32_t s = 0, std::int32_t mb = 0,
+                   std::int32_t sub_s = -1, std::int32_t sub_mb = -1, bool batched = false)
+      : type(t),
+        batch_next(batched),
+        stage(s),
+        microbatch(mb),
+        sub_stage(sub_s),
+        sub_microbatch(sub_mb) {}
+
   friend bool operator==(const Action& a, const Action& b) {
-    return a.type == b.type && a.stage == b.stage && a.microbatch == b.microbatch &&
-           a.sub_stage == b.sub_stage && a.sub_microbatch == b.sub_microbatch;
+    return a.type == b.type && a.batch_next == b.batch_next && a.stage == b.stage &&
+           a.microbatch == b.microbatch && a.sub_stage == b.sub_stage &&
+           a.sub_microbatch == b.sub_microbatch;
   }
   friend bool operator!=(const Action& a, const Action& b) { return !(a == b); }
 };
@@ -79,7 +100,8 @@ inline Action make_overlap(int f_stage, int f_mb, int b_stage, int b_mb) {
   return Action{ActionType::OverlapFB, f_stage, f_mb, b_stage, b_mb};
 }
 
-/// Torch grammar: "2F0", "1SEND_F3", "(0F7;7B3)OVERLAP_F_B", "0UNSHARD".
+/// Torch grammar: "2F0", "1SEND_F3", "(0F7;7B3)OVERLAP_F_B", "0UNSHARD". A
+/// group member is written alone (its group: cell_size(), append_cell()).
 std::string to_string(const Action& a);
 /// Appends to_string(a) to out (no allocation per action in hot loops).
 void append_to(std::string& out, const Action& a);
@@ -159,8 +181,23 @@ struct Plan {
 /// Whether the boundary between stage s and s+1 crosses ranks.
 inline bool crosses_ranks(const PlanMeta& m, int s) { return m.rank_of(s) != m.rank_of(s + 1); }
 
-/// Joins a rank's actions with single spaces (the text format's line body).
+/// Joins a rank's cells with single spaces (the text format's line body); a
+/// BATCH_P2P group is one cell, "(0SEND_F1;0RECV_B0)BATCH_P2P".
 std::string to_string(const std::vector<Action>& actions);
+
+/// The cells of a rank's list: one action each, except a BATCH_P2P group
+/// (a run of members marked batch_next, and the unmarked one closing it),
+/// which is one cell. The number of actions in the cell at list[i]
+/// (precondition: i < list.size()).
+std::size_t cell_size(const std::vector<Action>& list, std::size_t i);
+/// Appends the cell of `n` actions at `first` in torch grammar: the action,
+/// or "(A;B;...)BATCH_P2P" for a group.
+void append_cell(std::string& out, const Action* first, std::size_t n);
+/// Where a rank's group marks are malformed, and why: a mark on an action
+/// that is not a SEND/RECV, on the last action of the list, or before one
+/// that is not a SEND/RECV; a member twice in one group. Returns the index
+/// of the first bad action (-1 when every group is sound) and sets *why.
+long first_bad_group(const std::vector<Action>& list, std::string* why);
 
 // Projections: the one home of the views of a plan that the passes, the
 // executor and the front ends take.

@@ -17,7 +17,7 @@ __version__: str
 
 Transport = Literal["rendezvous", "eager", "serial"]
 Mapping_ = Literal["loop", "v"]
-Lowering = Literal["latency-hiding", "seed"]
+Lowering = Literal["latency-hiding", "seed", "exact"]
 PathLike = Union[str, "os.PathLike[str]"]
 CostSpec = Union[str, Mapping[str, float]]
 StageCosts = Union[PathLike, Mapping[int, Union[float, Mapping[str, float]]]]
@@ -41,6 +41,8 @@ class Action:
     def is_compute(self) -> bool: ...
     @property
     def is_comm(self) -> bool: ...
+    @property
+    def batch_next(self) -> bool: ...
     @property
     def is_memory(self) -> bool: ...
     def __eq__(self, other: object) -> bool: ...
@@ -302,6 +304,7 @@ def plan(
     lowering: Optional[Lowering] = None,
     prefetch: int = 0,
     serial_safe: bool = False,
+    batch_p2p: bool = False,
     cost: Optional[CostSpec] = None,
     stage_costs: Optional[StageCosts] = None,
     comm: Optional[CommSpec] = None,
@@ -315,6 +318,7 @@ def lower(
     lowering: Optional[Lowering] = None,
     prefetch: int = 0,
     serial_safe: bool = False,
+    batch_p2p: bool = False,
     cost: Optional[CostSpec] = None,
     stage_costs: Optional[StageCosts] = None,
     comm: Optional[CommSpec] = None,
@@ -365,6 +369,7 @@ def compare(
     lowering: Optional[Lowering] = None,
     prefetch: int = 0,
     serial_safe: bool = False,
+    batch_p2p: bool = False,
 ) -> Comparison: ...
 def read_layers(layers: Layers) -> LayerProfile: ...
 def search(

@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+
 #include "cli/common.h"
 #include "pipeplan/error.h"
 #include "pipeplan/limits.h"
@@ -12,9 +14,15 @@ void add_lowering_options(CLI::App& app, LoweringChoice& choice) {
   app.add_option_function<std::string>(
          "--lowering", [&choice](const std::string& s) { choice.mode = parse_lower_mode(s); },
          "How SEND/RECV are placed: latency-hiding (prefetched receives, pair order from "
-         "the cost model; default except gpipe/1f1b) or seed (receives right before their "
-         "consumer; gpipe/1f1b default, the seed driver's order)")
-      ->check(CLI::IsMember({"latency-hiding", "seed"}));
+         "the cost model, searched where the eager bound is missed; default except "
+         "gpipe/1f1b), seed (receives right before their consumer; gpipe/1f1b default, the "
+         "seed driver's order) or exact (latency hiding with an exact search over every "
+         "pair's order, within a work limit; takes no --prefetch or --serial-safe)")
+      ->check([](const std::string& s) {
+        return parse_lower_mode(s) ? std::string()
+                                   : "unknown lowering '" + limits::excerpt(s) + "' (expected " +
+                                         std::string(lower_mode_names()) + ")";
+      });
   app.add_option("--prefetch", choice.max_prefetch,
                  "Latency hiding: most receives a rank posts ahead of their consumers (buffers "
                  "held before use); 0 = no limit (default)")
@@ -22,6 +30,12 @@ void add_lowering_options(CLI::App& app, LoweringChoice& choice) {
   app.add_flag("--serial-safe", choice.serial_safe,
                "Keep one transfer order per rank across its peers, so the plan also runs under "
                "the serial model (library schedules other than gpipe/1f1b already do)");
+  app.add_flag("--batch-p2p", choice.batch_p2p,
+               "Batched lowering, as Megatron-LM's batch_p2p_comm: receives right before their "
+               "consumer, and each send posted together with the receive from the same peer it "
+               "meets as one (A;B)BATCH_P2P group, instead of parity-staggered sends; "
+               "deadlock-free under rendezvous and serial. Not with --lowering latency-hiding "
+               "or exact, nor --prefetch");
 }
 
 void add_memory_options(CLI::App& app, MemoryArgs& args) {

@@ -81,6 +81,14 @@ void write_chrome_trace(const Plan& plan, const std::vector<Timeline>& steps,
               << ",\"backward_microbatch\":" << a.sub_microbatch;
         out << ",\"index\":" << i << "}}";
       }
+      // A BATCH_P2P group: one slice from its first member's posting to its
+      // last completion.
+      for (const detail::GroupSpan& g : detail::group_spans(list, times))
+        out << ",\n{\"name\":" << json_string(g.label)
+            << ",\"cat\":\"BATCH_P2P\",\"ph\":\"X\",\"pid\":0,\"tid\":" << r
+            << ",\"ts\":" << ts(g.start) << ",\"dur\":" << ts(g.end - g.start)
+            << ",\"args\":{\"step\":" << k + 1 << ",\"members\":" << g.n << ",\"index\":" << g.first
+            << "}}";
     }
   }
   // Flows bind to the slice enclosing their timestamp, so each end sits in

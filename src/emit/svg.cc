@@ -19,6 +19,7 @@ constexpr double kLeft = 64, kRight = 16, kRowHeight = 22, kRowGap = 6;
 // The copy stream's lane under a rank's row (plans with OFFLOAD/RELOAD).
 constexpr double kCopyHeight = 12, kCopyGap = 2;
 constexpr double kTargetWidth = 960;
+constexpr double kGroupBand = 4;  // height of a BATCH_P2P group's band
 
 std::string num(double x) { return format_number(x, 2); }
 std::string general(double x) {
@@ -66,6 +67,8 @@ Rgb shade(Rgb c, int chunk, int chunks) {
   auto mix = [&](int v) { return static_cast<int>(std::lround(v + (255 - v) * k)); };
   return {mix(c.r), mix(c.g), mix(c.b)};
 }
+
+constexpr Rgb kGroupColour{31, 60, 86};  // dark slate: a BATCH_P2P group
 
 std::string hex(Rgb c) {
   char buf[8];
@@ -118,6 +121,7 @@ class SvgWriter {
               "fill=\"#444\"/></marker></defs>\n";
     if (options_.title) write_title();
     for (int r = 0; r < plan_.meta.pp_degree; ++r) write_row(r);
+    for (int r = 0; r < plan_.meta.pp_degree; ++r) write_groups(r);
     if (options_.arrows) write_arrows();
     write_axis();
     write_legend();
@@ -203,6 +207,21 @@ class SvgWriter {
     }
   }
 
+  // A BATCH_P2P group: a dark band along the row's bottom edge from its
+  // first member's posting to its last completion (its members overlap).
+  void write_groups(int r) {
+    const double y = row_y(r) + kRowHeight - kGroupBand;
+    for (const detail::GroupSpan& g :
+         detail::group_spans(plan_.ranks[static_cast<std::size_t>(r)],
+                             result_.times[static_cast<std::size_t>(r)])) {
+      out_ << "<rect x=\"" << num(x(g.start)) << "\" y=\"" << num(y) << "\" width=\""
+           << num(std::max((g.end - g.start) * ppu_, 1.0)) << "\" height=\"" << num(kGroupBand)
+           << "\" fill=\"" << hex(kGroupColour) << "\"><title>" << g.label << " "
+           << format_number(g.start, 3) << ".." << format_number(g.end, 3) << "</title></rect>\n";
+      any_group_ = true;
+    }
+  }
+
   void write_arrows() {
     for (const Transfer& tr : result_.transfers) {
       const bool down = tr.dst_rank > tr.src_rank;
@@ -260,6 +279,14 @@ class SvgWriter {
            << "\" font-size=\"11\" fill=\"#222\">" << names[k] << "</text>\n";
       lx += 26 + 6.2 * static_cast<double>(std::string(names[k]).size());
     }
+    if (any_group_) {
+      out_ << "<rect x=\"" << num(lx) << "\" y=\"" << num(ly + 12 - kGroupBand)
+           << "\" width=\"12\" height=\"" << num(kGroupBand) << "\" fill=\"" << hex(kGroupColour)
+           << "\"/>\n";
+      out_ << "<text x=\"" << num(lx + 16) << "\" y=\"" << num(ly + 10)
+           << "\" font-size=\"11\" fill=\"#222\">BATCH_P2P group</text>\n";
+      lx += 26 + 6.2 * 15;
+    }
     std::string note = "numbers: microbatch";
     if (plan_.meta.stages_per_rank > 1) note += "; lighter: later local stage";
     out_ << "<text x=\"" << num(lx) << "\" y=\"" << num(ly + 10)
@@ -271,6 +298,7 @@ class SvgWriter {
   const SvgOptions& options_;
   std::ostream& out_;
   double ppu_, top_, rows_bottom_, width_, height_;
+  bool any_group_ = false;
   double lane_ = 0.0;  // the copy lane's height and gap, when the plan has copies
 };
 

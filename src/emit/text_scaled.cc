@@ -94,6 +94,7 @@ void write_text_timeline(const Plan& plan, const Timeline& result,
   while (!axis.empty() && axis.back() == ' ') axis.pop_back();
   out << std::string(pad.size() - 6, ' ') << "time |" << axis << "\n";
 
+  bool any_group = false;
   // A rank's compute stream, and (plans with OFFLOAD/RELOAD) its copy stream.
   const bool copies = detail::has_copies(plan);
   const auto lane = [&](std::size_t r, bool copy) {
@@ -112,6 +113,15 @@ void write_text_timeline(const Plan& plan, const Timeline& result,
       line.replace(c0, c1 - c0, std::string(c1 - c0, copy ? '-' : ' '));
       line.replace(c0, shown.size(), shown);
     }
+    // Idle inside a BATCH_P2P group (posted, not yet ended): '='.
+    if (!copy) {
+      for (const detail::GroupSpan& g : detail::group_spans(plan.ranks[r], result.times[r])) {
+        const std::size_t g1 = std::min(col(g.end), width);
+        for (std::size_t c = col(g.start); c < g1; ++c)
+          if (line[c] == '.') line[c] = '=';
+        any_group = true;
+      }
+    }
     return line;
   };
   for (std::size_t r = 0; r < plan.ranks.size(); ++r) {
@@ -124,6 +134,7 @@ void write_text_timeline(const Plan& plan, const Timeline& result,
          " '.' idle";
   if (plan.has_memory_actions()) out << "; R recompute, O offload, L reload (copy stream)";
   if (plan.meta.stages_per_rank > 1) out << "; lowercase: odd local stage";
+  if (any_group) out << "; '=' in a BATCH_P2P group";
   out << "\nmakespan " << format_number(result.makespan) << ", bubble "
       << detail::percent(result.bubble_fraction) << "\n";
 }

@@ -110,26 +110,55 @@ void Executor::Impl::check_ready(bool training) const {
 }
 
 // The hooks cost nothing without observers: no clock, no event.
+// Cell by cell: an action, or a BATCH_P2P group.
 void Executor::Impl::run_program(const std::vector<Action>& program) {
+  for (std::size_t i = 0; i < program.size();) {
+    const std::size_t n = cell_size(program, i);
+    if (n > 1) run_group(program, i, n);
+    else run_observed(program, i);
+    i += n;
+  }
+}
+
+// One action, seen by the hooks when anything watches.
+void Executor::Impl::run_observed(const std::vector<Action>& program, std::size_t i) {
   if (!hooks.watching()) {
-    for (const Action& a : program) run_action(a);
+    run_action(program[i]);
     return;
   }
   ActionEvent e;
   e.rank = rank;
   e.step = step_index;
   e.forward_only = fwd_step;
-  for (std::size_t i = 0; i < program.size(); ++i) {
-    e.action = program[i];
-    e.index = i;
-    e.bytes = 0;
-    e.start = e.end = Clock::now();
-    hooks.entry(e);
-    run_action(program[i]);
-    e.end = Clock::now();
-    if (is_comm(program[i].type)) e.bytes = transfers.last_bytes();
-    hooks.exit(e);
+  e.action = program[i];
+  e.index = i;
+  e.bytes = 0;
+  e.start = e.end = Clock::now();
+  hooks.entry(e);
+  run_action(program[i]);
+  e.end = Clock::now();
+  if (is_comm(program[i].type)) e.bytes = transfers.last_bytes();
+  hooks.exit(e);
+}
+
+// A BATCH_P2P group: its members posted as one batch (each seen by the hooks
+// as its own action), then waited for together; the rank goes on only when
+// the group ended (transfer_groups.cc).
+void Executor::Impl::run_group(const std::vector<Action>& program, std::size_t first,
+                               std::size_t n) {
+  const Action* members = program.data() + first;
+  if (comm->backend() == Backend::Nccl)
+    transfers.exchange_group_headers(
+        members, n, [this](int stage, int mb) -> const Values& { return slot(stage, mb).outputs; });
+  transfers.begin_group();
+  try {
+    for (std::size_t k = 0; k < n; ++k) run_observed(program, first + k);
+  } catch (...) {
+    transfers.end_group();
+    throw;
   }
+  transfers.end_group();
+  transfers.await_group(members, n);
 }
 
 StepResult Executor::Impl::run(const Values& inputs, const Values& targets, bool forward_only) {

@@ -32,6 +32,8 @@ enum class Role : std::uint8_t {
   Send,         ///< SEND_F, SEND_B: posted; completes per the transport model
   Recv,         ///< RECV_F, RECV_B: posted; its consumer waits for it
   Bookkeeping,  ///< FSDP pass-through: kept in order, needs and makes nothing
+  Group,        ///< the first member of a BATCH_P2P group: its members are posted
+                ///< together, as one unit, and the rank passes it once it ended
   Copy,         ///< OFFLOAD, RELOAD: run on the rank's copy stream, beside compute
 };
 inline Role role(ActionType t) {
@@ -51,6 +53,11 @@ inline Role role(ActionType t) {
     default: return Role::Bookkeeping;
   }
 }
+/// The role of an action in its rank's list: as its type's, except that a
+/// SEND/RECV marked batch_next opens a BATCH_P2P group (Action::batch_next:
+/// it and the actions after it up to the first unmarked one are the group's
+/// members, in posting order; a well-formed plan, first_bad_group()).
+inline Role role(const Action& a) { return a.batch_next ? Role::Group : role(a.type); }
 
 enum class Kind : std::uint8_t { Forward, Grad };
 

@@ -176,6 +176,7 @@ class Engine : public run::Core<Engine, Posted> {
   run::Step compute(int rank, std::size_t index, const Action& a);
   run::Step bookkeeping(int rank, std::size_t index, const Action& a);
   bool check_rest();
+  bool check_groups();
   bool validate_action(int rank, int index, const Action& a);
   void misplaced(int rank, int index, const Action& a, int stage, int mb);
   void duplicate(int first, int stage, int mb, int rank, int index, const Action& a,
@@ -195,12 +196,12 @@ class Engine : public run::Core<Engine, Posted> {
   run::Step transfer(int rank, std::size_t index, const Action& a);
   bool meet(int x_end, const Posted& x, int y_end, const Posted& y);
   double complete(int x_end, const Posted& x, int y_end, const Posted& y, double busy);
-  void on_sent(int end, const Posted& op);
-  void on_delivered(int end, const Posted& op);
+  void on_delivered(int send_end, const Posted& s, int recv_end, const Posted& r);
   void on_waiting(int end, const Posted& op);
+  void group_ended(int rank, std::size_t first, std::size_t n);
   void settle(int send_rank, int send_index, int send_end, int recv_rank, int recv_index,
               std::uint64_t tag, double start);
-  void mismatch(int x_end, int y_end);
+  void mismatch(int x_end, const Posted& x, int y_end, const Posted& y);
   void finish();
   std::vector<Unmatched> unmatched_ops() const;
   int find_posted(int end, int index) const;
@@ -230,10 +231,9 @@ class Engine : public run::Core<Engine, Posted> {
   std::vector<RankState> rank_;
   std::vector<std::vector<Diagnostic>> rank_problems_;  // validation, per rank
   std::vector<KeyState> keys_;
-  std::vector<MemKey> mem_;                           // plans with memory actions only
-  std::vector<std::uint8_t> seen_;                    // per key: kSeen* bits
-  std::vector<std::array<std::int32_t, 2>> send_at_;  // eager only: SEND index per key
-  std::vector<HopEnd> hop_ends_;                      // per pair end
+  std::vector<MemKey> mem_;         // plans with memory actions only
+  std::vector<std::uint8_t> seen_;  // per key: kSeen* bits
+  std::vector<HopEnd> hop_ends_;    // per pair end
   std::vector<Pending> pending_;
   std::size_t pending_kept_ = 0;  // size after the last sweep of completed entries
   std::vector<std::unique_ptr<Hop[]>> hop_blocks_;

@@ -149,7 +149,6 @@ bool Engine::validate_action(int r, int i, const Action& a) {
     const std::uint8_t bit = fwd ? kSeenSendF : kSeenSendB;
     again = seen_[k] & bit;
     seen_[k] |= bit;
-    if (!again && transport_ == Transport::Eager) send_at_[k][fwd ? 0 : 1] = i;
   } else {
     std::int32_t& at = keys_[k].recv_at[fwd ? 0 : 1];
     again = at != -1;
@@ -161,6 +160,24 @@ bool Engine::validate_action(int r, int i, const Action& a) {
             std::to_string(r));
     return false;
   }
+  return true;
+}
+
+// BATCH_P2P groups run as units; marks a file cannot hold are bad actions.
+bool Engine::check_groups() {
+  bool any = false;
+  for (std::size_t r = 0; r < plan_.ranks.size(); ++r) {
+    std::string why;
+    const long at = first_bad_group(plan_.ranks[r], &why);
+    if (at >= 0) {
+      const Action& a = plan_.ranks[r][static_cast<std::size_t>(at)];
+      result_.problems.push_back(
+          {"sim-bad-action", static_cast<int>(r), static_cast<int>(at), to_string(a), why});
+    }
+    for (const Action& a : plan_.ranks[r]) any |= a.batch_next;
+  }
+  if (!result_.problems.empty()) return false;
+  if (any) use_groups(plan_.ranks);
   return true;
 }
 
@@ -179,12 +196,12 @@ SimResult Engine::simulate() {
   keys_.assign(keys, KeyState{});
   seen_.assign(keys, 0);
   find_recomputes();  // sizes mem_ when the plan has memory actions
-  if (transport_ == Transport::Eager) send_at_.assign(keys, {-1, -1});
   stage_rank_.resize(static_cast<std::size_t>(num_stages_));
   for (int s = 0; s < num_stages_; ++s) stage_rank_[static_cast<std::size_t>(s)] = meta_.rank_of(s);
   // One pair per pair of ranks that some stage boundary joins, so every
   // SEND/RECV (and every compute-only value) finds its pair by its boundary.
-  connect(meta_, transport_, 2 * keys);
+  connect(meta_, transport_);
+  if (!check_groups()) return std::move(result_);
   hop_ends_.resize(ends().size());
   const int n_ranks = meta_.pp_degree;
   rank_.assign(static_cast<std::size_t>(n_ranks), RankState{});

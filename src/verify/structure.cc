@@ -139,6 +139,7 @@ class Checker {
       add("duplicate-action", rank, index, name,
           name + " appears twice: rank " + n2s(rank_of(s)) + " index " + n2s(l) + " and rank " +
               n2s(rank) + " index " + n2s(index));
+      if (comm) left_alone(rank, index, t, s, mb);
       return false;
     }
     index_.set(s, mb, k, index);
@@ -147,6 +148,22 @@ class Checker {
       ++index_.comm_count[static_cast<std::size_t>(s) * 4 + detail::comm_slot(k)];
     }
     return true;
+  }
+
+  // A second copy of a SEND/RECV: one SEND meets one RECV, so one of the
+  // two copies is left without its partner (and never completes).
+  void left_alone(int rank, int index, ActionType t, int s, int mb) {
+    const bool send = is_send(t);
+    const int peer_s = deps::peer_stage(t, s);
+    ActionType partner = ActionType::RecvF;
+    if (t == ActionType::RecvF) partner = ActionType::SendF;
+    else if (t == ActionType::SendB) partner = ActionType::RecvB;
+    else if (t == ActionType::RecvB) partner = ActionType::SendB;
+    const std::string name = act(t, s, mb), other = act(partner, peer_s, mb);
+    add(send ? "unmatched-send" : "unmatched-recv", rank, index, name,
+        "the second " + name + " (rank " + n2s(rank) + " index " + n2s(index) +
+            ") is left without a partner: " + other + " on rank " + n2s(rank_of(peer_s)) +
+            " meets only one " + (send ? "send" : "receive") + " of that value");
   }
 
   bool comm_endpoint_ok(int rank, ActionType t, int s) const {
@@ -193,8 +210,10 @@ class Checker {
 
   void scan_rank(int r) {
     const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
+    bool marked = false;  // any BATCH_P2P mark: the groups get checked after the scan
     for (int i = 0; i < static_cast<int>(list.size()); ++i) {
       const Action& a = list[static_cast<std::size_t>(i)];
+      marked |= a.batch_next;
       if (is_passthrough(a.type)) continue;
       if (is_memory(a.type)) {
         record_memory(r, i, a);
@@ -217,6 +236,19 @@ class Checker {
         early_order(r, i, a);
       }
     }
+    if (marked) {
+      index_.groups = true;
+      check_groups(r);
+    }
+  }
+
+  // Group marks the grammar cannot hold (a plan built in code).
+  void check_groups(int r) {
+    std::string why;
+    const long at = first_bad_group(plan_.ranks[static_cast<std::size_t>(r)], &why);
+    if (at >= 0)
+      add_at("bad-group", r, static_cast<int>(at),
+             "rank " + n2s(r) + " index " + n2s(at) + ": " + why);
   }
 
   // Types a forward-only plan must not hold.

@@ -272,6 +272,37 @@ TEST_CASE("exec: a wrong output_specs fails the step naming the mismatch and the
   CHECK(receiver.rfind("error rank 1: 1RECV_F0 from rank 0", 0) == 0);
 }
 
+// BATCH_P2P groups: each group's members are posted as one batch and waited
+// for together (groups.cc); the losses of every step, hence the gradients of
+// the steps before it, match the unpipelined model's.
+TEST_CASE("exec: plans with BATCH_P2P groups train like the unpipelined reference", "[exec][cli]") {
+  const std::string dir = make_temp_dir("pipeplan-exec-batch-p2p");
+  struct Shape {
+    const char* schedule;
+    const char* p;
+    const char* m;
+  };
+  for (Shape s :
+       {Shape{"1f1b", "4", "6"}, Shape{"interleaved-1f1b", "2", "4"}, Shape{"zbv", "2", "4"}}) {
+    const std::string file = dir + "/" + s.schedule + ".json";
+    Ran planned =
+        run({kCli, "plan", "-s", s.schedule, "-p", s.p, "-m", s.m, "--batch-p2p", "-o", file});
+    REQUIRE(planned.exit_code == 0);
+    INFO(s.schedule << "\n" << slurp(file));
+    REQUIRE(slurp(file).find("BATCH_P2P") != std::string::npos);
+    Ran ref = run({kCli, "train", "--reference", "--plan", file, "--steps", "3"});
+    Ran piped = run({kCli, "train", "--plan", file, "--steps", "3", "--timeout", "30"});
+    INFO(ref.err << piped.err);
+    REQUIRE(ref.exit_code == 0);
+    REQUIRE(piped.exit_code == 0);
+    std::vector<double> want = losses_of(ref.out), got = losses_of(piped.out);
+    REQUIRE(got.size() == 3);
+    REQUIRE(want.size() == 3);
+    for (int k = 0; k < 3; ++k) CHECK(std::abs(got[k] - want[k]) <= 1e-5 * std::abs(want[k]));
+    CHECK(want[2] != want[0]);
+  }
+}
+
 TEST_CASE("exec: train refuses a plan with memory actions until the executor runs them",
           "[exec][cli][memory]") {
   const std::string dir = make_temp_dir("pipeplan-exec-memory");
