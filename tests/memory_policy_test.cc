@@ -113,8 +113,8 @@ TEST_CASE("memory policy: every schedule x shapes with --recompute all and --off
   for (const ScheduleInfo& info : schedules())
     for (int p : {2, 4})
       for (int m : {p, 2 * p + 1})
-        for (const MemoryPolicy& pol :
-             {policy("all", ""), policy("", "all"), policy("all", "all", 2), policy("", "all", 0)}) {
+        for (const MemoryPolicy& pol : {policy("all", ""), policy("", "all"),
+                                        policy("all", "all", 2), policy("", "all", 0)}) {
           std::vector<int> vs = info.allowed_stages_per_rank;
           if (vs.empty()) vs = {1, 2};
           for (int v : vs) {
@@ -141,7 +141,8 @@ TEST_CASE("memory policy: every schedule x shapes with --recompute all and --off
             // Offloaded: while on host, off the device.
             if (pol.recompute.empty()) {
               double host_peak = 0;
-              for (const RankStats& s : r.ranks) host_peak = std::max(host_peak, s.peak_host_memory);
+              for (const RankStats& s : r.ranks)
+                host_peak = std::max(host_peak, s.peak_host_memory);
               CHECK(host_peak > 0);
             }
           }
@@ -157,8 +158,8 @@ TEST_CASE("memory policy: hand-computed peaks", "[memory][policy][simulate]") {
   SimOptions o;
   o.costs = stage_costs(profile, balanced_partition(profile, 4));
   const Planner planner(Problem{"1f1b", 4, 8, 1});
-  const SimResult r =
-      simulate(lower(apply_memory_policy(planner.compute(), policy("all", "")), planner.lowering()), o);
+  const SimResult r = simulate(
+      lower(apply_memory_policy(planner.compute(), policy("all", "")), planner.lowering()), o);
   REQUIRE(r.ok());
   for (int rank = 0; rank < 4; ++rank)
     CHECK(r.ranks[static_cast<std::size_t>(rank)].peak_memory == Approx(0.5 * (4 - rank) + 4.0));
@@ -195,20 +196,20 @@ TEST_CASE("memory policy: the CLI flags on plan, lower, simulate, render and com
   CHECK(r.out.find("OFFLOAD") != std::string::npos);
   CHECK(r.out.find("SEND_F") != std::string::npos);
   // lower a compute-only file with a policy
-  r = run_cli({"lower", "-", "--recompute", "1", "-f", "text"}, "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+  r = run_cli({"lower", "-", "--recompute", "1", "-f", "text"},
+              "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("1RECOMPUTE0 1B0") != std::string::npos);
   CHECK(r.out.find("0RECOMPUTE") == std::string::npos);
-  r = run_cli({"simulate", "-s", "1f1b", "-p", "4", "-m", "8", "--offload", "all", "--host-bw",
-               "1", "-f", "json"});
+  r = run_cli({"simulate", "-s", "1f1b", "-p", "4", "-m", "8", "--offload", "all", "--host-bw", "1",
+               "-f", "json"});
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("\"peak_host_memory\"") != std::string::npos);
   r = run_cli({"render", "-s", "1f1b", "-p", "2", "-m", "3", "--offload", "all", "--host-bw", "1",
                "--svg", "-"});
   CHECK(r.exit_code == 0);
   CHECK(r.out.find(">copy</text>") != std::string::npos);
-  r = run_cli({"compare", "-p", "4", "-m", "8", "--recompute", "all", "--schedules",
-               "1f1b,zb-h1"});
+  r = run_cli({"compare", "-p", "4", "-m", "8", "--recompute", "all", "--schedules", "1f1b,zb-h1"});
   CHECK(r.exit_code == 0);
   // Misuse: exit 2 with the reason.
   r = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "3", "--offload-lead", "2"});
@@ -243,6 +244,7 @@ TEST_CASE("memory search: below 1F1B's budget, plans with memory actions fit and
     for (Transport t : {Transport::Rendezvous, Transport::Eager, Transport::Serial})
       CHECK(verify(r.plan, {t}).ok());
     if (r.best_library_recompute) CHECK(r.makespan < r.best_library_recompute->makespan);
+    CHECK(r.lower_bound <= r.makespan + 1e-9);
   }
   // Forbidding recompute at a quarter: nothing fits.
   o.memory_limit = full * 0.25;
@@ -257,4 +259,40 @@ TEST_CASE("memory search: below 1F1B's budget, plans with memory actions fit and
   CHECK(off.peak_memory <= *o.memory_limit + 1e-9);
   CHECK(off.makespan <= rec.makespan + 1e-9);
   CHECK(verify(off.plan, {Transport::Serial}).ok());
+}
+
+TEST_CASE("memory search: the lower bound's memory term with recompute and offload",
+          "[memory][search]") {
+  // Four layers on two ranks (F 1, B 2, activation 1), m = 8, transfer 0.5,
+  // budget 1.5: kept, the first stage holds one microbatch at a time,
+  // 1 + 8 x 9 = 73 (the head's F, eight round trips of 9).
+  LayerProfile prof;
+  for (int l = 0; l < 4; ++l) prof.layers.push_back({"l" + std::to_string(l), 1, 2, 1, 1, {}, {}});
+  const double plain = makespan_lower_bound(prof, 2, 8, 0.5);  // no memory term
+  CHECK(plain < 73);
+  CHECK(makespan_lower_bound(prof, 2, 8, 0.5, nullptr, 1.5) == Approx(73));
+  // Recomputing keeps the input (default: the activation, 1): still one at a time.
+  CHECK(makespan_lower_bound(prof, 2, 8, 0.5, nullptr, 1.5, {true, false}) == Approx(73));
+  // Offloaded, a microbatch may leave the device: no memory term.
+  CHECK(makespan_lower_bound(prof, 2, 8, 0.5, nullptr, 1.5, {false, true}) == Approx(plain));
+  // Inputs of 0.1: fifteen recomputed microbatches fit, 1 + 1 x 9 = 10 binds nothing.
+  for (Layer& l : prof.layers) l.input = 0.1;
+  std::string why;
+  CHECK(makespan_lower_bound(prof, 2, 8, 0.5, &why, 1.5, {true, false}) == Approx(plain));
+  CHECK(why.find("busiest rank") != std::string::npos);
+  CHECK(makespan_lower_bound(prof, 2, 8, 0.5, nullptr, 1.5) == Approx(73));
+  // The search at that budget recomputes, beats every plan keeping its
+  // activations (>= 73) and stays above its own bound.
+  SearchOptions o;
+  o.pp_degree = 2;
+  o.num_microbatches = 8;
+  o.comm.comm_latency = 0.5;
+  o.memory_limit = 1.5;
+  o.time_limit = 60;
+  const SearchResult r = search(prof, o);
+  CHECK(r.recomputed > 0);
+  CHECK(r.peak_memory <= 1.5 + 1e-9);
+  CHECK(r.makespan < 73);
+  CHECK(r.lower_bound == Approx(plain));
+  CHECK(r.lower_bound <= r.makespan + 1e-9);
 }

@@ -695,9 +695,9 @@ class Search {
         res_.recomputed += a.type == ActionType::Recompute;
         res_.offloaded += a.type == ActionType::Offload;
       }
-    res_.lower_bound =
-        makespan_lower_bound(profile_, o_.pp_degree, o_.num_microbatches, comm_.transfer_time(),
-                             &res_.lower_bound_reason, budget_);
+    res_.lower_bound = makespan_lower_bound(profile_, o_.pp_degree, o_.num_microbatches,
+                                            comm_.transfer_time(), &res_.lower_bound_reason,
+                                            budget_, {allowed().recompute, allowed().offload});
   }
 
   // 7. Tiny shapes: the exhaustive search, from the heuristic's plan as the
