@@ -24,6 +24,7 @@
 #include <functional>
 #include <limits>
 
+#include "exec/boundary.h"
 #include "pipeplan/error.h"
 #include "pipeplan/exec/c10d.h"
 
@@ -32,10 +33,7 @@ namespace pipeplan::exec {
 namespace {
 
 // c10::Error::what() carries a C++ backtrace; users want the message only.
-std::string message_of(const std::exception& e) {
-  if (const auto* ce = dynamic_cast<const c10::Error*>(&e)) return ce->what_without_backtrace();
-  return e.what();
-}
+using detail::message_of;
 
 int env_int(const char* name, bool required, int fallback) {
   const char* v = std::getenv(name);
@@ -87,8 +85,10 @@ using GroupFactory = std::function<c10::intrusive_ptr<c10d::ProcessGroup>(
 class PgCommunicator : public Communicator {
  public:
   PgCommunicator(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroup> pg,
-                 Backend backend, at::Device device, GroupFactory factory)
-      : store_(std::move(store)),
+                 Backend backend, at::Device device, GroupFactory factory,
+                 bool serves_store = false)
+      : serves_store_(serves_store),
+        store_(std::move(store)),
         pg_(std::move(pg)),
         rank_(pg_->getRank()),
         size_(pg_->getSize()),
@@ -134,6 +134,43 @@ class PgCommunicator : public Communicator {
     allreduce_max(t, timeout);
   }
 
+  void report_failure(const std::string& what, bool origin) noexcept override {
+    if (!store_) return;
+    try {
+      const std::string text = std::string(origin ? "1" : "0") + what;
+      store_->set(failure_key(rank_), std::vector<std::uint8_t>(text.begin(), text.end()));
+      // A set is not acknowledged; a check is, and the store serves one
+      // client in order: the report is in before this rank goes on (exits).
+      (void)store_->check({failure_key(rank_)});
+      if (serves_store_) {
+        // The store leaves with this process: give the peers a moment to
+        // fail in turn and read the reports.
+        std::vector<std::string> keys;
+        for (int r = 0; r < size_; ++r) keys.push_back(failure_key(r));
+        store_->wait(keys, kLinger);
+      }
+    } catch (...) {  // NOLINT(bugprone-empty-catch): best effort, the step already failed
+    }
+  }
+
+  std::string reported_failure() noexcept override {
+    if (!store_) return {};
+    std::string first;
+    try {
+      for (int r = 0; r < size_; ++r) {
+        if (r == rank_ || !store_->check({failure_key(r)})) continue;
+        const std::vector<std::uint8_t> v = store_->get(failure_key(r));
+        if (v.empty()) continue;
+        const std::string text =
+            "rank " + std::to_string(r) + " failed: " + std::string(v.begin() + 1, v.end());
+        if (v[0] == '1') return text;
+        if (first.empty()) first = text;
+      }
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the store may be gone with rank 0
+    }
+    return first;
+  }
+
   std::shared_ptr<Communicator> subgroup(const std::vector<int>& ranks, const std::string& name,
                                          std::chrono::milliseconds timeout) override {
     if (ranks.empty()) throw InputError("a subgroup needs at least one rank");
@@ -151,7 +188,8 @@ class PgCommunicator : public Communicator {
     try {
       auto store = c10::make_intrusive<c10d::PrefixStore>("pipeplan/" + name, store_);
       auto pg = factory_(store, sub_rank, static_cast<int>(ranks.size()), timeout);
-      return std::make_shared<PgCommunicator>(store, pg, backend_, device_, factory_);
+      return std::make_shared<PgCommunicator>(store, pg, backend_, device_, factory_,
+                                              serves_store_);
     } catch (const std::exception& e) {
       throw CommError("rank " + std::to_string(rank_) + ": cannot form subgroup '" + name +
                       "' of " + std::to_string(ranks.size()) + " ranks: " + message_of(e));
@@ -170,6 +208,10 @@ class PgCommunicator : public Communicator {
     }
   }
 
+  static std::string failure_key(int rank) { return "pipeplan/failed/" + std::to_string(rank); }
+  static constexpr std::chrono::milliseconds kLinger{2000};
+
+  bool serves_store_;  // this process runs the TCPStore server
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
   int rank_, size_;
@@ -200,6 +242,41 @@ GroupFactory nccl_factory() {
   };
 }
 #endif
+
+// Every rank checks in at the store before the process group forms, so
+// forming it waits for no one and the whole connect() keeps one deadline.
+void join_group(c10d::Store& store, const DistEnv& env,
+                std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds timeout,
+                const std::string& where) {
+  auto key = [](int r) { return "pipeplan/joined/" + std::to_string(r); };
+  std::vector<std::string> keys;
+  for (int r = 0; r < env.world_size; ++r) keys.push_back(key(r));
+  try {
+    store.set(key(env.rank), std::vector<std::uint8_t>{1});
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    store.wait(keys, std::max(left, std::chrono::milliseconds(1)));
+    return;
+  } catch (const std::exception& e) {
+    std::vector<int> missing;
+    try {
+      for (int r = 0; r < env.world_size; ++r)
+        if (!store.check({key(r)})) missing.push_back(r);
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the store itself failed; say so below
+    }
+    if (missing.empty())
+      throw CommError(where + "cannot check in with the other ranks at " + env.master_addr + ":" +
+                      std::to_string(env.master_port) + ": " + message_of(e));
+    std::string names;
+    for (int r : missing) names += (names.empty() ? "" : ", ") + std::to_string(r);
+    throw CommError(where + std::to_string(env.world_size - static_cast<int>(missing.size())) +
+                    " of " + std::to_string(env.world_size) + " ranks joined the group within " +
+                    std::to_string(timeout.count()) + " ms; missing: rank" +
+                    (missing.size() > 1 ? "s " : " ") + names +
+                    " (start WORLD_SIZE=" + std::to_string(env.world_size) +
+                    " processes with the same MASTER_ADDR and MASTER_PORT)");
+  }
+}
 
 }  // namespace
 
@@ -251,26 +328,29 @@ std::shared_ptr<Communicator> Communicator::connect(const DistEnv& env, Backend 
                      "' is not available in this LibTorch build" +
                      (backend == Backend::Nccl ? " (NCCL needs a CUDA LibTorch)" : ""));
   const std::string where = "rank " + std::to_string(env.rank) + ": ";
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   c10::intrusive_ptr<c10d::Store> store;
   try {
     c10d::TCPStoreOptions opts;
     opts.port = static_cast<std::uint16_t>(env.master_port);
     opts.isServer = env.rank == 0;
     opts.numWorkers = static_cast<std::size_t>(env.world_size);
-    opts.waitWorkers = true;
+    opts.waitWorkers = false;  // join_group() waits, naming who is missing
     opts.timeout = timeout;
     store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
   } catch (const std::exception& e) {
     throw CommError(where + "cannot form the store at " + env.master_addr + ":" +
-                    std::to_string(env.master_port) + ": " + message_of(e));
+                    std::to_string(env.master_port) + " within " + std::to_string(timeout.count()) +
+                    " ms: " + message_of(e));
   }
+  join_group(*store, env, deadline, timeout, where);
   try {
 #if defined(PIPEPLAN_EXEC_GLOO)
     if (backend == Backend::Gloo) {
       GroupFactory factory = gloo_factory(is_loopback(env.master_addr));
       auto pg = factory(store, env.rank, env.world_size, timeout);
       return std::make_shared<PgCommunicator>(store, pg, backend, at::Device(at::kCPU),
-                                              std::move(factory));
+                                              std::move(factory), env.rank == 0);
     }
 #endif
 #if defined(PIPEPLAN_EXEC_NCCL)
@@ -284,7 +364,7 @@ std::shared_ptr<Communicator> Communicator::connect(const DistEnv& env, Backend 
       auto pg = factory(store, env.rank, env.world_size, timeout);
       return std::make_shared<PgCommunicator>(
           store, pg, backend, at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank)),
-          std::move(factory));
+          std::move(factory), env.rank == 0);
     }
 #endif
   } catch (const std::exception& e) {

@@ -109,10 +109,33 @@ void Executor::Impl::check_ready(bool training) const {
     throw InputError(me() + "holds the last stage but no loss function was set (set_loss)");
 }
 
+std::string Executor::Impl::unprefixed(const std::exception& e) const {
+  std::string what = detail::message_of(e);
+  if (what.rfind(me(), 0) == 0) what.erase(0, me().size());
+  return what;
+}
+
+// Any error of an action (a stage's forward, the loss, a transfer) says
+// where it happened: rank, stage, microbatch and action. Its type is kept
+// (a torch error in user code becomes an InputError).
+void Executor::Impl::run_in_context(const Action& a) {
+  try {
+    run_action(a);
+  } catch (const std::exception& e) {
+    const std::string what = unprefixed(e);
+    const std::string ctx = me() + "stage " + std::to_string(a.stage) + ", microbatch " +
+                            std::to_string(a.microbatch) + ", action " + to_string(a) + ": ";
+    if (dynamic_cast<const CommError*>(&e) != nullptr) throw CommError(ctx + what);
+    if (dynamic_cast<const InternalError*>(&e) != nullptr) throw InternalError(ctx + what);
+    if (dynamic_cast<const PlanRejected*>(&e) != nullptr) throw;
+    throw InputError(ctx + what);
+  }
+}
+
 // The hooks cost nothing without observers: no clock, no event.
 void Executor::Impl::run_program(const std::vector<Action>& program) {
   if (!hooks.watching()) {
-    for (const Action& a : program) run_action(a);
+    for (const Action& a : program) run_in_context(a);
     return;
   }
   ActionEvent e;
@@ -125,7 +148,7 @@ void Executor::Impl::run_program(const std::vector<Action>& program) {
     e.bytes = 0;
     e.start = e.end = Clock::now();
     hooks.entry(e);
-    run_action(program[i]);
+    run_in_context(program[i]);
     e.end = Clock::now();
     if (is_comm(program[i].type)) e.bytes = transfers.last_bytes();
     hooks.exit(e);
@@ -136,9 +159,22 @@ StepResult Executor::Impl::run(const Values& inputs, const Values& targets, bool
   // Even an error found before communicating may be this rank's alone, with
   // its peers already waiting in the step: shutdown() must not wait for them.
   last_step_failed = true;
-  StepResult r = run_step(inputs, targets, forward_only);
-  last_step_failed = false;
-  return r;
+  try {
+    StepResult r = run_step(inputs, targets, forward_only);
+    last_step_failed = false;
+    return r;
+  } catch (const CommError& e) {
+    // A peer's failure seen from here: say where it started, when known.
+    if (!comm) throw;
+    // Read first: rank 0 keeps the store up until every peer reported.
+    const std::string other = comm->reported_failure();
+    comm->report_failure(unprefixed(e), /*origin=*/false);
+    if (other.empty()) throw;
+    throw CommError(std::string(e.what()) + "; " + other);
+  } catch (const std::exception& e) {
+    if (comm) comm->report_failure(unprefixed(e), /*origin=*/true);
+    throw;
+  }
 }
 
 StepResult Executor::Impl::run_step(const Values& inputs, const Values& targets,
@@ -161,6 +197,7 @@ StepResult Executor::Impl::run_step(const Values& inputs, const Values& targets,
   losses.clear();
   final_outputs.clear();
   ++step_index;
+  if (!fwd_step) ++training_steps;
   broken = false;
   return result;
 }
@@ -285,6 +322,7 @@ void Executor::shutdown() {
   im.comm->barrier(im.timeout());
 }
 
+void Executor::check_gradients() const { impl_->stages.check_gradients(); }
 bool Executor::forward_only_plan() const { return impl_->plan_forward_only; }
 const Plan& Executor::plan() const { return impl_->plan; }
 int Executor::rank() const { return impl_->rank; }

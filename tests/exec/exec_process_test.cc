@@ -264,10 +264,70 @@ TEST_CASE("exec: a wrong output_specs fails the step naming the mismatch and the
   INFO("rank 0: " << sender << "rank 1: " << receiver);
   CHECK(r.exit_code() == 0);
   CHECK(sender ==
-        "error rank 0: stage 0 returns [Float[2, 16], Float[2, 16], int] for microbatch 0 but "
+        "error rank 0: stage 0, microbatch 0, action 0SEND_F0: stage 0 returns [Float[2, 16], "
+        "Float[2, 16], int] for microbatch 0 but "
         "ExecOptions::output_specs[0] says [Float[2, 8], Float[2, 16], int]; correct "
         "output_specs[0] (the same on every rank), or leave stage 0 out of output_specs to "
         "learn its shapes from the first transfer\n");
-  // The peer fails too, within its timeout, naming the transfer it waited for.
-  CHECK(receiver.rfind("error rank 1: 1RECV_F0 from rank 0", 0) == 0);
+  // The peer fails too, within its timeout, naming the transfer it waited for
+  // (rank 0, which failed, served the store: its report left with it).
+  CHECK(receiver.rfind("error rank 1: stage 1, microbatch 0, action 1F0: 1RECV_F0 from rank 0",
+                       0) == 0);
+}
+
+TEST_CASE("exec: a throwing stage is reported with its context on every rank", "[exec]") {
+  const std::string dir = make_temp_dir("pipeplan-exec-throw");
+  exec::LaunchOptions lo;
+  lo.nproc = 3;
+  lo.grace = std::chrono::milliseconds(30000);
+  const auto start = std::chrono::steady_clock::now();
+  exec::LaunchResult r = exec::launch_local({kWorker, "--schedules", "1f1b", "--steps", "1",
+                                             "--out", dir, "--timeout", "20", "--throw-at", "1"},
+                                            lo);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string origin = "stage 1, microbatch 1, action 1F1: stage 1 refuses microbatch 1";
+  std::vector<std::string> got;
+  for (int k = 0; k < 3; ++k) got.push_back(slurp(dir + "/rank" + std::to_string(k) + ".txt"));
+  INFO("rank 0: " << got[0] << "rank 1: " << got[1] << "rank 2: " << got[2]);
+  CHECK(r.exit_code() == 0);
+  CHECK(took < 20);  // well within the timeout: the peers see the closed connections
+  CHECK(got[1] == "error rank 1: " + origin + "\n");
+  // Each peer names what it waited for, then which rank failed and why.
+  for (int k : {0, 2}) {
+    CHECK(got[k].rfind(
+              "error rank " + std::to_string(k) + ": stage " + std::to_string(k) + ", microbatch ",
+              0) == 0);
+    CHECK(got[k].find("from rank 1 failed") != std::string::npos);
+    CHECK(got[k].find("; rank 1 failed: " + origin + "\n") != std::string::npos);
+  }
+}
+
+TEST_CASE("exec: a missing rank fails connect on every rank within the timeout", "[exec]") {
+  const std::string dir = make_temp_dir("pipeplan-exec-missing");
+  // WORLD_SIZE=3 with rank 2 never started; and a world of 2 without rank 0
+  // (which serves the store).
+  const int port = exec::free_loopback_port(), lone_port = exec::free_loopback_port();
+  const std::vector<std::string> cmd = {kWorker, "--schedules", "1f1b", "--out",
+                                        dir,     "--timeout",   "3"};
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Child> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.push_back(spawn(cmd, rank_env(r, 3, port), dir, "rank" + std::to_string(r)));
+  Child lone = spawn(cmd, rank_env(1, 2, lone_port), dir, "lone");
+  for (int r = 0; r < 2; ++r) {
+    CHECK(wait_exit(ranks[r], seconds(60)) == 2);
+    CHECK(slurp(ranks[r].err_path) ==
+          "exec_worker: rank " + std::to_string(r) +
+              ": 2 of 3 ranks joined the group within 3000 ms; missing: rank 2 (start "
+              "WORLD_SIZE=3 processes with the same MASTER_ADDR and MASTER_PORT)\n");
+  }
+  CHECK(wait_exit(lone, seconds(60)) == 2);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // (c10d logs its own line first.)
+  CHECK(slurp(lone.err_path)
+            .find("exec_worker: rank 1: cannot form the store at 127.0.0.1:" +
+                  std::to_string(lone_port) + " within 3000 ms: ") != std::string::npos);
+  CHECK(took < 3 + 4);  // the timeout, plus process start-up on a loaded machine
 }
