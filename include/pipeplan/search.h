@@ -15,6 +15,7 @@
 // @endcode
 #pragma once
 
+#include <limits>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -73,11 +74,15 @@ struct LibraryRun {
 /// (values move when produced, plus the transfer time), beside the search's
 /// best in the same model.
 struct ExactResult {
-  bool complete = false;      ///< false: the node budget ran out (no claim)
+  bool complete = false;      ///< false: stopped by the time limit or node cap (no claim)
   double optimum = 0.0;       ///< least compute-only makespan that fits
   double search_value = 0.0;  ///< the search's best compute-only makespan
   long long nodes = 0;
   int max_stages_per_rank = 0;  ///< the space covered every v up to this one
+  /// The plan returned is the exact search's (faster than the heuristic's in
+  /// the compute-only model, no slower under the chosen transport), found
+  /// whether or not the search completed.
+  bool returned = false;
   double gap() const { return optimum > 0 ? search_value / optimum - 1.0 : 0.0; }
 };
 
@@ -112,13 +117,18 @@ class BudgetError : public InputError {
 /// (fewer layers than ranks, p or m < 1) and BudgetError when nothing fits.
 SearchResult search(const LayerProfile& profile, const SearchOptions& options);
 
-/// A lower bound on the makespan of any plan for (profile, p, m, comm):
-/// the larger of (m x total work + (p-1) x (first layer's F + transfer)) / p
-/// (the ranks without layer 0 idle at least that long at the start) and one
-/// microbatch's F + I chain through every layer, the first layer's W and the
-/// 2(p-1) transfers it must cross.
+/// A lower bound on the makespan of any plan for (profile, p, m, comm) whose
+/// ranks' peak activation memory stays within `memory_limit` (holding each
+/// microbatch's activations from its F to its backward; infinity: no
+/// budget). The largest of: the busiest rank, (m x total work + the fill) /
+/// p, the fill summing what the k-th rank to start waits (the first k
+/// layers' F and k transfers); one microbatch's F + I chain through every
+/// layer, the first layer's W and the 2(p-1) transfers it must cross; and
+/// the memory term, the round trips of the microbatches the first stage can
+/// hold at once run one after another. See docs/search.md for the proof.
 double makespan_lower_bound(const LayerProfile& profile, int pp_degree, int num_microbatches,
-                            double transfer_time, std::string* reason = nullptr);
+                            double transfer_time, std::string* reason = nullptr,
+                            double memory_limit = std::numeric_limits<double>::infinity());
 
 /// Human-readable report. Implemented in src/emit.
 void write_search_text(const SearchResult& result, const SearchOptions& options, std::ostream& out);

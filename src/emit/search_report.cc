@@ -49,8 +49,9 @@ void write_search_text(const SearchResult& r, const SearchOptions& o, std::ostre
       out << "exact (compute-only model, v <= " << e.max_stages_per_rank << ", " << e.nodes
           << " nodes): optimum " << format_number(e.optimum, 4) << ", search "
           << format_number(e.search_value, 4) << ", " << format_number(e.gap() * 100, 2)
-          << "% from optimal\n";
-    else out << "exact: gave up after " << e.nodes << " nodes (no claim)\n";
+          << "% from optimal";
+    else out << "exact: stopped after " << e.nodes << " nodes (no claim of optimality)";
+    out << "; returned: the " << (e.returned ? "exact search's" : "heuristic's") << " plan\n";
   }
   out << "candidates simulated: " << r.candidates << (r.time_limited ? " (time limit reached)" : "")
       << "\n";
@@ -99,7 +100,8 @@ void write_search_json(const SearchResult& r, const SearchOptions& o, std::ostre
                     {"search", tidy(r.exact->search_value)},
                     {"gap", tidy(r.exact->gap())},
                     {"nodes", r.exact->nodes},
-                    {"max_stages_per_rank", r.exact->max_stages_per_rank}};
+                    {"max_stages_per_rank", r.exact->max_stages_per_rank},
+                    {"winner", r.exact->returned ? "exact" : "heuristic"}};
   } else {
     doc["exact"] = nullptr;
   }

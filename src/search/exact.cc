@@ -2,7 +2,9 @@
 #include "search/exact.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
+#include <optional>
 
 #include "run/values.h"
 #include "search/greedy.h"
@@ -12,14 +14,15 @@ namespace {
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
 constexpr double kEps = 1e-9;
-constexpr long long kNodeBudget = 4'000'000;
+constexpr long long kNodeBudget = 100'000'000;  // the time limit comes first
 constexpr int kTinyPairs = 16, kTinyLayers = 8;
 
 class Exact {
  public:
   Exact(const PlanMeta& meta, const StageTable& t, double budget, double incumbent,
-        long long* nodes)
-      : meta_(meta),
+        long long* nodes, const std::function<bool()>& expired)
+      : expired_(expired),
+        meta_(meta),
         t_(t),
         budget_(budget),
         best_(incumbent),
@@ -30,6 +33,9 @@ class Exact {
         values_(meta, t.transfer) {
     const auto n = static_cast<std::size_t>(S_ * m_);
     split_.assign(n, 0);
+    f_end_.assign(n, 0.0);
+    b_end_.assign(n, 0.0);
+    order_.resize(static_cast<std::size_t>(p_));
     next_.assign(static_cast<std::size_t>(S_) * 3, 0);
     owner_.resize(static_cast<std::size_t>(S_));
     for (int s = 0; s < S_; ++s) owner_[static_cast<std::size_t>(s)] = meta.rank_of(s);
@@ -40,13 +46,21 @@ class Exact {
           m_ * (t.f[static_cast<std::size_t>(s)] + t.b[static_cast<std::size_t>(s)]);
   }
 
-  /// False when the node budget ran out.
+  /// False when the node budget or the time ran out.
   bool run() {
-    (void)meta_;
     dfs(0.0, 0, 0.0);
     return !out_of_nodes_;
   }
   double best() const { return best_; }
+  /// The orders of the best schedule found, when it beat the incumbent.
+  std::optional<Plan> best_plan() const {
+    if (best_order_.empty()) return std::nullopt;
+    Plan plan;
+    plan.meta = meta_;
+    plan.ranks = best_order_;
+    for (int r = 0; r < p_; ++r) plan.rank_ids.push_back(r);
+    return plan;
+  }
 
  private:
   std::size_t at(int s, int mb) const { return static_cast<std::size_t>(s * m_ + mb); }
@@ -54,7 +68,7 @@ class Exact {
 
   void dfs(double last_start, int last_rank, double makespan) {
     if (out_of_nodes_) return;
-    if (++*nodes_ > kNodeBudget) {
+    if (++*nodes_ > kNodeBudget || ((*nodes_ & 4095) == 0 && expired_())) {
       out_of_nodes_ = true;
       return;
     }
@@ -68,12 +82,13 @@ class Exact {
         bound = std::max(bound, std::max(free_[R], last_start) + remaining_[R]);
       left = left || remaining_[R] > kEps;
     }
-    if (bound >= best_ - kEps) return;
+    if (bound >= best_ - kEps || chain_bound(last_start) >= best_ - kEps) return;
     bool any = false;
     for (int s = 0; s < S_; ++s)
       any = any || next(s, 0) < m_ || next(s, 1) < m_ || pending_w(s) >= 0;
     if (!any) {
       best_ = makespan;  // bound < best_: strictly better
+      best_order_ = order_;
       return;
     }
     (void)left;
@@ -90,8 +105,10 @@ class Exact {
           if (canonical(start, r, last_start, last_rank)) {
             const double end = start + t_.f[k], keep_free = free_[R];
             values_.produced(f, end), free_[R] = end, live_[R] += t_.mem[k];
-            remaining_[R] -= t_.f[k], ++next(s, 0);
+            remaining_[R] -= t_.f[k], ++next(s, 0), f_end_[at(s, mb)] = end;
+            order_[R].push_back(f);
             dfs(start, r, std::max(makespan, end));
+            order_[R].pop_back();
             --next(s, 0), remaining_[R] += t_.f[k];
             live_[R] -= t_.mem[k], free_[R] = keep_free, values_.unproduce(f);
           }
@@ -110,8 +127,10 @@ class Exact {
               values_.produced(bwd, end), free_[R] = end, remaining_[R] -= dur;
               split_[at(s, mb)] = static_cast<char>(split);
               if (!split) live_[R] -= t_.mem[k];
-              ++next(s, 1);
+              ++next(s, 1), b_end_[at(s, mb)] = end;
+              order_[R].push_back(bwd);
               dfs(start, r, std::max(makespan, end));
+              order_[R].pop_back();
               --next(s, 1);
               if (!split) live_[R] += t_.mem[k];
               split_[at(s, mb)] = 0;
@@ -127,12 +146,50 @@ class Exact {
           const double end = start + t_.w[k], keep_free = free_[R];
           free_[R] = end, remaining_[R] -= t_.w[k], live_[R] -= t_.mem[k];
           split_[at(s, mb)] = 2;
+          order_[R].push_back(make(ActionType::W, s, mb));
           dfs(start, r, std::max(makespan, end));
+          order_[R].pop_back();
           split_[at(s, mb)] = 1;
           live_[R] += t_.mem[k], remaining_[R] += t_.w[k], free_[R] = keep_free;
         }
       }
     }
+  }
+
+  // A bound on every completion of this node, ignoring that ranks run one
+  // action at a time except for what they run already: an action not yet
+  // placed starts no earlier than the last start generated, its rank's free
+  // time, its inputs' (earliest) ends plus the transfer between ranks, and
+  // the end of its stage's previous microbatch of the same kind (same rank);
+  // a backward takes at least I, and its stage's W still follows.
+  double chain_bound(double last_start) {
+    double bound = 0.0;
+    const auto floor = [&](int s) {
+      return std::max(last_start,
+                      free_[static_cast<std::size_t>(owner_[static_cast<std::size_t>(s)])]);
+    };
+    const auto lag = [&](int a, int b) {
+      return owner_[static_cast<std::size_t>(a)] == owner_[static_cast<std::size_t>(b)]
+                 ? 0.0
+                 : t_.transfer;
+    };
+    for (int s = 0; s < S_; ++s)
+      for (int mb = next(s, 0); mb < m_; ++mb) {
+        double start = floor(s);
+        if (s > 0) start = std::max(start, f_end_[at(s - 1, mb)] + lag(s - 1, s));
+        if (mb > 0) start = std::max(start, f_end_[at(s, mb - 1)]);
+        f_end_[at(s, mb)] = start + t_.f[static_cast<std::size_t>(s)];
+      }
+    for (int s = S_ - 1; s >= 0; --s)
+      for (int mb = next(s, 1); mb < m_; ++mb) {
+        double start = std::max(floor(s), f_end_[at(s, mb)]);
+        if (s + 1 < S_) start = std::max(start, b_end_[at(s + 1, mb)] + lag(s + 1, s));
+        if (mb > 0) start = std::max(start, b_end_[at(s, mb - 1)]);
+        b_end_[at(s, mb)] = start + t_.i[static_cast<std::size_t>(s)];
+        const auto k = static_cast<std::size_t>(s);
+        bound = std::max(bound, start + std::min(t_.b[k], t_.i[k] + t_.w[k]));
+      }
+    return bound;
   }
 
   // The oldest microbatch of stage s whose I ran and whose W did not; -1: none.
@@ -147,6 +204,7 @@ class Exact {
     return start > last_start - kEps && rank >= last_rank;
   }
 
+  const std::function<bool()>& expired_;
   const PlanMeta& meta_;
   const StageTable& t_;
   double budget_, best_;
@@ -156,6 +214,10 @@ class Exact {
   run::ShapedValueTimes values_;
   std::vector<double> free_, live_, remaining_;
   std::vector<char> split_;
+  // End times of placed F and backward actions (beyond them: chain_bound's
+  // scratch), and the orders built so far.
+  std::vector<double> f_end_, b_end_;
+  std::vector<std::vector<Action>> order_, best_order_;
   std::vector<int> next_, owner_;
 };
 
@@ -181,7 +243,7 @@ bool exact_is_tiny(const LayerProfile& profile, const SearchOptions& o) {
 }
 
 ExactResult exact_search(const LayerProfile& profile, const SearchOptions& o, double budget,
-                         double search_value) {
+                         double search_value, const std::function<bool()>& expired, Plan* plan) {
   ExactResult res;
   res.search_value = search_value;
   double best = search_value;
@@ -206,12 +268,17 @@ ExactResult exact_search(const LayerProfile& profile, const SearchOptions& o, do
         meta.stages_per_rank = v;
         meta.mapping = mapping == 0 ? StageMapping::Loop : StageMapping::V;
         const StageTable table = stage_table(stage_costs(profile, part, comm), S);
-        Exact e(meta, table, budget, best, &res.nodes);
-        if (!e.run()) {
-          complete = false;
-          break;
+        Exact e(meta, table, budget, best, &res.nodes, expired);
+        complete = e.run();
+        if (e.best() < best - kEps) {
+          best = e.best();
+          if (plan) {
+            *plan = *e.best_plan();
+            plan->meta.schedule = "search";
+            plan->meta.partition = part;
+          }
         }
-        best = std::min(best, e.best());
+        if (!complete) break;
       }
     }
   res.complete = complete;

@@ -1,6 +1,8 @@
 // Internal to src/search: the exhaustive search for tiny shapes.
 #pragma once
 
+#include <functional>
+
 #include "pipeplan/search.h"
 
 namespace pipeplan::detail {
@@ -19,7 +21,11 @@ bool exact_is_tiny(const LayerProfile& profile, const SearchOptions& options);
 /// (start, rank) order, so each is met once; a node is cut when its ranks'
 /// remaining work cannot beat the incumbent. `search_value` (the search's
 /// compute-only makespan, a plan in that space) is the first incumbent.
+/// `expired` stops it early (the result is then incomplete). When a schedule
+/// faster than `search_value` is found (complete or not), `plan` (if given)
+/// receives the fastest one's compute-only orders, its partition recorded.
 ExactResult exact_search(const LayerProfile& profile, const SearchOptions& options, double budget,
-                         double search_value);
+                         double search_value, const std::function<bool()>& expired,
+                         Plan* plan = nullptr);
 
 }  // namespace pipeplan::detail

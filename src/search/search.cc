@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "ir/numbers.h"
+#include "model/split.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
@@ -20,7 +21,7 @@
 #include "search/greedy.h"
 #include "search/improve.h"
 #include "search/refine.h"
-#include "model/split.h"
+#include "search/wfill.h"
 
 namespace pipeplan {
 namespace {
@@ -34,6 +35,10 @@ constexpr std::size_t kFinalists = 6;
 // each (plans timed x actions per plan; a fixed count keeps it deterministic).
 constexpr std::size_t kImproveSeeds = 6;
 constexpr long long kImproveWork = 8000000;
+// Split orders whose W passes are placed anew (the best of the pool).
+constexpr std::size_t kRefillSeeds = 8;
+// Of those, the best that the local improvement starts from too.
+constexpr std::size_t kImproveRefilled = 2;
 
 // Actions of a lowered plan per (stage, microbatch), at most: F, B (or I
 // and W) and four SEND/RECV.
@@ -89,6 +94,7 @@ struct Candidate {
   double makespan = 0.0;  // compute-only model
   double peak = 0.0;
   std::string origin;
+  bool refilled = false;  // its W placed anew (step 3a)
 };
 
 std::string knob_text(const GreedyKnobs& k) {
@@ -253,8 +259,10 @@ class Search {
     refine_partitions();
     res_.time_limited = clock_.limited();
     add_library_orders();
+    refill_weights();
     improve_locally();
     lower_finalists();
+    solve_exactly();
     finish();
     return std::move(res_);
   }
@@ -495,6 +503,35 @@ class Search {
     }
   }
 
+  // 3a. The W passes of the best split orders placed anew (wfill.h): where
+  // they fill a wait without delaying the work behind it, or free memory.
+  void refill_weights() {
+    sort_pool();
+    std::vector<Candidate> refilled;
+    std::size_t tried = 0;
+    for (const Candidate& c : pool_) {
+      if (tried >= kRefillSeeds) break;
+      std::size_t actions = 0;
+      for (const auto& list : c.compute.ranks) actions += list.size();
+      if (!clock_.affords(static_cast<double>(actions))) break;
+      bool split = false;
+      for (const auto& list : c.compute.ranks)
+        for (const Action& a : list) split = split || a.type == ActionType::I;
+      if (!split) continue;
+      ++tried;
+      const detail::StageTable table = table_of(c.compute);
+      for (double slack : {0.0, table.transfer}) {
+        auto g = detail::refill_weights(c.compute, table, budget_, slack);
+        ++res_.candidates;
+        if (g && g->peak <= budget_ + kEps && g->makespan < c.makespan - kEps)
+          refilled.push_back({std::move(g->plan), g->makespan, g->peak,
+                              c.origin + ", W passes placed anew", true});
+        if (table.transfer <= 0) break;
+      }
+    }
+    for (Candidate& c : refilled) pool_.push_back(std::move(c));
+  }
+
   // 3b. Local improvement of the best orders: pull ready work (a forward, a
   // backward, a deferred W) into idle time or ahead of a W while the budget
   // holds. The fastest library order that fits is always among the starts.
@@ -507,11 +544,17 @@ class Search {
             : std::string();
     for (const Candidate& c : pool_)
       if (c.origin == best_origin) starts.push_back(&c);
-    for (const Candidate& c : pool_) {
-      if (starts.size() >= kImproveSeeds) break;
-      bool dup = false;
-      for (const Candidate* s : starts) dup = dup || s->compute == c.compute;
-      if (!dup) starts.push_back(&c);
+    // The best orders as built, then the best whose W were placed anew (a
+    // re-placed order is close to its source: it gets seeds of its own).
+    for (bool refilled : {false, true}) {
+      const std::size_t limit = refilled ? starts.size() + kImproveRefilled : kImproveSeeds;
+      for (const Candidate& c : pool_) {
+        if (starts.size() >= limit) break;
+        if (c.refilled != refilled) continue;
+        bool dup = false;
+        for (const Candidate* s : starts) dup = dup || s->compute == c.compute;
+        if (!dup) starts.push_back(&c);
+      }
     }
     const auto expired = [this] { return clock_.expired(); };
     std::vector<Candidate> improved;
@@ -618,13 +661,35 @@ class Search {
       res_.rank_peak_memory.push_back(s.peak_memory);
       res_.peak_memory = std::max(res_.peak_memory, s.peak_memory);
     }
-    res_.lower_bound = makespan_lower_bound(profile_, o_.pp_degree, o_.num_microbatches,
-                                            comm_.transfer_time(), &res_.lower_bound_reason);
-    if (o_.exact && !o_.partition && detail::exact_is_tiny(profile_, o_)) {
-      // The exact search works in the compute-only model: compare like with like.
-      const double value =
-          simulate(compute_projection(res_.plan), sim_options(res_.plan.meta.partition)).makespan;
-      res_.exact = detail::exact_search(profile_, o_, budget_, value);
+    res_.lower_bound =
+        makespan_lower_bound(profile_, o_.pp_degree, o_.num_microbatches, comm_.transfer_time(),
+                             &res_.lower_bound_reason, budget_);
+  }
+
+  // 7. Tiny shapes: the exhaustive search, from the heuristic's plan as the
+  // incumbent; a faster schedule it finds is lowered like the finalists and
+  // returned when it verifies everywhere and is no slower under --model.
+  void solve_exactly() {
+    if (!o_.exact || o_.partition || !detail::exact_is_tiny(profile_, o_)) return;
+    // The exact search works in the compute-only model: compare like with like.
+    const double value =
+        simulate(compute_projection(res_.plan), sim_options(res_.plan.meta.partition)).makespan;
+    Plan best;
+    res_.exact = detail::exact_search(profile_, o_, budget_, value, expired_, &best);
+    if (!res_.exact->complete && clock_.expired()) res_.time_limited = true;
+    if (best.ranks.empty()) return;
+    const Partition part = best.meta.partition;
+    const std::string origin = "exact branch and bound (" +
+                               config_text({best.meta.mapping, best.meta.stages_per_rank}) + ")";
+    for (const LowerOptions& lo : lowerings_for(sim_options(part).costs, table_of(best))) {
+      Plan lowered = lower(best, lo);
+      const SimResult r = simulate(lowered, sim_options(part));
+      ++res_.candidates;
+      // Ties go to the exact plan: it is the faster one in the compute-only model.
+      const double to_beat = res_.exact->returned ? res_.makespan - kEps : res_.makespan + kEps;
+      if (!r.ok() || r.makespan > to_beat || !verifies_everywhere(lowered)) continue;
+      offer(std::move(lowered), r.makespan, origin);
+      res_.exact->returned = true;
     }
   }
 
