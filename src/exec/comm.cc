@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <functional>
 #include <limits>
+#include <thread>
 
 #include "exec/boundary.h"
 #include "pipeplan/error.h"
@@ -245,37 +246,67 @@ GroupFactory nccl_factory() {
 
 // Every rank checks in at the store before the process group forms, so
 // forming it waits for no one and the whole connect() keeps one deadline.
+// Ranks poll rather than block on the store: rank 0 serves it, and when it
+// gives up it posts who is missing and waits (briefly) until the others
+// have read it, so every rank fails with the same message.
+std::string missing_ranks(c10d::Store& store, int world, const std::string& prefix,
+                          std::chrono::milliseconds timeout) {
+  std::string names;
+  int n = 0;
+  for (int r = 0; r < world; ++r)
+    if (!store.check({prefix + std::to_string(r)})) {
+      names += (names.empty() ? "" : ", ") + std::to_string(r);
+      ++n;
+    }
+  return std::to_string(world - n) + " of " + std::to_string(world) +
+         " ranks joined the group within " + std::to_string(timeout.count()) +
+         " ms; missing: " + (n > 1 ? "ranks " : "rank ") + names;
+}
+
 void join_group(c10d::Store& store, const DistEnv& env,
                 std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds timeout,
                 const std::string& where) {
-  auto key = [](int r) { return "pipeplan/joined/" + std::to_string(r); };
+  using std::chrono::milliseconds;
+  const std::string joined = "pipeplan/joined/", failed = "pipeplan/join-failed",
+                    seen = "pipeplan/join-failure-seen/";
   std::vector<std::string> keys;
-  for (int r = 0; r < env.world_size; ++r) keys.push_back(key(r));
-  try {
-    store.set(key(env.rank), std::vector<std::uint8_t>{1});
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    store.wait(keys, std::max(left, std::chrono::milliseconds(1)));
-    return;
-  } catch (const std::exception& e) {
-    std::vector<int> missing;
-    try {
-      for (int r = 0; r < env.world_size; ++r)
-        if (!store.check({key(r)})) missing.push_back(r);
-    } catch (...) {  // NOLINT(bugprone-empty-catch): the store itself failed; say so below
-    }
-    if (missing.empty())
-      throw CommError(where + "cannot check in with the other ranks at " + env.master_addr + ":" +
-                      std::to_string(env.master_port) + ": " + message_of(e));
-    std::string names;
-    for (int r : missing) names += (names.empty() ? "" : ", ") + std::to_string(r);
-    throw CommError(where + std::to_string(env.world_size - static_cast<int>(missing.size())) +
-                    " of " + std::to_string(env.world_size) + " ranks joined the group within " +
-                    std::to_string(timeout.count()) + " ms; missing: rank" +
-                    (missing.size() > 1 ? "s " : " ") + names +
-                    " (start WORLD_SIZE=" + std::to_string(env.world_size) +
+  for (int r = 0; r < env.world_size; ++r) keys.push_back(joined + std::to_string(r));
+  auto refuse = [&](const std::string& why) {
+    throw CommError(where + why + " (start WORLD_SIZE=" + std::to_string(env.world_size) +
                     " processes with the same MASTER_ADDR and MASTER_PORT)");
+  };
+  std::string why;
+  try {
+    store.set(keys[env.rank], std::vector<std::uint8_t>{1});
+    while (!store.check(keys)) {
+      if (env.rank != 0 && store.check({failed})) {
+        const std::vector<std::uint8_t> v = store.get(failed);
+        store.set(seen + std::to_string(env.rank), std::vector<std::uint8_t>{1});
+        why = std::string(v.begin(), v.end());
+        break;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        why = missing_ranks(store, env.world_size, joined, timeout);
+        if (env.rank == 0) {
+          store.set(failed, std::vector<std::uint8_t>(why.begin(), why.end()));
+          const auto until = std::chrono::steady_clock::now() + milliseconds(1000);
+          for (int r = 1; r < env.world_size; ++r)
+            while (store.check({keys[r]}) && !store.check({seen + std::to_string(r)}) &&
+                   std::chrono::steady_clock::now() < until)
+              std::this_thread::sleep_for(milliseconds(10));
+        }
+        break;
+      }
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+  } catch (const std::exception& e) {
+    throw CommError(where + "cannot check in with the other ranks at " + env.master_addr + ":" +
+                    std::to_string(env.master_port) +
+                    " (rank 0, which serves the store, may "
+                    "have given up or failed): " +
+                    message_of(e));
   }
+  if (!why.empty()) refuse(why);
 }
 
 }  // namespace

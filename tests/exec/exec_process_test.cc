@@ -329,5 +329,7 @@ TEST_CASE("exec: a missing rank fails connect on every rank within the timeout",
   CHECK(slurp(lone.err_path)
             .find("exec_worker: rank 1: cannot form the store at 127.0.0.1:" +
                   std::to_string(lone_port) + " within 3000 ms: ") != std::string::npos);
-  CHECK(took < 3 + 4);  // the timeout, plus process start-up on a loaded machine
+  // The timeout, plus starting three processes on a loaded machine (without
+  // one deadline for the whole, each phase took its own timeout).
+  CHECK(took < 3 + 9);
 }
