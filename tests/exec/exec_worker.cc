@@ -169,8 +169,19 @@ int main(int argc, char** argv) {
     Args a = parse(argc, argv);
     at::set_num_threads(1);
     DistEnv env = DistEnv::from_environment();
-    auto comm = Communicator::connect(
-        env, Backend::Gloo, std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000)));
+    const auto t0 = std::chrono::steady_clock::now();
+    std::shared_ptr<Communicator> comm;
+    try {
+      comm = Communicator::connect(
+          env, Backend::Gloo,
+          std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000)));
+    } catch (const CommError&) {
+      // How long connect() took, for the missing-rank test.
+      std::printf("connect failed after %.3f s\n",
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      std::fflush(stdout);
+      throw;
+    }
     std::ofstream out(a.out + "/rank" + std::to_string(env.rank) + ".txt");
     bool ok = true;
     for (std::size_t i = 0; i < a.schedules.size(); ++i) {
