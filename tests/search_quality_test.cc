@@ -304,3 +304,29 @@ TEST_CASE("search: the exact search runs within the time limit", "[search]") {
   CHECK(cut.peak_memory <= cut.memory_limit + 1e-9);
   check_verified(cut.plan);
 }
+
+TEST_CASE("search: the exact plan keeps to the mappings the search may use", "[search]") {
+  // p = 4, m = 2, transfer 0.25 on eight uneven layers: the optimum is a V
+  // (26.9 against the heuristic's 27.4). With V limited to v = 1 (none),
+  // neither the heuristic nor the exact search may return one.
+  LayerProfile prof;
+  for (int l = 0; l < 8; ++l)
+    prof.layers.push_back(
+        {"l" + std::to_string(l), 1 + 0.3 * (l % 3), 2 + 0.5 * (l % 2), 1, 1, {}, {}});
+  SearchOptions o;
+  o.pp_degree = 4;
+  o.num_microbatches = 2;
+  o.comm.comm_latency = 0.25;
+  const SearchResult free_v = search(prof, o);
+  REQUIRE(free_v.exact);
+  CHECK(free_v.exact->returned);
+  CHECK(free_v.plan.meta.mapping == StageMapping::V);
+  CHECK(free_v.exact->optimum == Approx(26.9));
+  o.max_v_stages_per_rank = 1;
+  const SearchResult loop_only = search(prof, o);
+  REQUIRE(loop_only.exact);
+  CHECK(loop_only.exact->complete);
+  CHECK(loop_only.plan.meta.mapping == StageMapping::Loop);
+  CHECK(loop_only.exact->optimum >= free_v.exact->optimum - 1e-9);
+  check_verified(loop_only.plan);
+}

@@ -257,6 +257,8 @@ ExactResult exact_search(const LayerProfile& profile, const SearchOptions& o, do
       const int S = o.pp_degree * v;
       if (S * o.num_microbatches > kTinyPairs || static_cast<std::size_t>(S) > profile.size())
         continue;
+      // The V mapping only up to the largest v the search may use for it.
+      if (mapping == 1 && o.max_v_stages_per_rank > 0 && v > o.max_v_stages_per_rank) continue;
       res.max_stages_per_rank = std::max(res.max_stages_per_rank, v);
       std::vector<Partition> parts;
       Partition cur;
