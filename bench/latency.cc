@@ -1,6 +1,7 @@
 #include "bench/latency.h"
 
 #include <algorithm>
+#include <cmath>
 #include <iomanip>
 #include <sstream>
 #include <stdexcept>
@@ -31,19 +32,32 @@ struct Tally {
   }
 };
 
+// One (schedule, cost set, latency) over the grid's shapes.
 struct Row {
-  std::string schedule, comm;
+  std::string schedule, costs;
+  double latency = 0.0;
   int shapes = 0;
   Tally seed, hiding, torch;
   int slower_than_torch = 0;
-  int out_of_reach = 0;         // hiding misses the bound and no pair-stream execution reaches it
   double worst_vs_torch = 1.0;  // hiding / torch
   std::string worst_vs_torch_shape;
+  // Of the shapes where latency hiding misses the bound:
+  int out_of_reach = 0;  // proved out of reach: reach.cc's proof, or the lowering's exact search
+  int by_search = 0;     // of those, proved only by the exact search (its optimum is above)
+  int neither = 0;       // neither at the bound nor proved out of reach: the cases to fix
+  int optimal = 0;  // shapes where no lowering of the order is faster (at the bound, or proved)
+  int local = 0;    // misses whose orders are a proved local optimum (no adjacent swap helps)
 };
 
 std::string fixed(double x, int digits) {
   std::ostringstream s;
   s << std::fixed << std::setprecision(digits) << x;
+  return s.str();
+}
+
+std::string number(double x) {
+  std::ostringstream s;
+  s << x;
   return s.str();
 }
 
@@ -54,33 +68,172 @@ double makespan_of(const Plan& p, const SimOptions& o, const std::string& what) 
   return r.makespan;
 }
 
-}  // namespace
-
-std::string CommCase::name() const {
-  std::ostringstream s;
-  s << "lat " << latency;
-  if (bandwidth > 0 && bytes > 0) s << " + " << bytes << "/" << bandwidth;
-  return s.str();
+void print_table(const std::vector<std::vector<std::string>>& table, std::size_t text_columns,
+                 std::ostream& out) {
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    out << "| ";
+    for (std::size_t c = 0; c < table[i].size(); ++c)
+      out << table[i][c] << (c + 1 < table[i].size() ? " | " : " |\n");
+    if (i == 0) {
+      out << "|";
+      for (std::size_t c = 0; c < table[0].size(); ++c)
+        out << (c < text_columns ? "---|" : "---:|");
+      out << "\n";
+    }
+  }
 }
 
+// One shape of one schedule under every cost set and latency.
+void add_shape(const Plan& compute, const std::string& shape, const LatencyBenchOptions& o,
+               std::vector<Row>& rows) {
+  const std::string& schedule = compute.meta.schedule;
+  const Plan torch = torch_lowering(compute);
+  // "Before": the seed lowering as every schedule had it by default
+  // until the latency-hiding one (serial-safe except gpipe/1f1b).
+  LowerOptions seed = default_lowering(schedule);
+  if (seed.mode != LowerMode::Seed) seed.serial_safe = true;
+  seed.mode = LowerMode::Seed;
+  const Plan seeded = lower(compute, seed);
+  std::size_t k = 0;
+  for (const CostSet& c : o.cost_sets)
+    for (double latency : o.latencies) {
+      Row& row = rows[k++];
+      SimOptions so;
+      so.costs.f = c.f;
+      so.costs.b = c.b;
+      so.costs.i = c.i;
+      so.costs.w = c.w;
+      so.costs.comm_latency = latency;
+      LowerOptions hide = default_lowering(schedule);
+      hide.mode = LowerMode::LatencyHiding;
+      hide.costs = so.costs;
+      LowerReport report;
+      const Plan hidden = lower(compute, hide, report);
+      const std::string what =
+          schedule + " " + shape + " " + c.name + " latency " + number(latency);
+      for (Transport t : {Transport::Rendezvous, Transport::Eager}) {
+        VerifyResult vr = verify(hidden, {t});
+        if (!vr.ok())
+          throw std::runtime_error(what + ": latency-hiding plan fails under " +
+                                   std::string(to_string(t)) + ": " +
+                                   vr.diagnostics.front().message);
+      }
+      const double bound = makespan_of(compute, so, what + " (bound)");
+      const double t_seed = makespan_of(seeded, so, what + " (seed)");
+      const double t_hide = makespan_of(hidden, so, what + " (latency-hiding)");
+      const double t_torch = makespan_of(torch, so, what + " (torch)");
+      if (std::abs(report.makespan - t_hide) > 1e-9 * t_hide)
+        throw std::runtime_error(what + ": the lowering planned a makespan of " +
+                                 number(report.makespan) + ", the simulator gives " +
+                                 number(t_hide));
+      ++row.shapes;
+      row.seed.add(t_seed, bound, shape);
+      row.hiding.add(t_hide, bound, shape);
+      row.torch.add(t_torch, bound, shape);
+      if (t_hide > t_torch * (1 + 1e-9)) ++row.slower_than_torch;
+      if (t_hide / t_torch > row.worst_vs_torch + 1e-12) {
+        row.worst_vs_torch = t_hide / t_torch;
+        row.worst_vs_torch_shape = shape;
+      }
+      const bool proved_best = report.orders == LowerReport::Orders::Optimal;
+      if (t_hide <= bound * (1 + 1e-9) || proved_best) ++row.optimal;
+      if (t_hide <= bound * (1 + 1e-9)) continue;
+      if (report.orders == LowerReport::Orders::Local) ++row.local;
+      const bool proof = bound_out_of_reach(compute, so.costs).has_value();
+      if (proof || proved_best) {
+        ++row.out_of_reach;
+        if (!proof) ++row.by_search;
+      } else {
+        ++row.neither;
+      }
+    }
+}
+
+void print_csv(const std::vector<Row>& rows, std::ostream& out) {
+  out << "schedule,costs,latency,shapes,seed_at_bound,seed_worst,hiding_at_bound,hiding_worst,"
+         "torch_at_bound,torch_worst,slower_than_torch,worst_vs_torch,out_of_reach,"
+         "out_of_reach_by_search,neither,optimal,local_optimum\n";
+  for (const Row& r : rows)
+    out << r.schedule << "," << r.costs << "," << number(r.latency) << "," << r.shapes << ","
+        << r.seed.at_bound << "," << fixed(r.seed.worst, 4) << "," << r.hiding.at_bound << ","
+        << fixed(r.hiding.worst, 4) << "," << r.torch.at_bound << "," << fixed(r.torch.worst, 4)
+        << "," << r.slower_than_torch << "," << fixed(r.worst_vs_torch, 4) << "," << r.out_of_reach
+        << "," << r.by_search << "," << r.neither << "," << r.optimal << "," << r.local << "\n";
+}
+
+void print_rows(const std::vector<Row>& rows, std::ostream& out) {
+  std::vector<std::vector<std::string>> table = {
+      {"schedule", "costs", "latency", "shapes", "seed at bound", "seed worst", "hiding at bound",
+       "hiding worst", "torch at bound", "torch worst", "slower than torch", "worst vs torch",
+       "out of reach (by search)", "neither", "optimal"}};
+  auto pct = [](int n, int of) {
+    return std::to_string(n) + " (" + fixed(of ? 100.0 * n / of : 100.0, 1) + "%)";
+  };
+  for (const Row& r : rows)
+    table.push_back(
+        {r.schedule, r.costs, number(r.latency), std::to_string(r.shapes),
+         pct(r.seed.at_bound, r.shapes), fixed(r.seed.worst, 3), pct(r.hiding.at_bound, r.shapes),
+         fixed(r.hiding.worst, 3) + (r.hiding.worst > 1 ? " (" + r.hiding.worst_shape + ")" : ""),
+         pct(r.torch.at_bound, r.shapes), fixed(r.torch.worst, 3),
+         std::to_string(r.slower_than_torch),
+         fixed(r.worst_vs_torch, 3) +
+             (r.worst_vs_torch > 1 ? " (" + r.worst_vs_torch_shape + ")" : ""),
+         std::to_string(r.out_of_reach) + " (" + std::to_string(r.by_search) + ")",
+         std::to_string(r.neither), pct(r.optimal, r.shapes)});
+  print_table(table, 3, out);
+}
+
+// Per cost set: schedules x latencies, each cell "at bound / out of reach /
+// neither".
+void print_summary(const std::vector<Row>& rows, const LatencyBenchOptions& o, std::ostream& out) {
+  const std::size_t per_schedule = o.cost_sets.size() * o.latencies.size();
+  for (std::size_t c = 0; c < o.cost_sets.size(); ++c) {
+    out << "\n"
+        << o.cost_sets[c].name << ": shapes at the bound / proved out of reach / neither\n\n";
+    std::vector<std::vector<std::string>> table = {{"schedule", "shapes"}};
+    for (double l : o.latencies) table[0].push_back("lat " + number(l));
+    for (std::size_t s = 0; s * per_schedule < rows.size(); ++s) {
+      const Row* first = &rows[s * per_schedule + c * o.latencies.size()];
+      std::vector<std::string> line = {first->schedule, std::to_string(first->shapes)};
+      for (std::size_t l = 0; l < o.latencies.size(); ++l) {
+        const Row& r = first[l];
+        line.push_back(std::to_string(r.hiding.at_bound) + " / " + std::to_string(r.out_of_reach) +
+                       " / " + std::to_string(r.neither));
+      }
+      table.push_back(line);
+    }
+    print_table(table, 1, out);
+  }
+}
+
+}  // namespace
+
 void run_latency_bench(const LatencyBenchOptions& options, std::ostream& out) {
-  std::vector<CommCase> cases = options.cases;
-  if (cases.empty()) cases = {{0.1, 0, 0}, {0.25, 0, 0}, {1.0, 0, 0}, {0.1, 100, 40}};
-  std::vector<std::string> names = options.schedules;
+  LatencyBenchOptions o = options;
+  if (o.latencies.empty()) o.latencies = {0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0};
+  if (o.cost_sets.empty())
+    o.cost_sets = {{"F=1 B=2 I=W=1", 1, 2, 1, 1},
+                   {"F=1 B=1 I=W=0.5", 1, 1, 0.5, 0.5},
+                   {"F=1 B=3 I=2 W=1", 1, 3, 2, 1}};
+  std::vector<std::string> names = o.schedules;
   if (names.empty())
     for (const auto& s : schedules()) names.push_back(s.name);
 
   std::vector<Row> rows;
   for (const std::string& given : names) {
     const ScheduleInfo& info = find_schedule(given);
-    std::vector<Row> mine(cases.size());
-    for (std::size_t c = 0; c < cases.size(); ++c) {
-      mine[c].schedule = info.name;
-      mine[c].comm = cases[c].name();
-    }
-    for (int p = options.pp_min; p <= options.pp_max; ++p)
-      for (int v = 1; v <= options.v_max; ++v)
-        for (int m = options.mb_min; m <= options.mb_max; ++m) {
+    std::vector<Row> mine;
+    for (const CostSet& c : o.cost_sets)
+      for (double l : o.latencies) {
+        Row r;
+        r.schedule = info.name;
+        r.costs = c.name;
+        r.latency = l;
+        mine.push_back(r);
+      }
+    for (int p = o.pp_min; p <= o.pp_max; ++p)
+      for (int v = 1; v <= o.v_max; ++v)
+        for (int m = o.mb_min; m <= o.mb_max; ++m) {
           Plan compute;
           try {
             compute = plan_compute(Problem{info.name, p, m, v});
@@ -88,98 +241,24 @@ void run_latency_bench(const LatencyBenchOptions& options, std::ostream& out) {
             continue;  // the schedule rejects the shape
           }
           if (compute.meta.stages_per_rank != v) continue;
-          const std::string shape =
-              "p=" + std::to_string(p) + " m=" + std::to_string(m) + " v=" + std::to_string(v);
-          const Plan torch = torch_lowering(compute);
-          // "Before": the seed lowering as every schedule had it by default
-          // until the latency-hiding one (serial-safe except gpipe/1f1b).
-          LowerOptions seed = default_lowering(info.name);
-          if (seed.mode != LowerMode::Seed) seed.serial_safe = true;
-          seed.mode = LowerMode::Seed;
-          const Plan seeded = lower(compute, seed);
-          for (std::size_t c = 0; c < cases.size(); ++c) {
-            SimOptions so;
-            so.costs.comm_latency = cases[c].latency;
-            so.costs.comm_bandwidth = cases[c].bandwidth;
-            so.costs.transfer_bytes = cases[c].bytes;
-            LowerOptions hide = default_lowering(info.name);
-            hide.mode = LowerMode::LatencyHiding;
-            hide.costs = so.costs;
-            const Plan hidden = lower(compute, hide);
-            for (Transport t : {Transport::Rendezvous, Transport::Eager}) {
-              VerifyResult vr = verify(hidden, {t});
-              if (!vr.ok())
-                throw std::runtime_error(
-                    info.name + " " + shape + ": latency-hiding plan fails under " +
-                    std::string(to_string(t)) + ": " + vr.diagnostics.front().message);
-            }
-            const std::string what = info.name + " " + shape + " " + cases[c].name();
-            const double bound = makespan_of(compute, so, what + " (bound)");
-            const double t_seed = makespan_of(seeded, so, what + " (seed)");
-            const double t_hide = makespan_of(hidden, so, what + " (latency-hiding)");
-            const double t_torch = makespan_of(torch, so, what + " (torch)");
-            Row& row = mine[c];
-            ++row.shapes;
-            row.seed.add(t_seed, bound, shape);
-            row.hiding.add(t_hide, bound, shape);
-            row.torch.add(t_torch, bound, shape);
-            if (t_hide > t_torch * (1 + 1e-9)) ++row.slower_than_torch;
-            if (t_hide > bound * (1 + 1e-9) && bound_out_of_reach(compute, so.costs))
-              ++row.out_of_reach;
-            if (t_hide / t_torch > row.worst_vs_torch + 1e-12) {
-              row.worst_vs_torch = t_hide / t_torch;
-              row.worst_vs_torch_shape = shape;
-            }
-          }
+          add_shape(
+              compute,
+              "p=" + std::to_string(p) + " m=" + std::to_string(m) + " v=" + std::to_string(v), o,
+              mine);
         }
-    for (auto& r : mine) rows.push_back(r);
+    rows.insert(rows.end(), mine.begin(), mine.end());
   }
 
-  if (options.csv) {
-    out << "schedule,comm,shapes,seed_at_bound,seed_worst,hiding_at_bound,hiding_worst,"
-           "torch_at_bound,torch_worst,slower_than_torch,worst_vs_torch,hiding_misses_out_of_"
-           "reach\n";
-    for (const Row& r : rows)
-      out << r.schedule << "," << r.comm << "," << r.shapes << "," << r.seed.at_bound << ","
-          << fixed(r.seed.worst, 4) << "," << r.hiding.at_bound << "," << fixed(r.hiding.worst, 4)
-          << "," << r.torch.at_bound << "," << fixed(r.torch.worst, 4) << "," << r.slower_than_torch
-          << "," << fixed(r.worst_vs_torch, 4) << "," << r.out_of_reach << "\n";
-    return;
-  }
-  out << "Rendezvous makespan against the eager bound (F=1, B=2, I=W=1 per stage), p "
-      << options.pp_min << ".." << options.pp_max << ", m " << options.mb_min << ".."
-      << options.mb_max << ", v 1.." << options.v_max << "\n";
+  if (o.csv) return print_csv(rows, out);
+  out << "Rendezvous makespan against the eager bound, p " << o.pp_min << ".." << o.pp_max << ", m "
+      << o.mb_min << ".." << o.mb_max << ", v 1.." << o.v_max << "\n";
   out << "at bound: shapes whose makespan equals the bound; worst: largest makespan / bound;\n"
-         "misses out of reach: shapes where latency hiding misses the bound and a proof shows\n"
-         "that no execution with one transfer stream per rank pair reaches it\n\n";
-  std::vector<std::vector<std::string>> table = {
-      {"schedule", "transfer", "shapes", "seed at bound", "seed worst", "hiding at bound",
-       "hiding worst", "torch at bound", "torch worst", "slower than torch", "worst vs torch",
-       "hiding misses out of reach"}};
-  auto pct = [](int n, int of) {
-    return std::to_string(n) + " (" + fixed(of ? 100.0 * n / of : 100.0, 1) + "%)";
-  };
-  for (const Row& r : rows)
-    table.push_back(
-        {r.schedule, r.comm, std::to_string(r.shapes), pct(r.seed.at_bound, r.shapes),
-         fixed(r.seed.worst, 3), pct(r.hiding.at_bound, r.shapes),
-         fixed(r.hiding.worst, 3) + (r.hiding.worst > 1 ? " (" + r.hiding.worst_shape + ")" : ""),
-         pct(r.torch.at_bound, r.shapes), fixed(r.torch.worst, 3),
-         std::to_string(r.slower_than_torch),
-         fixed(r.worst_vs_torch, 3) +
-             (r.worst_vs_torch > 1 ? " (" + r.worst_vs_torch_shape + ")" : ""),
-         std::to_string(r.out_of_reach) + " of " + std::to_string(r.shapes - r.hiding.at_bound)});
-  out << "| ";
-  for (std::size_t c = 0; c < table[0].size(); ++c)
-    out << table[0][c] << (c + 1 < table[0].size() ? " | " : " |\n");
-  out << "|";
-  for (std::size_t c = 0; c < table[0].size(); ++c) out << (c < 2 ? "---|" : "---:|");
-  out << "\n";
-  for (std::size_t i = 1; i < table.size(); ++i) {
-    out << "| ";
-    for (std::size_t c = 0; c < table[i].size(); ++c)
-      out << table[i][c] << (c + 1 < table[i].size() ? " | " : " |\n");
-  }
+         "out of reach: shapes where latency hiding misses the bound and it is proved that no\n"
+         "execution with one transfer stream per rank pair reaches it (bench/reach.cc), or\n"
+         "(by search) the lowering's exact search found no faster pair orders; neither: the\n"
+         "rest (the cases to fix); optimal: shapes where no lowering of the order is faster\n\n";
+  print_rows(rows, out);
+  print_summary(rows, o, out);
 }
 
 }  // namespace pipeplan::bench

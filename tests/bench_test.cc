@@ -77,11 +77,20 @@ TEST_CASE("bench: --latency tables each lowering against the bound and torch", "
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   std::vector<std::string> rows = lines(r.out);
-  REQUIRE(rows.size() == 5);  // header + four transfer costs
-  CHECK(rows[0].rfind("schedule,comm,shapes,seed_at_bound,", 0) == 0);
-  // 1f1b: p 2..8 with m >= p, v = 1: 196 shapes; the latency-hiding lowering
-  // reaches the bound in every one (docs/performance.md).
-  CHECK(rows[1].rfind("1f1b,lat 0.1,196,", 0) == 0);
-  for (std::size_t i = 1; i < rows.size(); ++i)
-    CHECK(rows[i].find(",196,1.0000,") != std::string::npos);
+  REQUIRE(rows.size() == 1 + 3 * 8);  // header + three cost sets x eight latencies
+  CHECK(rows[0].rfind("schedule,costs,latency,shapes,seed_at_bound,", 0) == 0);
+  CHECK(rows[0].find(",out_of_reach,out_of_reach_by_search,neither,optimal,") != std::string::npos);
+  CHECK(rows[1].rfind("1f1b,F=1 B=2 I=W=1,0.1,196,", 0) == 0);
+  CHECK(rows[24].rfind("1f1b,F=1 B=3 I=2 W=1,3,196,", 0) == 0);
+  // 1f1b: p 2..8 with m >= p, v = 1: 196 shapes; every one is at the bound
+  // or proved out of reach, none neither (docs/performance.md).
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    INFO(rows[i]);
+    std::vector<std::string> cells;
+    std::istringstream in(rows[i]);
+    for (std::string c; std::getline(in, c, ',');) cells.push_back(c);
+    REQUIRE(cells.size() == 17);
+    CHECK(std::stoi(cells[6]) + std::stoi(cells[12]) == 196);  // at bound + out of reach
+    CHECK(cells[14] == "0");                                   // neither
+  }
 }

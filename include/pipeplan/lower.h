@@ -44,10 +44,15 @@ enum class SendPlacement : std::uint8_t {
 enum class LowerMode : std::uint8_t {
   LatencyHiding,  ///< prefetched receives, pair order from the cost model
   Seed,           ///< receives right before their consumer (the seed's order)
+  /// Latency hiding with each pair's order from an exact search where the
+  /// eager bound is missed (within a work limit: see LowerReport).
+  Exact,
 };
 std::string_view to_string(LowerMode m);
-/// "latency-hiding" / "seed"; nullopt for anything else.
+/// "latency-hiding" / "seed" / "exact"; nullopt for anything else.
 std::optional<LowerMode> parse_lower_mode(std::string_view s);
+/// The names parse_lower_mode() takes, for messages: "latency-hiding, seed or exact".
+std::string_view lower_mode_names();
 
 /// The cost model a lowering plans for when none is given: unit compute
 /// costs (F=1, B=2, I=W=1) and kNominalLatency per transfer.
@@ -70,6 +75,23 @@ struct LowerOptions {
   bool serial_safe = false;
 };
 
+/// What a latency-hiding (or exact) lowering found about its transfer
+/// orders, under the costs it planned for (LowerOptions::costs).
+struct LowerReport {
+  /// How each rank pair's transfer order was chosen.
+  enum class Orders : std::uint8_t {
+    Unsearched,  ///< seed lowering, a prefetch cap or serial-safe: not compared
+    Bound,       ///< the orders reach the eager bound: no lowering is faster
+    Local,       ///< bound missed; no single swap of adjacent transfers on a pair helps
+    Optimal,     ///< bound missed; an exact search proved no pair orders are faster
+    Limited,     ///< bound missed; the search stopped at its work limit (or skipped a large plan)
+  };
+  Orders orders = Orders::Unsearched;
+  double bound = 0.0;     ///< the eager bound: values move the moment they are made
+  double makespan = 0.0;  ///< the lowered plan's rendezvous makespan (0 when Unsearched)
+};
+std::string_view to_string(LowerReport::Orders o);
+
 /// Precondition: `plan` is whole and compute-only, and its compute order is
 /// consistent (every forward/backward dependency reachable without a cycle;
 /// otherwise throws PlanRejected naming the stuck ranks); costs positive and
@@ -78,7 +100,12 @@ struct LowerOptions {
 /// its consumer and after its producer; each rank pair posts its transfers in
 /// one common order, so the plan is deadlock-free under the rendezvous and
 /// eager models (and serial with `serial_safe`). Compute order is unchanged.
-/// Linear in the number of actions.
+/// Linear in the number of actions, plus the bounded search of
+/// LowerMode::Exact and of latency hiding where the eager bound is missed
+/// (docs/verification.md, "Lowering"). Exact throws InputError with a
+/// prefetch cap or serial_safe.
 Plan lower(const Plan& plan, const LowerOptions& options = {});
+/// lower(), also saying how the transfer orders compare with the best.
+Plan lower(const Plan& plan, const LowerOptions& options, LowerReport& report);
 
 }  // namespace pipeplan

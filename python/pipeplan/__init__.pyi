@@ -17,7 +17,7 @@ __version__: str
 
 Transport = Literal["rendezvous", "eager", "serial"]
 Mapping_ = Literal["loop", "v"]
-Lowering = Literal["latency-hiding", "seed"]
+Lowering = Literal["latency-hiding", "seed", "exact"]
 PathLike = Union[str, "os.PathLike[str]"]
 CostSpec = Union[str, Mapping[str, float]]
 StageCosts = Union[PathLike, Mapping[int, Union[float, Mapping[str, float]]]]

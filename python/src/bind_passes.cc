@@ -66,8 +66,8 @@ LoweringChoice lowering_choice(const std::optional<std::string>& lowering,
   if (lowering) {
     choice.mode = parse_lower_mode(*lowering);
     if (!choice.mode)
-      throw InputError("unknown lowering '" + limits::excerpt(*lowering) +
-                       "' (expected latency-hiding or seed)");
+      throw InputError("unknown lowering '" + limits::excerpt(*lowering) + "' (expected " +
+                       std::string(lower_mode_names()) + ")");
   }
   // 0: no limit; the CLI's --prefetch range.
   choice.max_prefetch = static_cast<int>(int_in(prefetch, "prefetch", 0, limits::kMaxPrefetch));
@@ -228,8 +228,11 @@ reduce_grad     add <stage>REDUCE_GRAD after each stage's last backward, as
                 torch's own lowering does (needed by torch's compute_comms runtime)
 lowering        None (the schedule's own: seed for gpipe/1f1b, else
                 latency-hiding), "latency-hiding" (receives posted ahead,
-                pair order from the cost model) or "seed" (each RECV right
-                before its consumer)
+                pair order from the cost model, searched where the eager
+                bound is missed), "seed" (each RECV right before its
+                consumer) or "exact" (latency hiding with an exact search
+                over every pair's order, within a work limit; no prefetch
+                or serial_safe)
 prefetch        latency hiding: most receives a rank posts ahead of their
                 consumers (buffers held before use); 0 = no limit
 serial_safe     one transfer order per rank across its peers, so the plan

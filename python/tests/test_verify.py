@@ -193,7 +193,7 @@ def test_lowering_choices_change_the_plan():
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    (dict(lowering="fast"), "unknown lowering 'fast' (expected latency-hiding or seed)"),
+    (dict(lowering="fast"), "unknown lowering 'fast' (expected latency-hiding, seed or exact)"),
     (dict(prefetch=-1), "prefetch must be in 0..1073741824"),
     (dict(prefetch=1.5), "prefetch must be an int"),
     (dict(prefetch=True), "prefetch must be an int"),

@@ -51,10 +51,11 @@ std::function<int()> setup_bench(CLI::App& app) {
   app.add_option("--time-limit", so->time_limit, "--search: each search's time limit in seconds")
       ->check(number_in(0, limits::kMaxTimeLimit, /*above_min=*/true));
   auto latency = std::make_shared<bool>(false);
-  app.add_flag(
-      "--latency", *latency,
-      "Instead: each lowering's rendezvous makespan against the eager bound and torch's "
-      "lowering, every schedule (or -s) over p 2..8, m 1..32, v 1..4 and four transfer costs");
+  app.add_flag("--latency", *latency,
+               "Instead: each lowering's rendezvous makespan against the eager bound and torch's "
+               "lowering, every schedule (or -s) over p 2..8, m 1..32, v 1..4, transfer latencies "
+               "0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3 and three compute cost sets; per schedule the "
+               "shapes at the bound, proved out of reach, and neither");
   return [o, so, search_dir, latency, &app]() {
     if (*latency) {
       bench::LatencyBenchOptions l;

@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+
 #include "cli/common.h"
 #include "pipeplan/limits.h"
 
@@ -11,9 +13,15 @@ void add_lowering_options(CLI::App& app, LoweringChoice& choice) {
   app.add_option_function<std::string>(
          "--lowering", [&choice](const std::string& s) { choice.mode = parse_lower_mode(s); },
          "How SEND/RECV are placed: latency-hiding (prefetched receives, pair order from "
-         "the cost model; default except gpipe/1f1b) or seed (receives right before their "
-         "consumer; gpipe/1f1b default, the seed driver's order)")
-      ->check(CLI::IsMember({"latency-hiding", "seed"}));
+         "the cost model, searched where the eager bound is missed; default except "
+         "gpipe/1f1b), seed (receives right before their consumer; gpipe/1f1b default, the "
+         "seed driver's order) or exact (latency hiding with an exact search over every "
+         "pair's order, within a work limit; takes no --prefetch or --serial-safe)")
+      ->check([](const std::string& s) {
+        return parse_lower_mode(s) ? std::string()
+                                   : "unknown lowering '" + limits::excerpt(s) + "' (expected " +
+                                         std::string(lower_mode_names()) + ")";
+      });
   app.add_option("--prefetch", choice.max_prefetch,
                  "Latency hiding: most receives a rank posts ahead of their consumers (buffers "
                  "held before use); 0 = no limit (default)")

@@ -1,4 +1,5 @@
-// The latency-hiding lowering (LowerMode::LatencyHiding).
+// The latency-hiding lowering (LowerMode::LatencyHiding, and LowerMode::Exact,
+// which searches harder).
 //
 // 1. Time the compute order under the caller's cost model, each cross-rank
 //    value arriving its transfer time after its producer ends: the eager
@@ -7,22 +8,27 @@
 //    makespan (latest_starts: slack-aware, so of two transfers wanted at
 //    the same time the one on the critical path goes first).
 // 2. Each rank pair's order is the order its one stream takes transfers in
-//    an event-driven run of the compute order where a pair carries one
-//    transfer at a time, picking the earliest deadline among those released
-//    (pair_order.cc). With a prefetch cap: plain deadline order, so each end
-//    receives in consumer order. With serial_safe: one global order, by
-//    release (by deadline with a cap). Both ends post in the pair's order,
-//    so the pair FIFO is complementary by construction.
+//    a run of the compute order where a pair carries one transfer at a
+//    time, picking the earliest deadline among those released
+//    (pair_order.h). Where that run misses the bound, a local search swaps
+//    adjacent transfers on a pair while that shortens the run, and small
+//    plans get an exact branch and bound over every pair's order
+//    (order_search.h, timing orders on the execution core: stream_run.h). With a prefetch cap: plain deadline
+//    order, so each end receives in consumer order. With serial_safe: one
+//    global order, by release (by deadline with a cap). Both ends post in
+//    the pair's order, so the pair FIFO is complementary by construction.
 // 3. A send goes right after its producer, later only when the pair order
 //    puts an earlier transfer of the pair after that point on this rank; a
 //    receive goes right after the previous operation of its pair end (as
 //    early as the order allows), but no earlier than `max_prefetch`
-//    receives ahead of their consumers on its rank.
+//    receives ahead of their consumers on its rank. Without a cap no post
+//    then waits for anything its stream would not wait for anyway, so the
+//    pair-stream run's makespan is the lowered plan's under rendezvous.
 //
 // Why every receive fits before its consumer (X before Y in a pair's order,
-// X a send on Y's receiving rank): in the event-driven run X's producer
-// ended before X was taken, and Y's consumer started after Y arrived, later;
-// in release or deadline order, Y's consumer preceding X's producer in the
+// X a send on Y's receiving rank): in a pair-stream run X's producer ended
+// before X was taken, and Y's consumer started after Y arrived, later; in
+// release or deadline order, Y's consumer preceding X's producer in the
 // list would make Y both released and due before X. With positive
 // durations the producer then precedes the consumer in the list. An earlier
 // receive is placed no later than the smallest consumer slot of the
@@ -30,12 +36,13 @@
 // transfer is posted on both ends and its pair reaches it, so no rank waits
 // forever (verify() proves each plan; tests/latency_test.cc, sweep_test.cc).
 //
-// Cost: linear in the actions, times log(ranks) for the heap of compute ends
-// of the pair-stream run (at most one per rank; transfer ends wait in a
-// FIFO). When no two transfers of a pair meet in the bound's run, the
-// pair-stream run is skipped: it would repeat the bound (release_orders).
-// Transfers are listed per direction in producer order; a history is a
-// merge of at most four such lists; each rank's program a merge by position.
+// Cost: linear in the actions, plus O(log) per transfer for the deadline
+// run's heaps, plus the searches' bounded work where the bound is missed
+// (order_search.cc's limits). When no two transfers of a pair meet in the
+// bound's run, the pair-stream run is skipped: it would repeat the bound
+// (release_orders). Transfers are listed per direction in producer order; a
+// history is a merge of at most four such lists; each rank's program a
+// merge by position.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -45,8 +52,10 @@
 #include <vector>
 
 #include "lower/latency.h"
+#include "lower/order_search.h"
 #include "lower/pair_order.h"
 #include "lower/producers.h"
+#include "lower/stream_run.h"
 #include "lower/timing.h"
 #include "model/cost_check.h"
 #include "pipeplan/error.h"
@@ -88,6 +97,7 @@ struct Transfers {
   std::vector<Dir> dirs;
   std::map<std::pair<int, int>, int> dir_ids;        // (src, dst) -> index into dirs
   std::vector<std::vector<int>> sends_of, recvs_of;  // per rank: its directions
+  std::vector<std::int32_t> tid_f, tid_b;            // transfer id per sending (stage, mb), or -1
 };
 
 class TransferCollector {
@@ -116,8 +126,8 @@ class TransferCollector {
 
   void index_producers() {
     const std::size_t n = static_cast<std::size_t>(stages_) * static_cast<std::size_t>(mbs_);
-    tid_f_.assign(n, -1);
-    tid_b_.assign(n, -1);
+    t_.tid_f.assign(n, -1);
+    t_.tid_b.assign(n, -1);
     rank_of_.resize(static_cast<std::size_t>(stages_));
     for (int s = 0; s < stages_; ++s) rank_of_[static_cast<std::size_t>(s)] = plan_.meta.rank_of(s);
     memo_.assign(static_cast<std::size_t>(stages_) * 2, -1);
@@ -158,7 +168,7 @@ class TransferCollector {
     x.grad = grad;
     const auto id = static_cast<std::uint32_t>(t_.xfers.size());
     t_.xfers.push_back(x);
-    (grad ? tid_b_ : tid_f_)[at(s, mb)] = static_cast<std::int32_t>(id);
+    (grad ? t_.tid_b : t_.tid_f)[at(s, mb)] = static_cast<std::int32_t>(id);
     t_.dirs[static_cast<std::size_t>(direction(r, dst, s, grad))].ids.push_back(id);
   }
 
@@ -206,7 +216,7 @@ class TransferCollector {
         const Action& a = list[i];
         auto input = [&](bool grad, int from, int mb) {
           if (!in_range(from, mb) || rank_of(from) == r) return;
-          const std::int32_t id = (grad ? tid_b_ : tid_f_)[at(from, mb)];
+          const std::int32_t id = (grad ? t_.tid_b : t_.tid_f)[at(from, mb)];
           if (id < 0) return;
           const std::size_t j = consumer_at.size();
           const auto here = static_cast<std::uint32_t>(i);
@@ -236,7 +246,6 @@ class TransferCollector {
   const std::vector<std::vector<double>>& latest_;  // latest starts (deadlines)
   int stages_, mbs_;
   std::vector<int> rank_of_;
-  std::vector<std::int32_t> tid_f_, tid_b_;  // transfer id per sending (stage, mb)
   std::vector<int> memo_;
   Transfers t_;
 };
@@ -368,12 +377,13 @@ class Placement {
 class PairOrders {
  public:
   PairOrders(const Plan& plan, const LowerOptions& options, const CostModel& costs,
-             const Transfers& t, Placement& place)
+             const Transfers& t, Placement& place, LowerReport& report)
       : plan_(plan),
         options_(options),
         costs_(costs),
         t_(t),
         place_(place),
+        report_(report),
         hop_(costs.transfer_time()) {}
 
   void run() {
@@ -474,28 +484,105 @@ class PairOrders {
       for (auto [d0, d1] : pairs) order_pair(d0, d1);
       return;
     }
-    std::vector<std::vector<std::uint32_t>> orders;
-    if (!release_orders(pairs, orders)) {
-      // Each pair in the order its stream takes transfers when it carries
-      // one at a time, earliest deadline first among those ready.
-      std::vector<int> pair_of(t_.xfers.size(), -1);
-      for (std::size_t d = 0; d < t_.dirs.size(); ++d)
-        for (std::uint32_t id : t_.dirs[d].ids) pair_of[id] = pair_of_dir[d];
-      orders =
-          serialized_pair_orders(plan_, costs_, t_.xfers, pair_of, static_cast<int>(pairs.size()));
+    StreamOrders orders;
+    if (release_orders(pairs, orders)) {
+      report_.orders = LowerReport::Orders::Bound;
+      report_.makespan = report_.bound;
+    } else {
+      orders = searched_orders(pairs, pair_of_dir);
     }
     for (std::size_t k = 0; k < pairs.size(); ++k)
       place_.walk_ends(pairs[k].first, pairs[k].second, orders[k]);
+  }
+
+  // Each pair in the order its stream takes transfers when it carries one
+  // at a time, earliest deadline first among those ready (pair_order.h);
+  // where that misses the bound, the orders a search finds there
+  // (order_search.h).
+  StreamOrders searched_orders(const std::vector<std::pair<int, int>>& pairs,
+                               const std::vector<int>& pair_of_dir) {
+    static const std::vector<std::uint32_t> kNone;
+    PairTransfers in;
+    in.plan = &plan_;
+    in.xfers = &t_.xfers;
+    in.tid_f = &t_.tid_f;
+    in.tid_b = &t_.tid_b;
+    in.stages = plan_.meta.num_stages();
+    in.mbs = plan_.meta.num_microbatches;
+    for (auto [d0, d1] : pairs) {
+      const Dir& a = t_.dirs[static_cast<std::size_t>(d0)];
+      const std::vector<std::uint32_t>* other =
+          d1 < 0 ? &kNone : &t_.dirs[static_cast<std::size_t>(d1)].ids;
+      in.up.push_back(a.src < a.dst ? &a.ids : other);
+      in.down.push_back(a.src < a.dst ? other : &a.ids);
+    }
+    in.pair_of.assign(t_.xfers.size(), 0);
+    for (std::size_t d = 0; d < t_.dirs.size(); ++d)
+      for (std::uint32_t id : t_.dirs[d].ids)
+        in.pair_of[id] = static_cast<std::uint32_t>(pair_of_dir[d]);
+    double makespan = 0.0;
+    StreamOrders first = serialized_pair_orders(plan_, costs_, t_.xfers, in.pair_of,
+                                                static_cast<int>(pairs.size()), makespan);
+    SearchedOrders found =
+        search_orders(in, costs_, std::move(first), makespan, report_.bound,
+                      options_.mode == LowerMode::Exact, [&] { return seed_orders(in); });
+    report_.makespan = found.makespan;
+    report_.orders = found.verdict;
+    return std::move(found.orders);
+  }
+
+  // The pair orders of the seed lowering (each pair by its consumers'
+  // starts in a unit-cost run, close to torch's round robin), for the
+  // search to start from where they are faster; empty if it refuses.
+  StreamOrders seed_orders(const PairTransfers& in) const {
+    LowerOptions o;
+    o.mode = LowerMode::Seed;
+    o.costs = options_.costs;
+    o.send_placement = options_.send_placement;
+    Plan seeded;
+    try {
+      seeded = lower(plan_, o);
+    } catch (const Error&) {
+      return {};
+    }
+    StreamOrders orders(static_cast<std::size_t>(in.n_pairs()));
+    const int stages = in.stages;
+    for (std::size_t r = 0; r < seeded.ranks.size(); ++r)
+      for (const Action& a : seeded.ranks[r]) {
+        int from = a.stage;  // the sending stage
+        bool grad = false;
+        switch (a.type) {
+          case ActionType::SendF: break;
+          case ActionType::SendB: grad = true; break;
+          case ActionType::RecvF: from = a.stage - 1; break;
+          case ActionType::RecvB: from = a.stage + 1, grad = true; break;
+          default: continue;
+        }
+        if (from < 0 || from >= stages || a.microbatch < 0 || a.microbatch >= in.mbs) return {};
+        const std::int32_t id =
+            (grad ? t_.tid_b
+                  : t_.tid_f)[static_cast<std::size_t>(from) * static_cast<std::size_t>(in.mbs) +
+                              static_cast<std::size_t>(a.microbatch)];
+        if (id < 0) return {};
+        const Xfer& x = t_.xfers[static_cast<std::size_t>(id)];
+        if (static_cast<std::size_t>(std::min(x.src, x.dst)) != r) continue;  // the lower end's
+        orders[in.pair_of[static_cast<std::size_t>(id)]].push_back(
+            static_cast<std::uint32_t>(id) << 1 | (x.src < x.dst ? 1u : 0u));
+      }
+    for (int p = 0; p < in.n_pairs(); ++p)
+      if (orders[static_cast<std::size_t>(p)].size() !=
+          in.up[static_cast<std::size_t>(p)]->size() + in.down[static_cast<std::size_t>(p)]->size())
+        return {};
+    return orders;
   }
 
   // When no transfer of a pair is released less than one transfer time
   // after the previous one (in the bound's run), a pair stream carrying one
   // at a time never makes a transfer wait: the pair-stream run is the
   // bound's run and takes each pair's transfers in release (key) order. Then
-  // this fills `orders` so (as serialized_pair_orders would, without its
-  // event queue) and returns true; otherwise false.
-  bool release_orders(const std::vector<std::pair<int, int>>& pairs,
-                      std::vector<std::vector<std::uint32_t>>& orders) const {
+  // this fills `orders` so (as the deadline run would, without its events)
+  // and returns true; otherwise false.
+  bool release_orders(const std::vector<std::pair<int, int>>& pairs, StreamOrders& orders) const {
     if (!(hop_ > 0.0)) return false;  // simultaneous releases: deadlines decide
     const auto& xfers = t_.xfers;
     orders.assign(pairs.size(), {});
@@ -528,6 +615,7 @@ class PairOrders {
   const CostModel& costs_;  // the planning costs (zero durations made positive)
   const Transfers& t_;
   Placement& place_;
+  LowerReport& report_;                      // its bound set by the caller
   std::vector<std::uint32_t> heap_, order_;  // scratch of order_pair
   double hop_ = 0.0;                         // transfer time
 };
@@ -552,21 +640,30 @@ CostModel bound_costs(const CostModel& given, int num_stages) {
 
 }  // namespace
 
-Plan lower_latency_hiding(const Plan& plan, const LowerOptions& options) {
+Plan lower_latency_hiding(const Plan& plan, const LowerOptions& options, LowerReport* report) {
   if (options.max_prefetch < 0)
     throw InputError("lower: the prefetch cap must be >= 0 (0: no limit), got " +
                      std::to_string(options.max_prefetch));
+  if (options.mode == LowerMode::Exact && (options.max_prefetch > 0 || options.serial_safe))
+    throw InputError(std::string("lower: the exact lowering orders each rank pair's transfers on "
+                                 "their own, with every receive posted as early as the order "
+                                 "allows; it takes no ") +
+                     (options.serial_safe ? "serial-safe order" : "prefetch cap"));
   // The bound: the compute order timed under the costs, and latest starts.
   const CostModel costs = bound_costs(options.costs, plan.meta.num_stages());
   const Timing timing = time_compute(plan, costs, TimingFields::End);
   refuse_if_stuck(timing);
   const ProducerIndex producers(plan);
   const auto latest = latest_starts(plan, costs, timing, producers);
+  LowerReport found;
+  for (const auto& ends : timing.end)
+    for (double e : ends) found.bound = std::max(found.bound, e);
   // 1. the transfers, 2. each pair's order, 3. the positions and programs.
   Transfers transfers =
       TransferCollector(plan, producers, timing, latest).run(options.max_prefetch);
   Placement place(plan, transfers);
-  PairOrders(plan, options, costs, transfers, place).run();
+  PairOrders(plan, options, costs, transfers, place, found).run();
+  if (report) *report = found;
   return place.emit_plan();
 }
 

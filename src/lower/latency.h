@@ -1,4 +1,5 @@
-// Internal: the latency-hiding lowering behind lower() (LowerMode::LatencyHiding).
+// Internal: the latency-hiding lowering behind lower() (LowerMode::LatencyHiding,
+// LowerMode::Exact).
 #pragma once
 
 #include <cstdint>
@@ -8,10 +9,11 @@
 
 namespace pipeplan::detail {
 
-/// lower() for LowerMode::LatencyHiding; same pre- and postconditions.
-Plan lower_latency_hiding(const Plan& plan, const LowerOptions& options);
+/// lower() for LowerMode::LatencyHiding and LowerMode::Exact; same pre- and
+/// postconditions. Fills `report` when given.
+Plan lower_latency_hiding(const Plan& plan, const LowerOptions& options, LowerReport* report);
 
-/// One transfer while lowering (latency.cc, pair_order.cc).
+/// One transfer while lowering (latency.cc, stream_run.h).
 struct Xfer {
   double t = 0.0;         // producer end in the bound's run (the key)
   double deadline = 0.0;  // consumer's latest start in the bound's run

@@ -240,12 +240,30 @@ std::vector<Action> emit_rank(const Transfers& tr, int r, const std::vector<Acti
 
 }  // namespace
 
-std::string_view to_string(LowerMode m) { return m == LowerMode::Seed ? "seed" : "latency-hiding"; }
+std::string_view to_string(LowerMode m) {
+  switch (m) {
+    case LowerMode::Seed: return "seed";
+    case LowerMode::Exact: return "exact";
+    default: return "latency-hiding";
+  }
+}
 
 std::optional<LowerMode> parse_lower_mode(std::string_view s) {
-  if (s == "seed") return LowerMode::Seed;
-  if (s == "latency-hiding") return LowerMode::LatencyHiding;
+  for (LowerMode m : {LowerMode::LatencyHiding, LowerMode::Seed, LowerMode::Exact})
+    if (s == to_string(m)) return m;
   return std::nullopt;
+}
+
+std::string_view lower_mode_names() { return "latency-hiding, seed or exact"; }
+
+std::string_view to_string(LowerReport::Orders o) {
+  switch (o) {
+    case LowerReport::Orders::Bound: return "at the eager bound";
+    case LowerReport::Orders::Local: return "a local optimum";
+    case LowerReport::Orders::Optimal: return "optimal";
+    case LowerReport::Orders::Limited: return "the best found within the search limit";
+    default: return "not searched";
+  }
 }
 
 CostModel nominal_costs() {
@@ -255,11 +273,17 @@ CostModel nominal_costs() {
 }
 
 Plan lower(const Plan& plan, const LowerOptions& options) {
+  LowerReport unused;
+  return lower(plan, options, unused);
+}
+
+Plan lower(const Plan& plan, const LowerOptions& options, LowerReport& report) {
+  report = LowerReport{};
   if (!plan.is_whole())
     throw InputError("lower: the plan must hold every rank 0.." +
                      std::to_string(plan.meta.pp_degree - 1));
   if (!plan.is_compute_only()) throw InputError("lower: the plan already has SEND/RECV actions");
-  if (options.mode == LowerMode::LatencyHiding) return detail::lower_latency_hiding(plan, options);
+  if (options.mode != LowerMode::Seed) return detail::lower_latency_hiding(plan, options, &report);
 
   // The ordering argument needs every compute to take time: with zero-length
   // actions, consumer start times stop separating transfers. The seed order

@@ -29,11 +29,10 @@ struct Flight {
 
 }  // namespace
 
-std::vector<std::vector<std::uint32_t>> serialized_pair_orders(const Plan& plan,
-                                                               const CostModel& costs,
-                                                               const std::vector<Xfer>& xfers,
-                                                               const std::vector<int>& pair_of,
-                                                               int n_pairs) {
+std::vector<std::vector<std::uint32_t>> serialized_pair_orders(
+    const Plan& plan, const CostModel& costs, const std::vector<Xfer>& xfers,
+    const std::vector<std::uint32_t>& pair_of, int n_pairs, double& makespan) {
+  makespan = 0.0;
   const std::size_t n_ranks = plan.ranks.size();
   if (xfers.size() >= (1u << 31)) throw InputError("lower: more than 2^31 transfers");
   // Per rank: how many transfers each action still waits for, and the
@@ -94,6 +93,7 @@ std::vector<std::vector<std::uint32_t>> serialized_pair_orders(const Plan& plan,
       if (!events.empty() && events.top().t == now) {
         const std::size_t r = events.top().rank;
         events.pop();
+        makespan = now;  // compute ends come in time order
         const auto idx = static_cast<std::int32_t>(next[r]);
         const auto& prod = producer[r];
         while (next_out[r] < prod.size() && prod[next_out[r]] == idx) {

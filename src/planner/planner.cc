@@ -28,7 +28,7 @@ LowerOptions apply(LowerOptions o, const LoweringChoice& choice, const CostModel
   if (choice.mode) o.mode = *choice.mode;
   o.max_prefetch = choice.max_prefetch;
   if (choice.serial_safe) o.serial_safe = true;
-  if (o.mode == LowerMode::LatencyHiding) o.costs = planning_costs(costs, choice);
+  if (o.mode != LowerMode::Seed) o.costs = planning_costs(costs, choice);
   return o;
 }
 
