@@ -80,6 +80,7 @@ TEST_CASE("bench: --latency tables each lowering against the bound and torch", "
   REQUIRE(rows.size() == 1 + 3 * 8);  // header + three cost sets x eight latencies
   CHECK(rows[0].rfind("schedule,costs,latency,shapes,seed_at_bound,", 0) == 0);
   CHECK(rows[0].find(",out_of_reach,out_of_reach_by_search,neither,optimal,") != std::string::npos);
+  CHECK(rows[0].find(",batched_at_bound,batched_worst") != std::string::npos);
   CHECK(rows[1].rfind("1f1b,F=1 B=2 I=W=1,0.1,196,", 0) == 0);
   CHECK(rows[24].rfind("1f1b,F=1 B=3 I=2 W=1,3,196,", 0) == 0);
   // 1f1b: p 2..8 with m >= p, v = 1: 196 shapes; every one is at the bound
@@ -89,8 +90,12 @@ TEST_CASE("bench: --latency tables each lowering against the bound and torch", "
     std::vector<std::string> cells;
     std::istringstream in(rows[i]);
     for (std::string c; std::getline(in, c, ',');) cells.push_back(c);
-    REQUIRE(cells.size() == 17);
+    REQUIRE(cells.size() == 19);
     CHECK(std::stoi(cells[6]) + std::stoi(cells[12]) == 196);  // at bound + out of reach
     CHECK(cells[14] == "0");                                   // neither
+    // The batched lowering (--batch-p2p): never below the eager bound, and
+    // at most as many shapes at it as there are shapes.
+    CHECK(std::stod(cells[18]) >= 1.0);
+    CHECK(std::stoi(cells[17]) <= 196);
   }
 }

@@ -27,6 +27,41 @@ TEST_CASE("cli: plan writes text, csv and json", "[cli]") {
   CHECK(j.out.find("\"format\": \"pipeplan.plan\"") != std::string::npos);
 }
 
+TEST_CASE("cli: -f torch-csv on plan, convert and lower writes torch's dialect", "[cli]") {
+  const std::string rows =
+      "0F0,0SEND_F0,0F1,0RECV_B0,0SEND_F1,0B0,0RECV_B1,0B1\r\n"
+      "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\r\n";
+  auto p = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-f", "torch-csv"});
+  REQUIRE(p.exit_code == 0);
+  CHECK(p.out == rows);
+  const std::string csv = temp_file("torch_csv_in.csv", "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+  auto c = run_cli({"convert", csv, "-f", "torch-csv"});
+  REQUIRE(c.exit_code == 0);
+  CHECK(c.out == "0F0,0F1,0B0,0B1\r\n1F0,1B0,1F1,1B1\r\n");
+  auto l = run_cli({"lower", csv, "-s", "1f1b", "-f", "torch-csv"});
+  REQUIRE(l.exit_code == 0);
+  CHECK(l.out == rows);
+  // A plan with a batched P2P group is refused (exit 2), naming the cell.
+  const std::string grouped =
+      temp_file("torch_csv_groups.csv",
+                "0F0,0SEND_F0,0F1,(0SEND_F1;0RECV_B0)BATCH_P2P,0B0,0RECV_B1,0B1\n"
+                "1RECV_F0,1F0,1B0,(1SEND_B0;1RECV_F1)BATCH_P2P,1F1,1B1,1SEND_B1\n");
+  auto g = run_cli({"convert", grouped, "-f", "torch-csv"});
+  CHECK(g.exit_code == 2);
+  CHECK(g.out.empty());
+  CHECK(g.err.find("torch-csv: rank 0 index 3: (0SEND_F1;0RECV_B0)BATCH_P2P is a batched P2P "
+                   "group, which torch's _load_csv cannot read") != std::string::npos);
+  // So is a plan with memory actions (pipeplan's own; torch has none).
+  const std::string memory =
+      temp_file("torch_csv_memory.csv", "0F0,0F1,0RECOMPUTE0,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+  REQUIRE(run_cli({"convert", memory, "-f", "csv"}).exit_code == 0);
+  auto mem = run_cli({"convert", memory, "-f", "torch-csv"});
+  CHECK(mem.exit_code == 2);
+  CHECK(mem.out.empty());
+  CHECK(mem.err.find("torch-csv: torch's CSV dialect has no memory actions, and the plan holds "
+                     "0RECOMPUTE0 (rank 0 index 2)") != std::string::npos);
+}
+
 TEST_CASE("cli: plan --rank emits one rank", "[cli]") {
   auto r = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-r", "1", "-f", "text"});
   REQUIRE(r.exit_code == 0);
@@ -113,4 +148,54 @@ TEST_CASE("cli: show prints a timeline of a plan file", "[cli]") {
   auto s = run_cli({"show", temp_file("show.csv", p.out)});
   CHECK(s.exit_code == 0);
   CHECK(s.out.find("rank 1") != std::string::npos);
+}
+
+TEST_CASE("cli: --batch-p2p on plan, lower, simulate and compare", "[cli]") {
+  const std::string batched =
+      "rank 0: 0F0 0SEND_F0 0F1 (0RECV_B0;0SEND_F1)BATCH_P2P 0B0 0RECV_B1 0B1\n"
+      "rank 1: 1RECV_F0 1F0 1B0 (1SEND_B0;1RECV_F1)BATCH_P2P 1F1 1B1 1SEND_B1\n";
+  auto p = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "--batch-p2p", "-f", "text"});
+  REQUIRE(p.exit_code == 0);
+  CHECK(p.out == batched);
+  const std::string compute = temp_file("batch_p2p_in.csv", "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+  auto l = run_cli({"lower", compute, "-s", "1f1b", "--batch-p2p", "-f", "text"});
+  REQUIRE(l.exit_code == 0);
+  CHECK(l.out == batched);
+  auto s = run_cli({"simulate", "-s", "1f1b", "-p", "4", "-m", "8", "--batch-p2p"});
+  CHECK(s.exit_code == 0);
+  auto c = run_cli({"compare", "-p", "4", "-m", "8", "--batch-p2p"});
+  CHECK(c.exit_code == 0);
+  CHECK(c.out.find("1f1b") != std::string::npos);
+  // Receives right before their consumers: no latency hiding, no prefetch.
+  auto bad = run_cli(
+      {"plan", "-s", "zbv", "-p", "2", "-m", "4", "--batch-p2p", "--lowering", "latency-hiding"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("does not combine with the latency-hiding lowering") != std::string::npos);
+  auto cap = run_cli({"plan", "-s", "zbv", "-p", "2", "-m", "4", "--batch-p2p", "--prefetch", "2"});
+  CHECK(cap.exit_code == 2);
+}
+
+TEST_CASE("cli: show and render draw BATCH_P2P groups", "[cli]") {
+  auto plan = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "--batch-p2p", "-f", "csv"});
+  REQUIRE(plan.exit_code == 0);
+  const std::string file = temp_file("batch_p2p_show.csv", plan.out);
+  auto show = run_cli({"show", file});
+  REQUIRE(show.exit_code == 0);
+  // '|' where each rank reaches its group (after 0F1 at 2, after 1B0 at 4).
+  CHECK(show.out ==
+        "       0              5\n"
+        "rank 0 F0 F1|.  .  B0--- .  B1---\n"
+        "rank 1 .  F0 B0---|F1 B1--- .  .\n"
+        "unit costs F=1 B=2 I=1 W=1, F+B group 3, comms free; makespan 9\n"
+        "|: BATCH_P2P group (members posted together, completed together)\n"
+        "  rank 0 at 2: (0RECV_B0;0SEND_F1)BATCH_P2P\n"
+        "  rank 1 at 4: (1SEND_B0;1RECV_F1)BATCH_P2P\n");
+  auto svg = run_cli({"render", file, "--svg", "-"});
+  REQUIRE(svg.exit_code == 0);
+  CHECK(svg.out.find("<title>(0RECV_B0;0SEND_F1)BATCH_P2P ") != std::string::npos);
+  CHECK(svg.out.find("BATCH_P2P group</text>") != std::string::npos);
+  auto trace = run_cli({"render", file, "--chrome-trace", "-"});
+  REQUIRE(trace.exit_code == 0);
+  CHECK(trace.out.find("{\"name\":\"(1SEND_B0;1RECV_F1)BATCH_P2P\",\"cat\":\"BATCH_P2P\"") !=
+        std::string::npos);
 }

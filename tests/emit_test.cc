@@ -267,6 +267,60 @@ TEST_CASE("emit: CSV is torch's _dump_csv layout", "[emit]") {
                     "write it as json or text");
 }
 
+TEST_CASE("emit: torch-csv is strictly torch's _dump_csv and refuses BATCH_P2P groups", "[emit]") {
+  // Python's csv.writer ends every row with \r\n and writes an empty row for
+  // an empty rank (pipeplan's CSV writes a trailing one as "" to keep it).
+  std::ostringstream ss;
+  write_torch_csv(tiny(), ss);
+  CHECK(ss.str() == "0F0,0SEND_F0,0RECV_B0,0B0\r\n1RECV_F0,1F0,1B0,1SEND_B0\r\n");
+  Plan empty = tiny();
+  empty.ranks[1].clear();
+  std::ostringstream es, ec;
+  write_torch_csv(empty, es);
+  CHECK(es.str() == "0F0,0SEND_F0,0RECV_B0,0B0\r\n\r\n");
+  write_csv(empty, ec);
+  CHECK(ec.str() == "0F0,0SEND_F0,0RECV_B0,0B0\n\"\"\n");
+
+  // The Megatron 1F1B p=2 m=2: one group per rank.
+  Plan grouped = tiny();
+  grouped.meta.num_microbatches = 2;
+  grouped.ranks = {actions("0F0 0SEND_F0 0F1 (0SEND_F1;0RECV_B0)BATCH_P2P 0B0 0RECV_B1 0B1"),
+                   actions("1RECV_F0 1F0 1B0 (1SEND_B0;1RECV_F1)BATCH_P2P 1F1 1B1 1SEND_B1")};
+  CHECK(grouped.ranks[0][3].batch_next);
+  CHECK_FALSE(grouped.ranks[0][4].batch_next);
+  CHECK(grouped.ranks[0][4] == make(ActionType::RecvB, 0, 0));
+  std::ostringstream gs, gt, gj;
+  write_csv(grouped, gs);
+  CHECK(gs.str() ==
+        "0F0,0SEND_F0,0F1,(0SEND_F1;0RECV_B0)BATCH_P2P,0B0,0RECV_B1,0B1\n"
+        "1RECV_F0,1F0,1B0,(1SEND_B0;1RECV_F1)BATCH_P2P,1F1,1B1,1SEND_B1\n");
+  write_text(grouped, gt);
+  CHECK(gt.str() ==
+        "rank 0: 0F0 0SEND_F0 0F1 (0SEND_F1;0RECV_B0)BATCH_P2P 0B0 0RECV_B1 0B1\n"
+        "rank 1: 1RECV_F0 1F0 1B0 (1SEND_B0;1RECV_F1)BATCH_P2P 1F1 1B1 1SEND_B1\n");
+  write_json(grouped, gj);
+  CHECK(gj.str().find("\"0F1\", \"(0SEND_F1;0RECV_B0)BATCH_P2P\", \"0B0\"") != std::string::npos);
+  std::ostringstream refused;
+  CHECK_THROWS_WITH(write_torch_csv(grouped, refused),
+                    "torch-csv: rank 0 index 3: (0SEND_F1;0RECV_B0)BATCH_P2P is a batched P2P "
+                    "group, which torch's _load_csv cannot read; a plan with groups is written "
+                    "as pipeplan's CSV (-f csv) or JSON");
+  CHECK(refused.str().empty());  // nothing half-written
+
+  // Marks a grammar cannot hold (a plan built in code) are refused by every writer.
+  Plan bad = grouped;
+  bad.ranks[0][2].batch_next = true;  // 0F1 marked
+  std::ostringstream bs;
+  CHECK_THROWS_WITH(write_csv(bad, bs),
+                    "csv: rank 0 index 2: 0F1 is in a BATCH_P2P group, which holds only SEND_F, "
+                    "RECV_F, SEND_B and RECV_B");
+  bad = grouped;
+  bad.ranks[1].back().batch_next = true;
+  CHECK_THROWS_WITH(write_json(bad, bs),
+                    "json: rank 1 index 7: 1SEND_B1 is marked as posted with the next action, "
+                    "but it ends its rank's list");
+}
+
 TEST_CASE("emit: text is one line per rank", "[emit]") {
   std::ostringstream ss;
   write_text(tiny(), ss);

@@ -85,7 +85,8 @@ TEST_CASE("io: JSON field order and spacing do not matter", "[io]") {
 TEST_CASE("io: JSON errors name the source and the field", "[io]") {
   CHECK(json_error(json_with("\"1SEND_B0\", \"1RECV_F1\"", "\"1SEND_B0\", \"0BW0\"")) ==
         "plan.json: ranks[1].actions[4]: unknown action '0BW0': 'BW' is not an action type "
-        "(types: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD)");
+        "(types: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD, "
+        "OFFLOAD, RELOAD, RECOMPUTE)");
   CHECK(
       json_error(json_with("\"0F1\"", "\"0F1x\"")) ==
       "plan.json: ranks[0].actions[2]: unknown action '0F1x': unexpected 'x' after the microbatch");
@@ -250,14 +251,16 @@ TEST_CASE("io: CSV reading infers pp, v, m and the mapping", "[io]") {
 }
 
 TEST_CASE("io: CSV errors carry file:line:column", "[io]") {
-  CHECK(csv_error("0F0,0B0\n1F0, 2BW0\n") ==
-        "plan.csv:2:7: unknown action '2BW0': 'BW' is not an action type (types: F, B, I, W, "
-        "SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD)");
+  CHECK(
+      csv_error("0F0,0B0\n1F0, 2BW0\n") ==
+      "plan.csv:2:7: unknown action '2BW0': 'BW' is not an action type (types: F, B, I, W, "
+      "SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD, OFFLOAD, RELOAD, RECOMPUTE)");
   CHECK(csv_error("0F0,0F1junk\n") ==
         "plan.csv:1:8: unknown action '0F1junk': unexpected 'j' after the microbatch");
   CHECK(csv_error("0F0,0f1\n") ==
         "plan.csv:1:6: unknown action '0f1': expected an action type after the stage, got 'f' "
-        "(types: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD)");
+        "(types: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD, "
+        "OFFLOAD, RELOAD, RECOMPUTE)");
   CHECK(csv_error("0F\n") == "plan.csv:1:3: unknown action '0F': missing microbatch after 'F'");
   CHECK(csv_error("F0\n") == "plan.csv:1:1: unknown action 'F0': expected a stage number, got 'F'");
   CHECK(csv_error("0UNSHARD3\n") ==
@@ -346,10 +349,101 @@ TEST_CASE("io: an in-memory action table reads like its CSV, errors by rank and 
   };
   CHECK(table_error({Row{"0F0", std::nullopt, "0BW0"}}) ==
         "order: rank 0 step 2: unknown action '0BW0': 'BW' is not an action type (types: F, B, "
-        "I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD)");
+        "I, W, SEND_F, RECV_F, SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD, OFFLOAD, RELOAD, "
+        "RECOMPUTE)");
   CHECK(table_error({Row{"0F0"}, Row{"1F0", std::nullopt, "0B0"}}) ==
         "order: rank 1 step 2: stage 0 is on rank 1 here but on rank 0 at rank 0 step 0; a "
         "stage belongs to one rank");
   CHECK(table_error({}) == "order: no ranks: expected one list of actions per rank");
   CHECK(table_error({Row{std::nullopt}}) == "order: no actions in any row");
+}
+
+TEST_CASE("io: BATCH_P2P groups read as marked members and round-trip exactly", "[io][groups]") {
+  // The issue's smallest Megatron 1F1B plan (p=2, m=2).
+  const std::string csv =
+      "0F0,0SEND_F0,0F1,(0SEND_F1;0RECV_B0)BATCH_P2P,0B0,0RECV_B1,0B1\n"
+      "1RECV_F0,1F0,1B0,( 1SEND_B0 ; 1RECV_F1 )BATCH_P2P,1F1,1B1,1SEND_B1\n";
+  const Plan p = parse_csv_plan(csv, "plan.csv");
+  REQUIRE(p.ranks[0].size() == 8);
+  CHECK(p.ranks[0][3] == Action(ActionType::SendF, 0, 1, -1, -1, /*batched=*/true));
+  CHECK(p.ranks[0][4] == make(ActionType::RecvB, 0, 0));
+  CHECK(p.ranks[1][3] == Action(ActionType::SendB, 1, 0, -1, -1, true));
+  CHECK(cell_size(p.ranks[0], 3) == 2);
+  CHECK(cell_size(p.ranks[0], 4) == 1);
+  std::ostringstream c1, j1, c2, j2;
+  write_csv(p, c1);
+  CHECK(c1.str() ==
+        "0F0,0SEND_F0,0F1,(0SEND_F1;0RECV_B0)BATCH_P2P,0B0,0RECV_B1,0B1\n"
+        "1RECV_F0,1F0,1B0,(1SEND_B0;1RECV_F1)BATCH_P2P,1F1,1B1,1SEND_B1\n");
+  write_json(p, j1);
+  const Plan from_json = parse_json_plan(j1.str(), "plan.json");
+  CHECK(from_json == p);
+  write_csv(from_json, c2);
+  CHECK(c2.str() == c1.str());  // CSV -> JSON -> CSV
+  write_json(parse_csv_plan(c2.str(), "plan.csv"), j2);
+  CHECK(j2.str() == j1.str());  // JSON -> CSV -> JSON
+  // Groups of three and four, to several peers (a middle rank of Megatron's
+  // interleaved steady state), in an in-memory table too.
+  using Row = std::vector<std::optional<std::string>>;
+  const Plan t =
+      parse_action_table({Row{"0F0", "0SEND_F0", "0RECV_B0", "0B0"},
+                          Row{"1RECV_F0", "1F0", "(1SEND_F0;1RECV_F1;1RECV_B1)BATCH_P2P", "1F1",
+                              "1B0", "(1SEND_B0;1SEND_F1;1RECV_B0)BATCH_P2P", "1B1"},
+                          Row{"(2RECV_F0;2RECV_F1)BATCH_P2P", "2F0", "2B0",
+                              "(2SEND_B0;2SEND_B1)BATCH_P2P", "2F1", "2B1"}},
+                         "order");
+  CHECK(cell_size(t.ranks[1], 2) == 3);
+  CHECK(to_string(t.ranks[2]) ==
+        "(2RECV_F0;2RECV_F1)BATCH_P2P 2F0 2B0 (2SEND_B0;2SEND_B1)BATCH_P2P 2F1 2B1");
+}
+
+TEST_CASE("io: malformed BATCH_P2P groups are input errors naming the cell", "[io][groups]") {
+  auto csv_error = [](const std::string& cell) {
+    try {
+      parse_csv_plan("0F0,0SEND_F0," + cell + "\n1RECV_F0,1F0\n", "plan.csv");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(csv_error("()BATCH_P2P") ==
+        "plan.csv:1:15: bad BATCH_P2P group '()BATCH_P2P': the group is empty; write "
+        "(<A>;<B>;...)BATCH_P2P of two or more SEND_F, RECV_F, SEND_B, RECV_B");
+  CHECK(csv_error("(0SEND_F1)BATCH_P2P") ==
+        "plan.csv:1:15: bad BATCH_P2P group '(0SEND_F1)BATCH_P2P': one member; a group holds two "
+        "or more (a single SEND/RECV is written alone, without the parentheses)");
+  CHECK(csv_error("(0SEND_F1;0F1)BATCH_P2P") ==
+        "plan.csv:1:24: bad BATCH_P2P group '(0SEND_F1;0F1)BATCH_P2P': 0F1 is not a SEND/RECV: a "
+        "group holds only SEND_F, RECV_F, SEND_B and RECV_B (computes run outside it)");
+  CHECK(csv_error("((0SEND_F1;0RECV_B0)BATCH_P2P;0RECV_B1)BATCH_P2P") ==
+        "plan.csv:1:15: bad BATCH_P2P group '((0SEND_F1;0RECV_B0)BATCH_P2P;0RECV_B1)BATCH_P2P': "
+        "groups do not nest: each member is one SEND/RECV");
+  CHECK(csv_error("(0SEND_F1;(0F1;1B0)OVERLAP_F_B)BATCH_P2P").find("groups do not nest") !=
+        std::string::npos);
+  CHECK(csv_error("(0SEND_F1;0RECV_B0;0SEND_F1)BATCH_P2P") ==
+        "plan.csv:1:33: bad BATCH_P2P group '(0SEND_F1;0RECV_B0;0SEND_F1)BATCH_P2P': 0SEND_F1 is "
+        "twice in the group");
+  CHECK(csv_error("BATCH_P2P") ==
+        "plan.csv:1:14: bad BATCH_P2P group 'BATCH_P2P': BATCH_P2P is written as a group: "
+        "(<A>;<B>;...)BATCH_P2P of two or more SEND_F, RECV_F, SEND_B, RECV_B");
+  CHECK(csv_error("0BATCH_P2P1").find("BATCH_P2P is written as a group") != std::string::npos);
+  CHECK(csv_error("(0SEND_F1;;0RECV_B0)BATCH_P2P").find("an empty member") != std::string::npos);
+  CHECK(csv_error("(0SEND_F1;0RECV_B0)BATCH_P2Px") ==
+        "plan.csv:1:42: bad BATCH_P2P group '(0SEND_F1;0RECV_B0)BATCH_P2Px': unexpected 'x' "
+        "after BATCH_P2P");
+  CHECK(csv_error("(0SEND_F1;0RECV_BW0)BATCH_P2P") ==
+        "plan.csv:1:25: bad BATCH_P2P group '(0SEND_F1;0RECV_BW0)BATCH_P2P': unknown action "
+        "'0RECV_BW0': 'RECV_BW' is not an action type (types: F, B, I, W, SEND_F, RECV_F, "
+        "SEND_B, RECV_B, UNSHARD, RESHARD, REDUCE_GRAD, OFFLOAD, RELOAD, RECOMPUTE)");
+  // JSON names the entry (ranks[r].actions[k] counts cells).
+  const std::string json =
+      "{\"format\": \"pipeplan.plan\", \"version\": 1, \"schedule\": \"custom\", "
+      "\"pp_degree\": 2, \"num_microbatches\": 1, \"stages_per_rank\": 1, "
+      "\"stage_to_rank\": \"loop\", \"compute_only\": false, \"ranks\": ["
+      "{\"rank\": 0, \"actions\": [\"0F0\", \"(0SEND_F0)BATCH_P2P\"]},"
+      "{\"rank\": 1, \"actions\": [\"1RECV_F0\", \"1F0\"]}]}";
+  CHECK_THROWS_WITH(parse_json_plan(json, "plan.json"),
+                    "plan.json: ranks[0].actions[1]: bad BATCH_P2P group '(0SEND_F0)BATCH_P2P': "
+                    "one member; a group holds two or more (a single SEND/RECV is written alone, "
+                    "without the parentheses)");
 }

@@ -81,7 +81,7 @@ TEST_CASE("ir: a refusal says where and why", "[ir]") {
         "unknown action '0F1junk': unexpected 'j' after the microbatch");
   CHECK(refusal("2BW0") ==
         "'BW' is not an action type (types: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, "
-        "UNSHARD, RESHARD, REDUCE_GRAD)");
+        "UNSHARD, RESHARD, REDUCE_GRAD, OFFLOAD, RELOAD, RECOMPUTE)");
   CHECK(refusal("") == "empty action");
   CHECK(refusal("0UNSHARD3") == "UNSHARD takes no microbatch");
   CHECK(refusal("0OVERLAP_F_B1") ==
@@ -103,6 +103,11 @@ TEST_CASE("ir: projections of a plan", "[ir]") {
   CHECK(has_backward(program));
   CHECK_FALSE(has_backward(forward_projection(program)));
   CHECK(has_backward(pipeplan::test::actions("1RECV_B0")));
+  // A group's forward members stay a group; one left alone is a single op.
+  CHECK(forward_projection(pipeplan::test::actions(
+            "1F0 (1SEND_F0;1RECV_B0;1RECV_F1)BATCH_P2P 1B0 (1SEND_B0;1RECV_F2)BATCH_P2P 1F1 "
+            "(2SEND_F1;2RECV_B1;1SEND_B1)BATCH_P2P")) ==
+        pipeplan::test::actions("1F0 (1SEND_F0;1RECV_F1)BATCH_P2P 1RECV_F2 1F1 2SEND_F1"));
 
   Plan p;
   p.meta = PlanMeta{"custom", 2, 2, 2, StageMapping::Loop, false, {}};

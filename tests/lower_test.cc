@@ -256,3 +256,53 @@ TEST_CASE("lower: seed mode refuses non-positive unit costs", "[lower]") {
   custom.costs.b = 0.5;
   CHECK(verify(lower(compute, custom)).ok());
 }
+
+TEST_CASE("lower: batch_p2p posts Megatron's batched pairs for 1f1b p=2 m=2", "[lower]") {
+  LowerOptions batched;
+  batched.batch_p2p = true;
+  const Plan p = lower(plan_compute(problem("1f1b", 2, 2)), batched);
+  // Megatron-LM's send_forward_recv_backward on rank 0 and
+  // send_backward_recv_forward on rank 1, each one batch_isend_irecv; the
+  // members in the order the ungrouped seed plan posts them.
+  CHECK(to_string(p.ranks[0]) == "0F0 0SEND_F0 0F1 (0RECV_B0;0SEND_F1)BATCH_P2P 0B0 0RECV_B1 0B1");
+  CHECK(to_string(p.ranks[1]) == "1RECV_F0 1F0 1B0 (1SEND_B0;1RECV_F1)BATCH_P2P 1F1 1B1 1SEND_B1");
+  // Without the marks, the seed lowering with earliest sends, serial-safe.
+  LowerOptions seed;
+  seed.mode = LowerMode::Seed;
+  seed.serial_safe = true;
+  Plan unmarked = p;
+  for (auto& list : unmarked.ranks)
+    for (Action& a : list) a.batch_next = false;
+  CHECK(unmarked == lower(plan_compute(problem("1f1b", 2, 2)), seed));
+}
+
+TEST_CASE("lower: batch_p2p groups 1f1b's steady state on every rank pair", "[lower]") {
+  LowerOptions batched;
+  batched.batch_p2p = true;
+  const Plan p = lower(plan_compute(problem("1f1b", 4, 8)), batched);
+  // A middle rank's steady state: after each F, the forward output goes
+  // down with the gradient coming up; after each B, the gradient goes up
+  // with the next input coming down.
+  const std::string r1 = to_string(p.ranks[1]);
+  INFO(r1);
+  CHECK(r1.find("1F2 (1RECV_B0;1SEND_F2)BATCH_P2P 1B0 (1SEND_B0;1RECV_F3)BATCH_P2P 1F3") !=
+        std::string::npos);
+  for (Transport t : {Transport::Rendezvous, Transport::Serial, Transport::Eager})
+    CHECK(verify(p, {t}).ok());
+}
+
+TEST_CASE("lower: batch_p2p refuses the latency-hiding lowering and a prefetch cap", "[lower]") {
+  const Planner planner(problem("interleaved-1f1b", 2, 4));
+  LoweringChoice c;
+  c.batch_p2p = true;
+  // A latency-hiding schedule lowers batched with the seed placement.
+  const LowerOptions o = planner.lowering(c);
+  CHECK(o.batch_p2p);
+  CHECK(o.mode == LowerMode::Seed);
+  c.mode = LowerMode::LatencyHiding;
+  CHECK_THROWS_WITH(planner.lowering(c),
+                    Catch::Contains("does not combine with the latency-hiding lowering"));
+  c.mode.reset();
+  c.max_prefetch = 2;
+  CHECK_THROWS_AS(planner.lowering(c), InputError);
+}

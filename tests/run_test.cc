@@ -83,7 +83,7 @@ class Wire : public run::Core<Wire, ToyOp> {
   static constexpr run::Order kOrder = run::Order::Queue;
   std::vector<std::string> log;
 
-  Wire(const Plan& plan, Transport model) : plan_(plan) { connect(plan.meta, model, 64); }
+  Wire(const Plan& plan, Transport model) : plan_(plan) { connect(plan.meta, model); }
   void go() {
     start(plan_.ranks);
     run();
@@ -97,8 +97,7 @@ class Wire : public run::Core<Wire, ToyOp> {
     const int boundary = std::min(a.stage, deps::peer_stage(a));
     const ToyOp op{static_cast<std::int32_t>(i), a.microbatch, is_send(a.type)};
     const int e = end_of(boundary, r);
-    if (model() == Transport::Eager) post_eager(e, op, op.send, static_cast<std::size_t>(op.value));
-    else post(r, e, op);
+    post(r, e, op, op.send);
     return run::Step::Next;
   }
   bool meet(int xe, const ToyOp& x, int ye, const ToyOp& y) {
@@ -118,8 +117,10 @@ class Wire : public run::Core<Wire, ToyOp> {
   void on_sent(int e, const ToyOp& op) {
     log.push_back("sent " + std::to_string(end(e).rank) + ":" + std::to_string(op.index));
   }
-  void on_delivered(int e, const ToyOp& op) {
-    log.push_back("delivered " + std::to_string(end(e).rank) + ":" + std::to_string(op.index));
+  void on_delivered(int se, const ToyOp& s, int re, const ToyOp& r) {
+    log.push_back("delivered " + std::to_string(end(re).rank) + ":" + std::to_string(r.index) +
+                  " from " + std::to_string(end(se).rank) + ":" + std::to_string(s.index) +
+                  (s.value == r.value ? "" : " corrupt"));
   }
   void on_waiting(int e, const ToyOp& op) {
     log.push_back("waiting " + std::to_string(end(e).rank) + ":" + std::to_string(op.index));
@@ -224,12 +225,13 @@ TEST_CASE("run: the transport matches pair positions in order under each model",
                                            "0:1=1:1 corrupt after 1.000000"});
   CHECK(rv.end(0).done == 2);
   CHECK(rv.end(1).last_done == 1);
-  // Eager matches by value: the sends complete at once, the receives when
-  // their value was sent.
+  // Eager matches by order too: the sends complete at once (waiting for
+  // their receives), each receive when the send of its place was posted.
   Wire eager(swapped, Transport::Eager);
   eager.go();
-  CHECK(eager.log ==
-        std::vector<std::string>{"sent 0:0", "sent 0:1", "delivered 1:0", "delivered 1:1"});
+  CHECK(eager.log == std::vector<std::string>{"sent 0:0", "waiting 0:0", "sent 0:1", "waiting 0:1",
+                                              "delivered 1:0 from 0:0 corrupt",
+                                              "delivered 1:1 from 0:1 corrupt"});
   // Two sends meet: the pair stalls for good, under rendezvous (seen from
   // the pair, lower rank first) and serial (from the stream that posted last).
   const Plan both_send = wire_plan(2, {"0SEND_F0", "1SEND_B1"});

@@ -67,7 +67,11 @@ TEST_CASE("search: ties sail-sg's V-shape heuristic at 1F1B's budget", "[search]
     o.pp_degree = 8;
     o.num_microbatches = m;
     o.comm.comm_latency = 0.25;
+    // The search ends by itself well within this; the default 3 s could cut
+    // a phase short on a loaded machine and make the figure depend on it.
+    o.time_limit = 60;
     const SearchResult r = search(prof, o);
+    CHECK_FALSE(r.time_limited);
     CHECK(r.memory_limit == Approx(8));
     CHECK(r.makespan <= sail + 1e-9);
     CHECK(r.peak_memory <= 8 + 1e-9);
@@ -127,6 +131,7 @@ TEST_CASE("search: tiny shapes return the exact optimum", "[search]") {
     o.num_microbatches = s.m;
     o.comm.comm_latency = s.comm;
     o.memory_limit = s.budget;
+    o.time_limit = 60;  // the exhaustive search completes long before; no load can cut it
     const SearchResult r = search(prof, o);
     REQUIRE(r.exact);
     REQUIRE(r.exact->complete);

@@ -293,7 +293,13 @@ TEST_CASE("simulate: rendezvous reports two receives meeting on a pair", "[simul
 
 TEST_CASE("simulate: a send meeting a receive of another value is reported", "[simulate]") {
   const Plan p = make_plan(2, 2, 1, {"0F0 0F1 0SEND_F1 0SEND_F0", "1RECV_F0 1F0 1RECV_F1 1F1"});
-  CHECK(simulate(p, costs("F=1", Transport::Eager)).ok());
+  // Every model matches sends and receives in order, eager too.
+  const SimResult e = simulate(p, costs("F=1", Transport::Eager));
+  REQUIRE_FALSE(e.ok());
+  CHECK(e.problems[0].code == "sim-mismatch");
+  CHECK(e.problems[0].message ==
+        "pair 0-1, sends and receives met in order: 0SEND_F1 (rank 0 index 2) meets 1RECV_F0 "
+        "(rank 1 index 0): a send meets a receive of another value (data would be corrupted)");
   const SimResult r = simulate(p, costs("F=1", Transport::Rendezvous));
   REQUIRE_FALSE(r.ok());
   CHECK(r.problems[0].message ==
@@ -412,7 +418,8 @@ TEST_CASE("simulate: text and JSON reports", "[simulate]") {
   CHECK(doc["ranks"][1] == nlohmann::json::parse(
                                R"({"rank":1,"busy":6.0,"idle":3.0,"first_start":1.0,"last_end":7.0,
                                    "peak_activations":2,"peak_rank_activations":2.0,
-                                   "peak_recv_buffers":1,"peak_memory":2.0})"));
+                                   "peak_recv_buffers":1,"peak_memory":2.0,
+                                   "peak_host_memory":0.0,"copy_busy":0.0})"));
   CHECK(doc["peak_memory"] == 2.0);
 }
 

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "io/cell_text.h"
+
 namespace pipeplan::test {
 namespace {
 
@@ -86,10 +88,11 @@ std::vector<Action> actions(const std::string& text) {
   std::vector<Action> out;
   std::string tok;
   while (ss >> tok) {
-    auto a = parse_action(tok);
+    io::CellError bad;
     INFO("token: " << tok);
-    REQUIRE(a.has_value());
-    out.push_back(*a);
+    const bool ok = io::parse_cell(tok, out, bad);
+    INFO(bad.message);
+    REQUIRE(ok);
   }
   return out;
 }

@@ -22,7 +22,8 @@ CliResult run_cli(const std::vector<std::string>& args, const std::string& stdin
 /// reserves terabytes of shadow address space); stdin is /dev/null.
 CliResult run_cli_capped(const std::vector<std::string>& args, long mib);
 
-/// Parses "0F0 0SEND_F0 ..." into actions (REQUIREs every token to parse).
+/// Parses "0F0 0SEND_F0 (0SEND_F1;0RECV_B0)BATCH_P2P ..." into actions, one
+/// cell a token (REQUIREs every token to parse).
 std::vector<Action> actions(const std::string& text);
 
 /// Reads a file relative to the source tree.

@@ -345,6 +345,28 @@ TEST_CASE("torch trace: the reader refuses what it cannot trust", "[torch][io]")
   CHECK(t.events[0].bytes == 2048);
 }
 
+TEST_CASE("torch trace: ids no integer holds and odd base times", "[torch][io]") {
+  // Found by fuzz_torch_trace: a pid given as 3.3e93 was cast to an integer
+  // (undefined). Any number is an id: a whole one in range is itself, others
+  // the hash of their bits; equal numbers give equal ids.
+  auto kernel = [](const std::string& pid, const std::string& tid) {
+    return "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k\", \"pid\": " + pid +
+           ", \"tid\": " + tid + ", \"ts\": 1, \"dur\": 1}";
+  };
+  const TorchRankTrace t = parse_torch_trace(
+      "{\"baseTimeNanoseconds\": -5, \"traceEvents\": [" + kernel("3.3e93", "-1.5") + "," +
+          kernel("3.3e93", "-1.5") + "," + kernel("7.0", "1e300") + "]}",
+      "t.json");
+  REQUIRE(t.events.size() == 3);
+  CHECK(t.events[0].pid == t.events[1].pid);
+  CHECK(t.events[0].tid == t.events[1].tid);
+  CHECK(t.events[2].pid == 7);
+  CHECK(t.events[0].pid != t.events[2].pid);
+  // A negative base time is not a time: read as absent, so offsets between
+  // files are differences that fit.
+  CHECK(t.base_time_ns == 0);
+}
+
 TEST_CASE("cli: calibrate reads a folder of torch traces and simulate replays them",
           "[torch][cli]") {
   namespace fs = std::filesystem;

@@ -113,10 +113,15 @@ TEST_CASE("verify: a microbatch swapped on one end is reported as corruption", "
   CHECK(r.diagnostics[0].rank == 1);
   CHECK(r.diagnostics[0].action == "1RECV_F1");
   CHECK(r.diagnostics[0].message ==
-        "pair 0-1 position 1: rank 0 sends 0SEND_F2 while rank 1 receives 1RECV_F1 (payload "
-        "mismatch: the data would be silently corrupted)");
-  // Eager transport matches by payload, so the same plan is fine there.
-  CHECK(verify(plan, {Transport::Eager}).ok());
+        "send 1 from rank 0 to rank 1: rank 0 sends 0SEND_F2 (Forward(0, 2)) and rank 1 receives "
+        "it as 1RECV_F1 (expects Forward(0, 1)); sends and receives meet in order, so the data "
+        "would be silently corrupted");
+  // Every model matches by order (NCCL, and Gloo on one tag): eager too.
+  for (Transport t : {Transport::Eager, Transport::Serial}) {
+    const VerifyResult e = verify(plan, {t});
+    REQUIRE(e.diagnostics.size() == 1);
+    CHECK(e.diagnostics[0].message == r.diagnostics[0].message);
+  }
 }
 
 TEST_CASE("verify: a missing forward is named with its expected rank", "[verify]") {
@@ -131,6 +136,27 @@ TEST_CASE("verify: a duplicate action names both places", "[verify]") {
   REQUIRE(d.size() == 1);
   CHECK(d[0].code == "duplicate-action");
   CHECK(d[0].message == "0F1 appears twice: rank 0 index 1 and rank 0 index 2");
+  // A second SEND (or RECV) also names the copy left without its partner.
+  d = structure(custom(2, 1, {"0F0 0SEND_F0 0SEND_F0 0RECV_B0 0B0", "1RECV_F0 1F0 1B0 1SEND_B0"}));
+  REQUIRE(d.size() == 2);
+  CHECK(d[0].code == "duplicate-action");
+  CHECK(d[1].code == "unmatched-send");
+  CHECK(d[1].rank == 0);
+  CHECK(d[1].index == 2);
+  CHECK(d[1].message ==
+        "the second 0SEND_F0 (rank 0 index 2) is left without a partner: 1RECV_F0 on rank 1 meets "
+        "only one send of that value");
+  d = structure(custom(2, 1, {"0F0 0SEND_F0 0RECV_B0 0B0", "1RECV_F0 1F0 1B0 1SEND_B0 1SEND_B0"}));
+  REQUIRE(d.size() == 2);
+  CHECK(d[1].message ==
+        "the second 1SEND_B0 (rank 1 index 4) is left without a partner: 0RECV_B0 on rank 0 meets "
+        "only one send of that value");
+  d = structure(custom(2, 1, {"0F0 0SEND_F0 0RECV_B0 0B0", "1RECV_F0 1RECV_F0 1F0 1B0 1SEND_B0"}));
+  REQUIRE(d.size() == 2);
+  CHECK(d[1].code == "unmatched-recv");
+  CHECK(d[1].message ==
+        "the second 1RECV_F0 (rank 1 index 1) is left without a partner: 0SEND_F0 on rank 0 meets "
+        "only one receive of that value");
 }
 
 TEST_CASE("verify: W before its I is rejected", "[verify]") {
@@ -268,17 +294,17 @@ TEST_CASE("verify: receives posted long before their consumers, and corruption o
   Plan swapped = custom(2, 6,
                         {rank0, rank1_head + "1B5 1B4 1SEND_B4 1SEND_B5 1B3 1SEND_B3 1B2 1SEND_B2 "
                                              "1B1 1SEND_B1 1B0 1SEND_B0"});
-  for (Transport t : {Transport::Rendezvous, Transport::Serial}) {
+  for (Transport t : {Transport::Rendezvous, Transport::Serial, Transport::Eager}) {
     VerifyResult r = verify(swapped, {t});
     REQUIRE(r.diagnostics.size() == 1);
     CHECK(r.diagnostics[0].code == "fifo-corruption");
     CHECK(r.diagnostics[0].rank == 0);
     CHECK(r.diagnostics[0].index == 12);
     CHECK(r.diagnostics[0].message ==
-          "pair 0-1 position 6: rank 1 sends 1SEND_B4 while rank 0 receives 0RECV_B5 (payload "
-          "mismatch: the data would be silently corrupted)");
+          "send 0 from rank 1 to rank 0: rank 1 sends 1SEND_B4 (Grad(1, 4)) and rank 0 receives "
+          "it as 0RECV_B5 (expects Grad(1, 5)); sends and receives meet in order, so the data "
+          "would be silently corrupted");
   }
-  CHECK(verify(swapped, {Transport::Eager}).ok());
 }
 
 TEST_CASE("verify: a ring of serial stream heads is named once, as a cycle", "[verify]") {
@@ -304,4 +330,23 @@ TEST_CASE("verify: a ring of serial stream heads is named once, as a cycle", "[v
   safe.serial_safe = true;
   CHECK(
       verify(pipeplan::plan(Problem{"interleaved-1f1b", 3, 6, 2}, safe), {Transport::Serial}).ok());
+}
+
+TEST_CASE("verify: group marks a file cannot hold are bad-group", "[verify][groups]") {
+  Plan p;
+  p.meta = PlanMeta{"custom", 2, 1, 1, StageMapping::Loop, false, {}};
+  p.rank_ids = {0, 1};
+  p.ranks = {actions("0F0 0SEND_F0 0RECV_B0 0B0"), actions("1RECV_F0 1F0 1B0 1SEND_B0")};
+  p.ranks[0][0].batch_next = true;
+  const std::vector<Diagnostic> d = check_structure(p);
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].code == "bad-group");
+  CHECK(d[0].message ==
+        "rank 0 index 0: 0F0 is in a BATCH_P2P group, which holds only SEND_F, RECV_F, SEND_B "
+        "and RECV_B");
+  p.ranks[0][0].batch_next = false;
+  p.ranks[1].back().batch_next = true;
+  CHECK(verify(p).diagnostics.at(0).message ==
+        "rank 1 index 3: 1SEND_B0 is marked as posted with the next action, but it ends its "
+        "rank's list");
 }

@@ -19,7 +19,11 @@ struct CostOptions {
   std::string stage_costs_source = "<stage-costs>";  ///< its name in messages
   std::string comm;                                  ///< "LATENCY[,BANDWIDTH]"
   double bytes = 0;                                  ///< size of every transfer
-  std::string model = "rendezvous";                  ///< rendezvous | eager | serial
+  /// The copy stream of memory actions (docs/memory.md): activation units
+  /// per time unit (a positive number; "" = infinite) and the latency of
+  /// each copy ("" = 0).
+  std::string host_bw, host_latency;
+  std::string model = "rendezvous";  ///< rendezvous | eager | serial
   /// Put before an option's name in messages: "" names them as the library
   /// and the Python keywords do ("comm latency 'x' ..."); the CLI sets "--".
   std::string name_prefix;

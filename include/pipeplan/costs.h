@@ -32,13 +32,29 @@ struct CostModel {
   /// Activation size of one microbatch of each stage (a layer profile's
   /// unit); empty: every stage holds 1.
   std::vector<double> stage_memory;
+  /// Memory actions (docs/memory.md). What a stage keeps of one microbatch
+  /// when it recomputes (its first layer's input; empty: its activation)
+  /// and how long its RECOMPUTE takes (empty: its F).
+  std::vector<double> stage_input, stage_recompute;
+  /// The copy stream: an OFFLOAD or RELOAD of size X (activation units)
+  /// takes host_latency + X / host_bandwidth; host_bandwidth 0 = infinite.
+  double host_bandwidth = 0.0, host_latency = 0.0;
 
   /// Activation size of one microbatch of `stage`.
   double memory(int stage) const {
     return stage_memory.empty() ? 1.0 : stage_memory[static_cast<std::size_t>(stage)];
   }
+  /// What `stage` keeps of one microbatch for a RECOMPUTE.
+  double input(int stage) const {
+    return stage_input.empty() ? memory(stage) : stage_input[static_cast<std::size_t>(stage)];
+  }
+  /// How long an OFFLOAD or RELOAD of `size` takes on the copy stream.
+  double copy_time(double size) const {
+    return host_latency + (host_bandwidth > 0 ? size / host_bandwidth : 0.0);
+  }
 
-  /// Duration of a compute action (0 for SEND/RECV and pass-through types).
+  /// Duration of a compute action, RECOMPUTE included (0 for SEND/RECV,
+  /// copies and pass-through types: copies take copy_time()).
   double duration(const Action& a) const;
   /// latency + bytes / bandwidth (just latency when either is 0).
   double transfer_time() const;

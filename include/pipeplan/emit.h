@@ -14,9 +14,16 @@ inline constexpr int kPlanFormatVersion = 1;
 /// JSON per schemas/plan.schema.json: keys in the documented order, one
 /// rank per line, "compute_only" derived from the actions.
 void write_json(const Plan& plan, std::ostream& out);
-/// Torch _dump_csv style: one row per rank, one action per cell, no header.
-/// Throws InputError for a plan that does not hold every rank (rows carry no id).
+/// pipeplan's CSV, torch _dump_csv style: one row per rank, one cell per
+/// action (a BATCH_P2P group one cell), no header, "\n" line ends; a
+/// superset of torch's dialect (docs/format.md). Throws InputError for a
+/// plan that does not hold every rank (rows carry no id).
 void write_csv(const Plan& plan, std::ostream& out);
+/// Strictly torch's dialect, what torch's `_dump_csv` writes and its
+/// `_load_csv` reads: "\r\n" line ends, an empty rank an empty row. Throws
+/// InputError for a plan that does not hold every rank, and for one holding
+/// what torch cannot read (a BATCH_P2P group), saying so.
+void write_torch_csv(const Plan& plan, std::ostream& out);
 /// One line per rank: "rank R: a b c".
 void write_text(const Plan& plan, std::ostream& out);
 /// ASCII timeline, ranks as rows, of the compute actions timed at unit costs

@@ -97,8 +97,14 @@ std::string torch_schedule_name(std::string_view schedule);
 std::vector<std::vector<std::string>> module_fqns_per_stage(const LayerProfile& profile,
                                                             const Partition& partition);
 
+/// Why torch's CSV dialect (what torch's `_load_csv` and torchtitan read)
+/// cannot hold `plan`, or "" when it can: it has no memory actions
+/// (OFFLOAD, RELOAD, RECOMPUTE). The strict torch writers refuse with it.
+std::string torch_dialect_refusal(const Plan& plan);
+
 /// Why torchtitan cannot build this plan's stages ("" when it can): a V
-/// placement needs exactly 2 stages per rank; only whole plans.
+/// placement needs exactly 2 stages per rank; only whole plans; no memory
+/// actions (torch_dialect_refusal).
 std::string torchtitan_refusal(const Plan& plan);
 
 /// The plan with its compute actions only (F, B, I, W, OVERLAP_F_B): what a

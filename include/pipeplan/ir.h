@@ -24,6 +24,9 @@ enum class ActionType : std::uint8_t {
   Unshard,     ///< FSDP pass-through (no microbatch), kept verbatim
   Reshard,     ///< FSDP pass-through
   ReduceGrad,  ///< FSDP pass-through
+  Offload,     ///< move the activations (stage, mb) keeps for its backward to host memory
+  Reload,      ///< bring them back to the device (after its OFFLOAD, before the backward)
+  Recompute,   ///< re-run the forward of (stage, mb) from its kept input, before the backward
 };
 
 /// Torch spelling of a type ("F", "SEND_F", "OVERLAP_F_B", ...).
@@ -32,8 +35,10 @@ std::string_view to_string(ActionType t);
 std::optional<ActionType> parse_action_type(std::string_view s);
 
 // Inline: every pass asks these once or more per action.
-/// F, B, I, W, OverlapFB
-inline bool is_compute(ActionType t) { return t <= ActionType::W || t == ActionType::OverlapFB; }
+/// F, B, I, W, OverlapFB, RECOMPUTE: what runs on a rank's compute stream
+inline bool is_compute(ActionType t) {
+  return t <= ActionType::W || t == ActionType::OverlapFB || t == ActionType::Recompute;
+}
 /// SEND_F / SEND_B
 inline bool is_send(ActionType t) { return t == ActionType::SendF || t == ActionType::SendB; }
 /// RECV_F / RECV_B
@@ -44,19 +49,46 @@ inline bool is_comm(ActionType t) { return t >= ActionType::SendF && t <= Action
 inline bool is_passthrough(ActionType t) {
   return t >= ActionType::Unshard && t <= ActionType::ReduceGrad;
 }
+/// OFFLOAD / RELOAD: copies on a rank's copy stream (docs/memory.md)
+inline bool is_copy(ActionType t) { return t == ActionType::Offload || t == ActionType::Reload; }
+/// OFFLOAD / RELOAD / RECOMPUTE: the memory actions
+inline bool is_memory(ActionType t) {
+  return t >= ActionType::Offload && t <= ActionType::Recompute;
+}
 
 /// One action; `microbatch` is -1 for pass-through types. For OverlapFB the
 /// forward is (stage, microbatch) and the backward (sub_stage, sub_microbatch).
+///
+/// A batched P2P group, `(A;B;...)BATCH_P2P` (SEND/RECV posted together as
+/// one `batch_isend_irecv` and completed together), is a run of ordinary
+/// SEND/RECV actions in the rank's list, every member but the last marked
+/// `batch_next`; counts, pairs and diagnostics by (rank, index) see each
+/// member (docs/format.md).
 struct Action {
   ActionType type = ActionType::F;
+  /// A SEND/RECV posted in one BATCH_P2P group with the next action of its rank.
+  bool batch_next = false;
   std::int32_t stage = 0;
   std::int32_t microbatch = 0;
   std::int32_t sub_stage = -1;
   std::int32_t sub_microbatch = -1;
 
+  // A constructor rather than an aggregate: `batch_next` sits in the padding
+  // after `type` (20 bytes an action) while Action{type, stage, mb, -1, -1}
+  // keeps its meaning.
+  constexpr Action(ActionType t = ActionType::F, std::int32_t s = 0, std::int32_t mb = 0,
+                   std::int32_t sub_s = -1, std::int32_t sub_mb = -1, bool batched = false)
+      : type(t),
+        batch_next(batched),
+        stage(s),
+        microbatch(mb),
+        sub_stage(sub_s),
+        sub_microbatch(sub_mb) {}
+
   friend bool operator==(const Action& a, const Action& b) {
-    return a.type == b.type && a.stage == b.stage && a.microbatch == b.microbatch &&
-           a.sub_stage == b.sub_stage && a.sub_microbatch == b.sub_microbatch;
+    return a.type == b.type && a.batch_next == b.batch_next && a.stage == b.stage &&
+           a.microbatch == b.microbatch && a.sub_stage == b.sub_stage &&
+           a.sub_microbatch == b.sub_microbatch;
   }
   friend bool operator!=(const Action& a, const Action& b) { return !(a == b); }
 };
@@ -68,7 +100,8 @@ inline Action make_overlap(int f_stage, int f_mb, int b_stage, int b_mb) {
   return Action{ActionType::OverlapFB, f_stage, f_mb, b_stage, b_mb};
 }
 
-/// Torch grammar: "2F0", "1SEND_F3", "(0F7;7B3)OVERLAP_F_B", "0UNSHARD".
+/// Torch grammar: "2F0", "1SEND_F3", "(0F7;7B3)OVERLAP_F_B", "0UNSHARD". A
+/// group member is written alone (its group: cell_size(), append_cell()).
 std::string to_string(const Action& a);
 /// Appends to_string(a) to out (no allocation per action in hot loops).
 void append_to(std::string& out, const Action& a);
@@ -136,6 +169,8 @@ struct Plan {
   bool is_whole() const;
   /// True when the plan holds no SEND/RECV at all.
   bool is_compute_only() const;
+  /// True when some rank holds an OFFLOAD, RELOAD or RECOMPUTE.
+  bool has_memory_actions() const;
   std::size_t num_actions() const;
 
   friend bool operator==(const Plan& a, const Plan& b) {
@@ -146,8 +181,23 @@ struct Plan {
 /// Whether the boundary between stage s and s+1 crosses ranks.
 inline bool crosses_ranks(const PlanMeta& m, int s) { return m.rank_of(s) != m.rank_of(s + 1); }
 
-/// Joins a rank's actions with single spaces (the text format's line body).
+/// Joins a rank's cells with single spaces (the text format's line body); a
+/// BATCH_P2P group is one cell, "(0SEND_F1;0RECV_B0)BATCH_P2P".
 std::string to_string(const std::vector<Action>& actions);
+
+/// The cells of a rank's list: one action each, except a BATCH_P2P group
+/// (a run of members marked batch_next, and the unmarked one closing it),
+/// which is one cell. The number of actions in the cell at list[i]
+/// (precondition: i < list.size()).
+std::size_t cell_size(const std::vector<Action>& list, std::size_t i);
+/// Appends the cell of `n` actions at `first` in torch grammar: the action,
+/// or "(A;B;...)BATCH_P2P" for a group.
+void append_cell(std::string& out, const Action* first, std::size_t n);
+/// Where a rank's group marks are malformed, and why: a mark on an action
+/// that is not a SEND/RECV, on the last action of the list, or before one
+/// that is not a SEND/RECV; a member twice in one group. Returns the index
+/// of the first bad action (-1 when every group is sound) and sets *why.
+long first_bad_group(const std::vector<Action>& list, std::string* why);
 
 // Projections: the one home of the views of a plan that the passes, the
 // executor and the front ends take.

@@ -11,6 +11,10 @@
 //  - LowerMode::Seed: the seed driver's order (receives right before their
 //    consumer; pairs ordered by consumer start in a unit-cost run). gpipe and
 //    1f1b use it by default; it is the "before" of the latency-hiding one.
+// With `batch_p2p`, the seed placement with one transfer order per rank, and
+// a rank's send posted together with the receive from the same peer it meets
+// as one BATCH_P2P group (Megatron-LM's batch_isend_irecv), where the other
+// lowerings parity-stagger or delay one end's send.
 //
 // @code
 //   LowerOptions o = default_lowering("interleaved-1f1b");  // planner.h
@@ -73,6 +77,11 @@ struct LowerOptions {
   /// Keep one transfer order per rank across all its peers (not just per
   /// pair), which also makes the plan progress under the serial model.
   bool serial_safe = false;
+  /// The batched lowering (Megatron-LM's batch_p2p_comm): the seed placement,
+  /// serial-safe, with every send and the receive from the same peer it
+  /// meets as one BATCH_P2P group on both ends. `mode`, `send_placement`,
+  /// `serial_safe` and `max_prefetch` are not read.
+  bool batch_p2p = false;
 };
 
 /// What a latency-hiding (or exact) lowering found about its transfer
@@ -99,7 +108,10 @@ std::string_view to_string(LowerReport::Orders o);
 /// Postcondition: every cross-rank boundary has one SEND and one RECV before
 /// its consumer and after its producer; each rank pair posts its transfers in
 /// one common order, so the plan is deadlock-free under the rendezvous and
-/// eager models (and serial with `serial_safe`). Compute order is unchanged.
+/// eager models (and serial with `serial_safe` or `batch_p2p`). With
+/// `batch_p2p`, a group's members keep the ungrouped plan's order, so the
+/// plan also progresses when they are posted one by one. Compute order is
+/// unchanged.
 /// Linear in the number of actions, plus the bounded search of
 /// LowerMode::Exact and of latency hiding where the eager bound is missed
 /// (docs/verification.md, "Lowering"). Exact throws InputError with a

@@ -51,19 +51,28 @@ LowerOptions schedule_lowering(const PlanMeta& meta);
 LowerOptions default_lowering(const std::string& schedule);
 
 /// How a compute order is to be lowered, as every front end offers the
-/// choice: the CLI's --lowering, --prefetch, --serial-safe (and whether
-/// --comm was given), the Python keywords lowering=, prefetch=, serial_safe=
-/// (and comm=), compare's and search's defaults. Applied to the schedule's
+/// choice: the CLI's --lowering, --prefetch, --serial-safe, --batch-p2p (and
+/// whether --comm was given), the Python keywords lowering=, prefetch=,
+/// serial_safe=, batch_p2p= (and comm=), compare's and search's defaults. Applied to the schedule's
 /// own lowering (schedule_lowering).
 struct LoweringChoice {
   std::optional<LowerMode> mode;  ///< unset: the schedule's own
   int max_prefetch = 0;           ///< LowerOptions::max_prefetch; 0: no limit
   bool serial_safe = false;       ///< true forces it; false keeps the schedule's
+  /// The batched lowering (LowerOptions::batch_p2p; the CLI's --batch-p2p,
+  /// Python's batch_p2p=): seed placement with BATCH_P2P groups. Refused
+  /// with a mode other than Seed or a prefetch cap (InputError).
+  bool batch_p2p = false;
   /// The user stated the transfer cost (--comm, comm=), a free one included.
   /// When not, and the cost model makes transfers free, a latency-hiding
   /// lowering plans for kNominalLatency per transfer: real ones never are.
   bool transfer_cost_stated = false;
 };
+
+/// Throws InputError for a choice no plan lowers with: a negative prefetch
+/// cap, or batch_p2p with a mode other than Seed or a prefetch cap.
+/// lower_options() and Planner::lowering() check it; so does compare, once.
+void check_lowering_choice(const LoweringChoice& choice);
 
 /// The cost model a latency-hiding lowering plans for: `costs`, with
 /// kNominalLatency per transfer when they make transfers free and `choice`
@@ -73,7 +82,7 @@ CostModel planning_costs(const CostModel& costs, const LoweringChoice& choice = 
 /// How to lower a plan of `meta`: the schedule's own options
 /// (schedule_lowering; the general rule for a custom plan) with `choice`
 /// applied, a latency-hiding lowering planning for planning_costs(costs,
-/// choice). Throws InputError for a negative prefetch cap.
+/// choice). Throws InputError as check_lowering_choice().
 LowerOptions lower_options(const PlanMeta& meta, const LoweringChoice& choice,
                            const CostModel& costs);
 

@@ -80,8 +80,9 @@ Partition balanced_partition(const LayerProfile& profile, int num_stages);
 /// `num_stages` non-empty stages (names what is wrong).
 void check_partition(const LayerProfile& profile, const Partition& partition, int num_stages);
 
-/// The cost model of `base` (comm, overlap) with per-stage F, B, I, W and
-/// activation sizes summed from each stage's layers.
+/// The cost model of `base` (comm, overlap, host copies) with per-stage F,
+/// B, I, W, activation sizes and recompute times summed from each stage's
+/// layers, and as each stage's input its first layer's (Layer::input_size).
 CostModel stage_costs(const LayerProfile& profile, const Partition& partition,
                       const CostModel& base = {});
 

@@ -7,8 +7,10 @@
 
 namespace pipeplan {
 
-/// When an action ran. Compute: its run interval. SEND/RECV: from the moment
-/// the rank posted it to its completion. Pass-through: zero-length at post.
+/// When an action ran. Compute (RECOMPUTE included): its run interval.
+/// OFFLOAD/RELOAD: their run on the rank's copy stream. SEND/RECV: from the
+/// moment the rank posted it to its completion. Pass-through: zero-length
+/// at post.
 struct ActionTime {
   double start = 0.0, end = 0.0;
 };
@@ -31,9 +33,19 @@ struct RankStats {
   int peak_activations = 0;
   /// The same in whole-rank units: peak_activations / stages_per_rank.
   double peak_rank_activations = 0.0;
-  /// Most activation memory alive at once: the same count weighted by each
-  /// stage's CostModel::memory (equal to peak_activations without a profile).
+  /// Most activation memory on the device at once: the same count weighted
+  /// by each stage's CostModel::memory (equal to peak_activations without a
+  /// profile). With memory actions, over time (docs/memory.md): a
+  /// recomputed (stage, microbatch) keeps its input from its F and its
+  /// activation from its RECOMPUTE until its backward ends; an offloaded one
+  /// leaves the device when its OFFLOAD ends and is back from its RELOAD's
+  /// start.
   double peak_memory = 0.0;
+  /// Most memory OFFLOADs hold on the host at once (from an OFFLOAD's start
+  /// to its RELOAD's end); 0 without memory actions.
+  double peak_host_memory = 0.0;
+  /// Time the rank's copy stream is busy with OFFLOAD/RELOAD.
+  double copy_busy = 0.0;
   /// Most receive buffers held at once: RECVs posted whose consumer has not
   /// started (a prefetched receive holds its buffer from its post).
   int peak_recv_buffers = 0;

@@ -92,6 +92,10 @@ const char* const kMetaKeys[] = {"schedule",        "pp_degree",  "num_microbatc
 // The one action parser; a refusal says where and why, as the readers do.
 Action action_from_text(const std::string& text) {
   ActionParse parsed = parse_action_located(text);
+  if (!parsed.action && text.find("BATCH_P2P") != std::string::npos)
+    throw InputError("'" + text +
+                     "' is a batched P2P group, several actions: read it in a plan (loads, "
+                     "from_torch); its members are Actions with batch_next");
   if (!parsed.action) throw InputError(describe_bad_action(text, parsed));
   return *parsed.action;
 }
@@ -101,10 +105,13 @@ Action action_from_text(const std::string& text) {
 void bind_ir(py::module_& m) {
   py::class_<Action>(m, "Action", R"doc(
 One action of a rank's program, in torch.distributed.pipelining's grammar:
-``str(action)`` is e.g. ``"2F0"``, ``"1SEND_F3"``, ``"(0F7;7B3)OVERLAP_F_B"``.
+``str(action)`` is e.g. ``"2F0"``, ``"1SEND_F3"``, ``"(0F7;7B3)OVERLAP_F_B"``,
+and pipeplan's memory actions ``"0OFFLOAD3"``, ``"0RELOAD3"``, ``"0RECOMPUTE3"``.
 
 ``Action("1SEND_F3")`` parses the torch grammar as the plan readers do
-(strictly: ``"2BW0"`` is an InputError saying why). Actions compare equal to each other and to their string.)doc")
+(strictly: ``"2BW0"`` is an InputError saying why). Actions compare equal to each other and to their string. A
+batched P2P group ``(0SEND_F1;0RECV_B0)BATCH_P2P`` is one cell of a plan but
+several Actions, each a SEND/RECV; all but the last have ``batch_next``.)doc")
       .def(py::init([](const py::object& text) {
              if (!py::isinstance<py::str>(text))
                throw TypeFailure{"Action() takes an action string, got " + type_name(text)};
@@ -114,7 +121,8 @@ One action of a rank's program, in torch.distributed.pipelining's grammar:
       .def_property_readonly(
           "type", [](const Action& a) { return std::string(to_string(a.type)); },
           "The action type as torch spells it: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, "
-          "OVERLAP_F_B, UNSHARD, RESHARD, REDUCE_GRAD.")
+          "OVERLAP_F_B, UNSHARD, RESHARD, REDUCE_GRAD; or a memory action: OFFLOAD, RELOAD, "
+          "RECOMPUTE.")
       .def_property_readonly(
           "stage", [](const Action& a) { return a.stage; },
           "The stage (for OVERLAP_F_B: the forward's stage).")
@@ -135,9 +143,17 @@ One action of a rank's program, in torch.distributed.pipelining's grammar:
           "OVERLAP_F_B only: the backward's microbatch; None otherwise.")
       .def_property_readonly(
           "is_compute", [](const Action& a) { return is_compute(a.type); },
-          "F, B, I, W or OVERLAP_F_B.")
+          "F, B, I, W, OVERLAP_F_B or RECOMPUTE (what runs on the compute stream).")
+      .def_property_readonly(
+          "is_memory", [](const Action& a) { return is_memory(a.type); },
+          "OFFLOAD, RELOAD or RECOMPUTE.")
       .def_property_readonly(
           "is_comm", [](const Action& a) { return is_comm(a.type); }, "SEND_* or RECV_*.")
+      .def_property_readonly(
+          "batch_next", [](const Action& a) { return a.batch_next; },
+          "True for a member of a batched P2P group, (A;B;...)BATCH_P2P, that is posted "
+          "together with the next action of its rank (every member but the last); the group's "
+          "members are consecutive Actions of plan.ranks[r].")
       .def("__str__", [](const Action& a) { return to_string(a); })
       .def("__repr__", [](const Action& a) { return "Action('" + to_string(a) + "')"; })
       .def(
@@ -147,8 +163,23 @@ One action of a rank's program, in torch.distributed.pipelining's grammar:
           py::is_operator())
       .def("__hash__", [](const Action& a) { return py::hash(py::str(to_string(a))); })
       .def(py::pickle(
-          [](const Action& a) -> py::object { return py::make_tuple(to_string(a)); },
-          [](const py::object& state) { return action_from_text(state_text(state, "Action")); }));
+          [](const Action& a) -> py::object {
+            if (a.batch_next) return py::make_tuple(to_string(a), true);
+            return py::make_tuple(to_string(a));
+          },
+          [](const py::object& state) {
+            // (text,) or, for a BATCH_P2P member posted with the next action, (text, True)
+            bool batched = false;
+            py::object text = state;
+            if (py::isinstance<py::tuple>(state) && py::len(state) == 2 &&
+                py::isinstance<py::bool_>(py::reinterpret_borrow<py::tuple>(state)[1])) {
+              batched = py::reinterpret_borrow<py::tuple>(state)[1].cast<bool>();
+              text = py::make_tuple(py::reinterpret_borrow<py::tuple>(state)[0]);
+            }
+            Action a = action_from_text(state_text(text, "Action"));
+            a.batch_next = batched;
+            return a;
+          }));
   refuse_uninitialised<Action>();
 
   py::class_<ActionList>(m, "ActionList", R"doc(
@@ -328,6 +359,8 @@ Make one with plan(), lower(), loads(), read() or from_torch().)doc")
       .def_property_readonly("num_actions", &Plan::num_actions, "Actions over all ranks.")
       .def_property_readonly("compute_only", &Plan::is_compute_only,
                              "True when the plan holds no SEND/RECV.")
+      .def_property_readonly("has_memory_actions", &Plan::has_memory_actions,
+                             "True when some rank holds an OFFLOAD, RELOAD or RECOMPUTE.")
       .def_property_readonly("is_whole", &Plan::is_whole,
                              "True when every rank 0..pp-1 is present, in order.")
       .def(

@@ -23,7 +23,7 @@ using Release = py::gil_scoped_release;
 Plan make_plan(const std::string& schedule, const py::object& pp_arg, const py::object& m_arg,
                const py::object& v_arg, const py::object& rank_arg, bool compute_only,
                bool forward_only, const std::optional<std::string>& lowering,
-               const py::object& prefetch, bool serial_safe, const py::object& cost,
+               const py::object& prefetch, bool serial_safe, bool batch_p2p, const py::object& cost,
                const py::object& stage_costs, const py::object& comm, const py::object& bytes) {
   const int pp_degree = count_arg(pp_arg, "pp_degree", 1, limits::kMaxRanks);
   const int num_microbatches = count_arg(m_arg, "num_microbatches", 1, limits::kMaxMicrobatches);
@@ -39,7 +39,7 @@ Plan make_plan(const std::string& schedule, const py::object& pp_arg, const py::
   problem.forward_only = forward_only;
   const Planner planner(problem);
   const LowerOptions options =
-      planner.lowering(lowering_choice(lowering, prefetch, serial_safe, comm),
+      planner.lowering(lowering_choice(lowering, prefetch, serial_safe, comm, batch_p2p),
                        sim_options(cost, stage_costs, comm, bytes, "rendezvous").costs);
   Release release;
   if (rank) return compute_only ? planner.compute_rank(*rank) : planner.plan_rank(*rank, options);
@@ -60,8 +60,8 @@ std::string plan_name(const Plan& plan) {
 }  // namespace
 
 LoweringChoice lowering_choice(const std::optional<std::string>& lowering,
-                               const py::object& prefetch, bool serial_safe,
-                               const py::object& comm) {
+                               const py::object& prefetch, bool serial_safe, const py::object& comm,
+                               bool batch_p2p) {
   LoweringChoice choice;
   if (lowering) {
     choice.mode = parse_lower_mode(*lowering);
@@ -72,6 +72,7 @@ LoweringChoice lowering_choice(const std::optional<std::string>& lowering,
   // 0: no limit; the CLI's --prefetch range.
   choice.max_prefetch = static_cast<int>(int_in(prefetch, "prefetch", 0, limits::kMaxPrefetch));
   choice.serial_safe = serial_safe;
+  choice.batch_p2p = batch_p2p;
   choice.transfer_cost_stated = !comm.is_none();
   return choice;
 }
@@ -80,8 +81,9 @@ namespace {
 
 Plan lower_plan(const Plan& plan, const std::optional<std::string>& send_placement,
                 bool reduce_grad, const std::optional<std::string>& lowering,
-                const py::object& prefetch, bool serial_safe, const py::object& cost,
-                const py::object& stage_costs, const py::object& comm, const py::object& bytes) {
+                const py::object& prefetch, bool serial_safe, bool batch_p2p,
+                const py::object& cost, const py::object& stage_costs, const py::object& comm,
+                const py::object& bytes) {
   if (!plan.is_whole())
     throw InputError("lower needs every rank of the plan; " + plan_name(plan) + " holds " +
                      std::to_string(plan.ranks.size()) + " of " +
@@ -90,7 +92,7 @@ Plan lower_plan(const Plan& plan, const std::optional<std::string>& send_placeme
     throw InputError(plan_name(plan) + " already has communication (" + first_comm(plan) +
                      "); lower takes a compute-only plan, verify() checks this one as written");
   LowerOptions options =
-      lower_options(plan.meta, lowering_choice(lowering, prefetch, serial_safe, comm),
+      lower_options(plan.meta, lowering_choice(lowering, prefetch, serial_safe, comm, batch_p2p),
                     sim_options(cost, stage_costs, comm, bytes, "rendezvous").costs);
   if (send_placement) {
     if (*send_placement == "earliest") options.send_placement = SendPlacement::Earliest;
@@ -185,12 +187,12 @@ also accepts each row's aliases, case-insensitively).)doc");
         py::arg("stages_per_rank") = py::none(), py::arg("rank") = py::none(),
         py::arg("compute_only") = false, py::arg("forward_only") = false, py::kw_only(),
         py::arg("lowering") = py::none(), py::arg("prefetch") = 0, py::arg("serial_safe") = false,
-        py::arg("cost") = py::none(), py::arg("stage_costs") = py::none(),
-        py::arg("comm") = py::none(), py::arg("bytes") = 0.0,
+        py::arg("batch_p2p") = false, py::arg("cost") = py::none(),
+        py::arg("stage_costs") = py::none(), py::arg("comm") = py::none(), py::arg("bytes") = 0.0,
         R"doc(Plans a schedule: the compute order of every rank, lowered (SEND/RECV
 inserted, each rank pair in one FIFO order) unless ``compute_only``.
 Equivalent to ``pipeplan plan -s SCHEDULE -p PP -m M [-v V] [-r R] [--compute-only]
-[--forward-only] [--lowering ..] [--prefetch N] [--serial-safe] [--cost ..]
+[--forward-only] [--lowering ..] [--prefetch N] [--serial-safe] [--batch-p2p] [--cost ..]
 [--stage-costs ..] [--comm ..] [--bytes ..]``; the lowering keywords are
 lower()'s.
 
@@ -213,8 +215,9 @@ out of range. Prove the result with verify().
 
   m.def("lower", &lower_plan, py::arg("plan"), py::arg("send_placement") = py::none(),
         py::arg("reduce_grad") = false, py::kw_only(), py::arg("lowering") = py::none(),
-        py::arg("prefetch") = 0, py::arg("serial_safe") = false, py::arg("cost") = py::none(),
-        py::arg("stage_costs") = py::none(), py::arg("comm") = py::none(), py::arg("bytes") = 0.0,
+        py::arg("prefetch") = 0, py::arg("serial_safe") = false, py::arg("batch_p2p") = false,
+        py::arg("cost") = py::none(), py::arg("stage_costs") = py::none(),
+        py::arg("comm") = py::none(), py::arg("bytes") = 0.0,
         R"doc(Inserts SEND/RECV into a whole compute-only plan, as ``pipeplan lower``:
 each rank pair's transfers in one common order (deadlock-free under
 rendezvous and eager transport). A plan of a known schedule is lowered
@@ -237,6 +240,11 @@ prefetch        latency hiding: most receives a rank posts ahead of their
                 consumers (buffers held before use); 0 = no limit
 serial_safe     one transfer order per rank across its peers, so the plan
                 also runs under the serial model
+batch_p2p       the batched lowering (Megatron-LM's batch_p2p_comm): each
+                RECV right before its consumer, and a send posted together
+                with the receive from the same peer it meets as one
+                (A;B)BATCH_P2P group; not with lowering="latency-hiding"
+                or "exact", nor a prefetch cap
 cost, stage_costs, comm, bytes
                 the cost model a latency-hiding lowering plans for, as in
                 simulate(); without comm (and without a transfer cost from a

@@ -177,12 +177,12 @@ Comparison run_comparison(const py::object& pp_arg, const py::object& m_arg,
                           const py::object& cost, const py::object& stage_costs,
                           const py::object& comm, const py::object& bytes, const std::string& model,
                           const py::object& layers, const std::optional<std::string>& lowering,
-                          const py::object& prefetch, bool serial_safe) {
+                          const py::object& prefetch, bool serial_safe, bool batch_p2p) {
   const int pp_degree = count_arg(pp_arg, "pp_degree", 1, limits::kMaxRanks);
   const int num_microbatches = count_arg(m_arg, "num_microbatches", 1, limits::kMaxMicrobatches);
   const std::optional<int> stages_per_rank =
       optional_count(v_arg, "stages_per_rank", 1, limits::kMaxStagesPerRank);
-  const LoweringChoice choice = lowering_choice(lowering, prefetch, serial_safe, comm);
+  const LoweringChoice choice = lowering_choice(lowering, prefetch, serial_safe, comm, batch_p2p);
   Comparison c;
   c.pp_degree = pp_degree;
   c.num_microbatches = num_microbatches;
@@ -252,6 +252,10 @@ void bind_sim(py::module_& m) {
       .def_readonly("peak_recv_buffers", &RankStats::peak_recv_buffers,
                     "Most receive buffers held at once: RECVs posted whose consumer has not "
                     "started (lower(prefetch=N) caps them).")
+      .def_readonly("peak_host_memory", &RankStats::peak_host_memory,
+                    "Most memory OFFLOADs hold on the host at once (0 without memory actions).")
+      .def_readonly("copy_busy", &RankStats::copy_busy,
+                    "Time the rank's copy stream is busy with OFFLOAD/RELOAD.")
       .def("__repr__", [](const RankStats& r) {
         std::ostringstream s;
         s << "RankStats(rank=" << r.rank << ", busy=" << r.busy << ", idle=" << r.idle
@@ -449,11 +453,11 @@ skipped schedules last), ``best`` (the first row that ran), ``to_text()`` and
         py::arg("cost") = py::none(), py::arg("stage_costs") = py::none(),
         py::arg("comm") = py::none(), py::arg("bytes") = 0.0, py::arg("model") = "rendezvous",
         py::arg("layers") = py::none(), py::arg("lowering") = py::none(), py::arg("prefetch") = 0,
-        py::arg("serial_safe") = false,
+        py::arg("serial_safe") = false, py::arg("batch_p2p") = false,
         R"doc(Plans and simulates every schedule (or the ``schedules`` named) on one
 shape, as ``pipeplan compare``; the cost options are simulate()'s, the
-lowering keywords (``lowering``, ``prefetch``, ``serial_safe``) lower()'s, as
-compare's --lowering, --prefetch and --serial-safe. The costs
+lowering keywords (``lowering``, ``prefetch``, ``serial_safe``, ``batch_p2p``)
+lower()'s, as compare's --lowering, --prefetch, --serial-safe and --batch-p2p. The costs
 are one rank's share of the model: a schedule with v stages per rank runs
 each stage at 1/v of them; with ``layers`` (a layer profile, as simulate())
 each schedule splits that one model into its own p x v stages instead

@@ -1,5 +1,6 @@
 // torch.distributed.pipelining interop: from_torch() reads a schedule's
-// in-memory order, to_torch_csv() writes what torch's `_load_csv` reads.
+// in-memory order, to_torch_csv() writes what torch's `_load_csv` reads
+// (strictly its dialect).
 #include <pybind11/stl.h>
 
 #include <sstream>
@@ -7,6 +8,7 @@
 #include "common.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
+#include "pipeplan/interop.h"
 #include "pipeplan/io.h"
 #include "pipeplan/limits.h"
 
@@ -98,9 +100,9 @@ Plan from_torch(const py::object& order, const py::object& m_arg,
 
 std::string to_torch_csv(const Plan& plan, std::optional<bool> reduce_grad) {
   py::gil_scoped_release release;
-  std::ostringstream s;
-  if (reduce_grad.value_or(!plan.is_compute_only())) write_csv(add_reduce_grad(plan), s);
-  else write_csv(plan, s);
+  std::ostringstream s;  // write_torch_csv refuses groups and memory actions
+  if (reduce_grad.value_or(!plan.is_compute_only())) write_torch_csv(add_reduce_grad(plan), s);
+  else write_torch_csv(plan, s);
   return s.str();
 }
 
@@ -125,12 +127,14 @@ Raises InputError "order: rank R step S: ..." for a bad entry.
     >>> assert pipeplan.verify(plan) == [])doc");
 
   m.def("to_torch_csv", &to_torch_csv, py::arg("plan"), py::arg("reduce_grad") = py::none(),
-        R"doc(The CSV torch's ``_PipelineScheduleRuntime._load_csv`` reads: one row per
-rank, one action per cell. A compute-only plan is for ``format="compute_only"``
+        R"doc(The CSV torch's ``_PipelineScheduleRuntime._load_csv`` reads, strictly in
+torch's dialect (what ``_dump_csv`` writes: one row per rank, one action per
+cell, "\r\n" line ends). A compute-only plan is for ``format="compute_only"``
 (torch lowers it); a plan with comms for ``format="compute_comms"``, which
 runs it as written and needs ``<stage>REDUCE_GRAD`` after each stage's last
 backward to scale gradients: ``reduce_grad=None`` adds it to plans with comms
-(where missing), True/False force it.)doc");
+(where missing), True/False force it. A plan with a BATCH_P2P group is an
+InputError (torch cannot read groups; ``plan.to_csv()`` writes them).)doc");
 }
 
 }  // namespace pipeplan::python

@@ -100,12 +100,12 @@ CsvReadOptions csv_options(std::optional<int> num_microbatches,
 SimOptions sim_options(const py::object& cost, const py::object& stage_costs,
                        const py::object& comm, const py::object& bytes, const std::string& model,
                        StageCosts* file = nullptr);
-/// The lowering keywords (lowering=, prefetch=, serial_safe=) as the CLI's
-/// --lowering, --prefetch and --serial-safe, with the transfer cost stated
-/// when comm= is given; InputError for a bad value.
+/// The lowering keywords (lowering=, prefetch=, serial_safe=, batch_p2p=)
+/// as the CLI's --lowering, --prefetch, --serial-safe and --batch-p2p, with
+/// the transfer cost stated when comm= is given; InputError for a bad value.
 LoweringChoice lowering_choice(const std::optional<std::string>& lowering,
-                               const py::object& prefetch, bool serial_safe,
-                               const py::object& comm);
+                               const py::object& prefetch, bool serial_safe, const py::object& comm,
+                               bool batch_p2p = false);
 /// The layers= argument: a CSV path, a LayerProfile, or (name, F, B, W,
 /// activation) rows / dicts; read by the library's CSV reader.
 LayerProfile layers_from(const py::object& layers);

@@ -171,3 +171,27 @@ def test_the_stubs_match_the_module():
     errors = {"Error", "InputError", "InputTypeError", "ShapeError", "BudgetError", "PlanError",
               "InternalError"}
     assert public - errors <= stubbed_names
+
+
+def test_batch_p2p_groups_read_write_and_pickle():
+    text = ("0F0,0SEND_F0,0F1,(0SEND_F1;0RECV_B0)BATCH_P2P,0B0,0RECV_B1,0B1\n"
+            "1RECV_F0,1F0,1B0,(1SEND_B0;1RECV_F1)BATCH_P2P,1F1,1B1,1SEND_B1\n")
+    plan = pipeplan.loads(text)
+    assert plan.to_csv() == text
+    members = plan.ranks[0][3:5]
+    assert [str(a) for a in members] == ["0SEND_F1", "0RECV_B0"]
+    assert [a.batch_next for a in members] == [True, False]
+    assert pickle.loads(pickle.dumps(members[0])) == members[0]
+    assert pickle.loads(pickle.dumps(members[0])).batch_next
+    assert pipeplan.loads(plan.to_json()) == plan
+    assert "(1SEND_B0;1RECV_F1)BATCH_P2P" in plan.to_text()
+    order = [[str(a) for a in r] for r in plan.ranks]
+    order[0][3:5] = ["(0SEND_F1;0RECV_B0)BATCH_P2P"]
+    order[1][3:5] = ["(1SEND_B0;1RECV_F1)BATCH_P2P"]
+    assert pipeplan.from_torch(order) == plan
+    with pytest.raises(pipeplan.InputError, match="torch's _load_csv cannot read"):
+        pipeplan.to_torch_csv(plan)
+    with pytest.raises(pipeplan.InputError, match="one member"):
+        pipeplan.loads("0F0,(0SEND_F0)BATCH_P2P\n1RECV_F0,1F0\n")
+    with pytest.raises(pipeplan.InputError, match="batched P2P group"):
+        pipeplan.Action("(0SEND_F1;0RECV_B0)BATCH_P2P")

@@ -1,5 +1,7 @@
 """from_torch() with torch-like action objects, and to_torch_csv()."""
 
+import subprocess
+
 import pytest
 
 import pipeplan
@@ -71,18 +73,37 @@ def test_a_broken_torch_order_fails_check(interop_dir):
     assert {"fifo-both-send", "deadlock"} <= {d.code for d in info.value.diagnostics}
 
 
+def crlf(text):
+    """pipeplan's CSV with torch's row ends: Python's csv.writer ends rows with \\r\\n."""
+    return text.replace("\n", "\r\n")
+
+
 def test_to_torch_csv_is_what_torchs_load_csv_reads(cli, tmp_path):
     compute = pipeplan.plan("interleaved-1f1b", 2, 4, stages_per_rank=2, compute_only=True)
-    assert pipeplan.to_torch_csv(compute) == compute.to_csv()  # format="compute_only"
+    assert pipeplan.to_torch_csv(compute) == crlf(compute.to_csv())  # format="compute_only"
     path = tmp_path / "sched.csv"
-    path.write_text(pipeplan.to_torch_csv(compute))
-    expected = cli.out("lower", path, "-s", "interleaved-1f1b", "--reduce-grad")
+    path.write_bytes(pipeplan.to_torch_csv(compute).encode())
+    expected = subprocess.run(
+        [str(cli.path), "lower", str(path), "-s", "interleaved-1f1b", "--reduce-grad",
+         "-f", "torch-csv"], capture_output=True, check=True).stdout.decode()
     lowered = pipeplan.lower(pipeplan.read(path, schedule="interleaved-1f1b"))
     assert pipeplan.to_torch_csv(lowered) == expected  # format="compute_comms" needs REDUCE_GRAD
     assert "REDUCE_GRAD" in expected and "REDUCE_GRAD" not in lowered.to_csv()
-    assert pipeplan.to_torch_csv(lowered, reduce_grad=False) == lowered.to_csv()
+    assert pipeplan.to_torch_csv(lowered, reduce_grad=False) == crlf(lowered.to_csv())
     twice = pipeplan.loads(pipeplan.to_torch_csv(lowered))
     assert pipeplan.to_torch_csv(twice) == expected  # never added twice
     assert pipeplan.verify(twice) == []
     with pytest.raises(pipeplan.InputError):
         pipeplan.to_torch_csv(pipeplan.plan("1f1b", 2, 2, rank=0))
+
+
+def test_to_torch_csv_refuses_memory_actions():
+    plan = pipeplan.loads("0F0,0F1,0RECOMPUTE0,0B0,0B1\n1F0,1B0,1F1,1B1\n")
+    assert plan.has_memory_actions
+    assert [a.is_memory for a in plan.ranks[0]] == [False, False, True, False, False]
+    assert plan.ranks[0][2].type == "RECOMPUTE" and plan.ranks[0][2].is_compute
+    assert pipeplan.Action("0OFFLOAD3").type == "OFFLOAD"
+    with pytest.raises(pipeplan.InputError, match="torch's CSV dialect has no memory actions, and "
+                       r"the plan holds 0RECOMPUTE0 \(rank 0 index 2\)"):
+        pipeplan.to_torch_csv(plan)
+    assert plan.to_csv() == "0F0,0F1,0RECOMPUTE0,0B0,0B1\n1F0,1B0,1F1,1B1\n"  # pipeplan's own CSV

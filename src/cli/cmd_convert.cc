@@ -36,23 +36,22 @@ std::function<int()> setup_convert(CLI::App& app) {
   auto args = std::make_shared<ConvertArgs>();
   app.add_option("input", args->input, "Plan file (JSON or CSV), or - for stdin")->required();
   app.add_option("-f,--format", args->format,
-                 "Output format (default: from the -o extension .json/.csv/.txt)")
-      ->check(CLI::IsMember({"json", "csv", "text"}));
+                 "Output format (default: from the -o extension .json/.csv/.txt; torch-csv: "
+                 "strictly torch's dialect, no BATCH_P2P groups nor memory actions)")
+      ->check(CLI::IsMember({"json", "csv", "torch-csv", "text"}));
   app.add_option("-o,--output", args->output, "Output file (default: stdout)");
   add_csv_options(app, args->csv);
   return [args]() {
     std::string format = args->format.empty() ? format_from_extension(args->output) : args->format;
     if (format.empty())
-      throw InputError("convert: say which format to write with -f json|csv|text");
+      throw InputError("convert: say which format to write with -f json|csv|torch-csv|text");
     // No checks beyond the format's own: convert never judges the plan, so
     // a broken plan can be moved to whatever format a tool needs.
     Plan plan = load_plan(args->input, args->csv);
     // Render first: a refused conversion (a partial plan to CSV) must not
     // leave a truncated output file behind.
     std::ostringstream text;
-    if (format == "json") write_json(plan, text);
-    else if (format == "csv") write_csv(plan, text);
-    else write_text(plan, text);
+    write_plan(plan, format, text);
     Output out(args->output);
     out.stream() << text.str();
     out.close();

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -48,8 +49,10 @@ std::function<int()> setup_lower(CLI::App& app) {
   app.add_option("input", args->input, "Compute-only plan (CSV or JSON), or - for stdin")
       ->required();
   app.add_option("-o,--output", args->output, "Output file (default: stdout)");
-  app.add_option("-f,--format", args->format, "Output format (default: the input's)")
-      ->check(CLI::IsMember({"json", "csv", "text"}));
+  app.add_option("-f,--format", args->format,
+                 "Output format (default: the input's; torch-csv: strictly torch's dialect, no "
+                 "BATCH_P2P groups nor memory actions)")
+      ->check(CLI::IsMember({"json", "csv", "torch-csv", "text"}));
   add_csv_options(app, args->csv);
   app.add_option("--send-placement", args->send_placement,
                  "Seed lowering: where forward sends go (default: the schedule's; 'earliest' for "
@@ -108,10 +111,10 @@ std::function<int()> setup_lower(CLI::App& app) {
 
     std::string format = args->format;
     if (format.empty()) format = in_format == PlanFormat::Json ? "json" : "csv";
+    std::ostringstream text;  // a refused write leaves no output file behind
+    write_plan(lowered, format, text);
     Output out(args->output);
-    if (format == "json") write_json(lowered, out.stream());
-    else if (format == "csv") write_csv(lowered, out.stream());
-    else write_text(lowered, out.stream());
+    out.stream() << text.str();
     out.close();
     return kExitOk;
   };

@@ -28,13 +28,6 @@ struct PlanArgs {
 };
 }  // namespace
 
-void write_plan(const Plan& plan, const std::string& format, std::ostream& out) {
-  if (format == "json") write_json(plan, out);
-  else if (format == "csv") write_csv(plan, out);
-  else if (format == "text") write_text(plan, out);
-  else write_timeline(plan, out);
-}
-
 std::function<int()> setup_plan(CLI::App& app) {
   auto args = std::make_shared<PlanArgs>();
   add_problem_options(app, args->problem, true);
@@ -44,8 +37,10 @@ std::function<int()> setup_plan(CLI::App& app) {
   app.add_flag("--forward-only", args->problem.forward_only,
                "Plan inference: each rank's forwards in the schedule's order, no backward");
   app.add_flag("--no-verify", args->no_verify, "Skip the rendezvous deadlock proof");
-  app.add_option("-f,--format", args->format, "Output format")
-      ->check(CLI::IsMember({"json", "csv", "text", "timeline"}));
+  app.add_option("-f,--format", args->format,
+                 "Output format (torch-csv: strictly torch's dialect, no BATCH_P2P groups nor "
+                 "memory actions)")
+      ->check(CLI::IsMember({"json", "csv", "torch-csv", "text", "timeline"}));
   app.add_option("-o,--output", args->output, "Output file (default: stdout)");
   add_cost_options(app, args->costs, true, /*model=*/false);
   add_lowering_options(app, args->lowering);

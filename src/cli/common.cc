@@ -11,6 +11,7 @@
 
 #include "frontend/read_file.h"
 #include "ir/numbers.h"
+#include "pipeplan/emit.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
 #include "pipeplan/limits.h"
@@ -41,6 +42,14 @@ CLI::Validator at_most(long long max, const std::string& unit) {
 }
 
 }  // namespace
+
+void write_plan(const Plan& plan, const std::string& format, std::ostream& out) {
+  if (format == "json") write_json(plan, out);
+  else if (format == "csv") write_csv(plan, out);
+  else if (format == "torch-csv") write_torch_csv(plan, out);
+  else if (format == "text") write_text(plan, out);
+  else write_timeline(plan, out);
+}
 
 CLI::Validator integer_in(long long min, long long max, const std::string& unit) {
   return CLI::Validator(

@@ -87,6 +87,10 @@ class Output {
   std::unique_ptr<std::ostream> file_;
 };
 
+/// Writes `plan` as `format`: json, csv, torch-csv, text or timeline (the
+/// plan formats' names in every -f option that writes a plan).
+void write_plan(const Plan& plan, const std::string& format, std::ostream& out);
+
 /// Reads a plan file (JSON or CSV, detected from content) or "-". `csv`
 /// supplies what a CSV lacks; for JSON its set fields must agree with the file.
 /// `format`, when given, receives the detected format.

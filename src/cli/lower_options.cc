@@ -29,6 +29,12 @@ void add_lowering_options(CLI::App& app, LoweringChoice& choice) {
   app.add_flag("--serial-safe", choice.serial_safe,
                "Keep one transfer order per rank across its peers, so the plan also runs under "
                "the serial model (library schedules other than gpipe/1f1b already do)");
+  app.add_flag("--batch-p2p", choice.batch_p2p,
+               "Batched lowering, as Megatron-LM's batch_p2p_comm: receives right before their "
+               "consumer, and each send posted together with the receive from the same peer it "
+               "meets as one (A;B)BATCH_P2P group, instead of parity-staggered sends; "
+               "deadlock-free under rendezvous and serial. Not with --lowering latency-hiding "
+               "or exact, nor --prefetch");
 }
 
 }  // namespace pipeplan::cli

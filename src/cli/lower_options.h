@@ -10,7 +10,7 @@ class App;
 
 namespace pipeplan::cli {
 
-/// Adds --lowering, --prefetch and --serial-safe, stored in `choice` (the
+/// Adds --lowering, --prefetch, --serial-safe and --batch-p2p, stored in `choice` (the
 /// planner's LoweringChoice; whether --comm states the transfer cost is
 /// added where the cost options are read: sim_options.h).
 void add_lowering_options(CLI::App& app, LoweringChoice& choice);

@@ -35,6 +35,11 @@ void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs, bool mode
                  "(default 0)");
   app.add_option("--bytes", args.bytes, "Size of every transfer, for --comm's BANDWIDTH")
       ->check(number_in(0, limits::kMaxTransferBytes));
+  app.add_option("--host-bw", args.host_bw,
+                 "Copy stream bandwidth for OFFLOAD/RELOAD, in activation units per time unit "
+                 "(default: infinite; docs/memory.md)");
+  app.add_option("--host-latency", args.host_latency,
+                 "Latency of each OFFLOAD/RELOAD on the copy stream (default 0)");
   if (model)
     app.add_option("--model", args.model, "Transport model for SEND/RECV")
         ->check(CLI::IsMember({"rendezvous", "eager", "serial"}));
@@ -54,6 +59,8 @@ SimOptions make_sim_options(const CostArgs& args, StageCosts* file_out) {
   }
   given.comm = args.comm;
   given.bytes = args.bytes;
+  given.host_bw = args.host_bw;
+  given.host_latency = args.host_latency;
   given.model = args.model;
   StageCosts file;
   SimOptions o = pipeplan::make_sim_options(given, &file);

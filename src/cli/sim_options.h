@@ -21,13 +21,15 @@ class App;
 
 namespace pipeplan::cli {
 
-/// --cost, --stage-costs, --layers, --comm, --bytes, --model as given.
+/// --cost, --stage-costs, --layers, --comm, --bytes, --host-bw,
+/// --host-latency, --model as given.
 struct CostArgs {
   std::string cost;
   std::string layers;
   std::string stage_costs;
   std::string comm;
   double bytes = 0;
+  std::string host_bw, host_latency;  ///< --host-bw, --host-latency (memory actions' copies)
   std::string model = "rendezvous";
 };
 

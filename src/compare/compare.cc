@@ -106,6 +106,7 @@ void use_rank_share(SimOptions& options, const StageCosts& file) {
 
 std::vector<ComparisonRow> compare_schedules(const CompareRequest& request,
                                              const SimOptions& options) {
+  check_lowering_choice(request.lowering);  // not a reason to skip every row
   std::vector<std::string> names = request.schedules;
   if (names.empty())
     for (const auto& s : schedules()) names.push_back(s.name);

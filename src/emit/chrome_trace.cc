@@ -49,11 +49,18 @@ void write_chrome_trace(const Plan& plan, const std::vector<Timeline>& steps,
                      ", microbatches " + std::to_string(m.num_microbatches) + ", stages per rank " +
                      std::to_string(m.stages_per_rank) + ")")
       << "}}";
+  // A plan with OFFLOAD/RELOAD gets a track per rank for its copy stream
+  // (tid pp + r), sorted under the rank's own.
+  const bool copies = detail::has_copies(plan);
+  auto track = [&](int tid, const std::string& name, int sort) {
+    out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" << tid
+        << ",\"args\":{\"name\":\"" << name << "\"}}";
+    out << ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":" << tid
+        << ",\"args\":{\"sort_index\":" << sort << "}}";
+  };
   for (int r = 0; r < m.pp_degree; ++r) {
-    out << ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":" << r
-        << ",\"args\":{\"name\":\"rank " << r << "\"}}";
-    out << ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":0,\"tid\":" << r
-        << ",\"args\":{\"sort_index\":" << r << "}}";
+    track(r, "rank " + std::to_string(r), copies ? 2 * r : r);
+    if (copies) track(m.pp_degree + r, "rank " + std::to_string(r) + " copy", 2 * r + 1);
   }
   for (std::size_t k = 0; k < steps.size(); ++k) {
     const Timeline& result = steps[k];
@@ -63,9 +70,10 @@ void write_chrome_trace(const Plan& plan, const std::vector<Timeline>& steps,
       const auto& times = result.times[rr];
       for (std::size_t i = 0; i < list.size(); ++i) {
         const Action& a = list[i];
-        if (!is_compute(a.type)) continue;
+        if (!is_compute(a.type) && !is_copy(a.type)) continue;
+        const int tid = is_copy(a.type) ? m.pp_degree + r : r;
         out << ",\n{\"name\":\"" << to_string(a) << "\",\"cat\":\"" << to_string(a.type)
-            << "\",\"ph\":\"X\",\"pid\":0,\"tid\":" << r << ",\"ts\":" << ts(times[i].start)
+            << "\",\"ph\":\"X\",\"pid\":0,\"tid\":" << tid << ",\"ts\":" << ts(times[i].start)
             << ",\"dur\":" << ts(times[i].end - times[i].start) << ",\"args\":{\"step\":" << k + 1
             << ",\"stage\":" << a.stage << ",\"microbatch\":" << a.microbatch;
         if (a.type == ActionType::OverlapFB)
@@ -73,6 +81,14 @@ void write_chrome_trace(const Plan& plan, const std::vector<Timeline>& steps,
               << ",\"backward_microbatch\":" << a.sub_microbatch;
         out << ",\"index\":" << i << "}}";
       }
+      // A BATCH_P2P group: one slice from its first member's posting to its
+      // last completion.
+      for (const detail::GroupSpan& g : detail::group_spans(list, times))
+        out << ",\n{\"name\":" << json_string(g.label)
+            << ",\"cat\":\"BATCH_P2P\",\"ph\":\"X\",\"pid\":0,\"tid\":" << r
+            << ",\"ts\":" << ts(g.start) << ",\"dur\":" << ts(g.end - g.start)
+            << ",\"args\":{\"step\":" << k + 1 << ",\"members\":" << g.n << ",\"index\":" << g.first
+            << "}}";
     }
   }
   // Flows bind to the slice enclosing their timestamp, so each end sits in

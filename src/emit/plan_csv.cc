@@ -1,17 +1,50 @@
-// write_csv and write_text: the row-per-rank formats.
+// write_csv, write_torch_csv and write_text: the row-per-rank formats.
+#include "emit/plan_cells.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
+#include "pipeplan/interop.h"
 
 namespace pipeplan {
+namespace {
 
-// torch's `_dump_csv` writes rank rows 0..pp-1 with csv.writer; action
-// strings never need quoting. A CSV row carries no rank id, so only whole
-// plans can be written (a single-rank plan would read back as pp = 1).
-void write_csv(const Plan& plan, std::ostream& out) {
+// A CSV row carries no rank id, so only whole plans can be written (a
+// single-rank plan would read back as pp = 1).
+void refuse_partial(const Plan& plan, const char* format) {
   if (!plan.is_whole())
-    throw InputError("CSV holds every rank of a plan (one row each); this plan holds " +
+    throw InputError(std::string(format) +
+                     " holds every rank of a plan (one row each); this plan holds " +
                      std::to_string(plan.ranks.size()) + " of " +
                      std::to_string(plan.meta.pp_degree) + " ranks: write it as json or text");
+}
+
+// The first cell torch's `_load_csv` cannot read, refused with what to do
+// instead: torch's `_Action.from_str` knows single actions and the
+// (F;B)OVERLAP_F_B pair, not a group of sends and receives.
+void refuse_what_torch_cannot_read(const Plan& plan) {
+  for (std::size_t r = 0; r < plan.ranks.size(); ++r) {
+    const auto& list = plan.ranks[r];
+    for (std::size_t i = 0; i < list.size();) {
+      const std::size_t n = cell_size(list, i);
+      if (n > 1) {
+        std::string cell;
+        append_cell(cell, &list[i], n);
+        throw InputError("torch-csv: rank " + std::to_string(r) + " index " + std::to_string(i) +
+                         ": " + cell +
+                         " is a batched P2P group, which torch's _load_csv cannot read; a plan "
+                         "with groups is written as pipeplan's CSV (-f csv) or JSON");
+      }
+      i += n;
+    }
+  }
+}
+
+}  // namespace
+
+// torch's `_dump_csv` writes rank rows 0..pp-1 with csv.writer; action
+// strings never need quoting.
+void write_csv(const Plan& plan, std::ostream& out) {
+  refuse_partial(plan, "CSV");
+  detail::refuse_bad_groups(plan, "csv");
   // A reader drops trailing blank lines (editors add them), so an empty
   // rank at the end is written as one quoted empty cell: it reads back as a
   // rank with no actions (torch's csv reader sees one blank cell, an idle
@@ -21,22 +54,37 @@ void write_csv(const Plan& plan, std::ostream& out) {
     if (!plan.ranks[r].empty()) last_busy = r + 1;
   std::string line;
   for (std::size_t r = 0; r < plan.ranks.size(); ++r) {
-    const auto& actions = plan.ranks[r];
     if (r >= last_busy) {
       out << "\"\"\n";
       continue;
     }
     line.clear();
-    for (std::size_t i = 0; i < actions.size(); ++i) {
-      if (i) line += ',';
-      append_to(line, actions[i]);
-    }
+    detail::append_cells(line, plan.ranks[r], ",");
     line += '\n';
     out << line;
   }
 }
 
+// Exactly what torch's `_dump_csv` writes for the same order: Python's
+// csv.writer ends rows with "\r\n" and writes an empty rank as an empty
+// row. Nothing torch cannot read gets out.
+void write_torch_csv(const Plan& plan, std::ostream& out) {
+  refuse_partial(plan, "torch-csv");
+  detail::refuse_bad_groups(plan, "torch-csv");
+  refuse_what_torch_cannot_read(plan);
+  if (std::string why = torch_dialect_refusal(plan); !why.empty())
+    throw InputError("torch-csv: " + why);
+  std::string line;
+  for (const auto& actions : plan.ranks) {
+    line.clear();
+    detail::append_cells(line, actions, ",");
+    line += "\r\n";
+    out << line;
+  }
+}
+
 void write_text(const Plan& plan, std::ostream& out) {
+  detail::refuse_bad_groups(plan, "text");
   for (std::size_t r = 0; r < plan.ranks.size(); ++r) {
     out << "rank " << plan.rank_ids[r] << ':';
     if (!plan.ranks[r].empty()) out << ' ' << to_string(plan.ranks[r]);

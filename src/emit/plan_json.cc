@@ -1,6 +1,7 @@
 // write_json: the plan document of schemas/plan.schema.json.
 #include <nlohmann/json.hpp>
 
+#include "emit/plan_cells.h"
 #include "pipeplan/emit.h"
 
 namespace pipeplan {
@@ -9,6 +10,7 @@ namespace pipeplan {
 // the documented order and each rank's actions stay on one line (plans are
 // read by people in review diffs). nlohmann only escapes the free-form name.
 void write_json(const Plan& plan, std::ostream& out) {
+  detail::refuse_bad_groups(plan, "json");
   const PlanMeta& m = plan.meta;
   out << "{\n"
       << "  \"format\": \"" << kPlanFormatName << "\",\n"
@@ -34,13 +36,7 @@ void write_json(const Plan& plan, std::ostream& out) {
     line += "    {\"rank\": ";
     line += std::to_string(plan.rank_ids[r]);
     line += ", \"actions\": [";
-    const auto& actions = plan.ranks[r];
-    for (std::size_t i = 0; i < actions.size(); ++i) {
-      if (i) line += ", ";
-      line += '"';
-      append_to(line, actions[i]);  // the grammar never needs escaping
-      line += '"';
-    }
+    detail::append_cells(line, plan.ranks[r], ", ", '"');  // the grammar never needs escaping
     line += "]}";
     out << line;
   }

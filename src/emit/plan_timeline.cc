@@ -6,7 +6,9 @@
 // on the execution core (run/values.h). Dependencies are those of ir/deps.h;
 // an order that cannot run is still drawn: when every rank waits, the core
 // asks stalled() and the earliest stuck rank starts as if its inputs had
-// arrived (forced). Comms and FSDP pass-through actions are not drawn.
+// arrived (forced). Comms and FSDP pass-through actions are not drawn, but a
+// BATCH_P2P group is: a '|' where its rank reaches it (after the compute
+// before it), and a list of the groups below the picture.
 #include <algorithm>
 #include <cstdint>
 #include <unordered_map>
@@ -130,6 +132,30 @@ class UnitTimeline : public run::ComputeOnly<UnitTimeline, int> {
   bool forced_ = false;
 };
 
+// Where each BATCH_P2P group of a rank sits in the unit-cost run: when the
+// compute before it ended (0 before the first).
+struct GroupMark {
+  int time;
+  std::string cell;
+};
+
+std::vector<GroupMark> group_marks(const std::vector<Action>& list, const std::vector<Slot>& ran) {
+  std::vector<GroupMark> out;
+  std::size_t computes = 0;
+  for (std::size_t i = 0; i < list.size();) {
+    const std::size_t n = cell_size(list, i);
+    if (n > 1) {
+      GroupMark g{computes > 0 && computes <= ran.size() ? ran[computes - 1].end : 0, {}};
+      append_cell(g.cell, &list[i], n);
+      out.push_back(std::move(g));
+    } else if (is_compute(list[i].type)) {
+      ++computes;
+    }
+    i += n;
+  }
+  return out;
+}
+
 }  // namespace
 
 void write_timeline(const Plan& plan, std::ostream& out) {
@@ -187,6 +213,13 @@ void write_timeline(const Plan& plan, std::ostream& out) {
   header.erase(header.find_last_not_of(' ') + 1);
   out << header << '\n';
 
+  std::vector<std::vector<GroupMark>> groups(num_ranks);
+  bool any_group = false;
+  for (std::size_t r = 0; r < num_ranks; ++r) {
+    groups[r] = group_marks(plan.ranks[r], slots[r]);
+    any_group = any_group || !groups[r].empty();
+  }
+
   for (std::size_t r = 0; r < num_ranks; ++r) {
     std::string id = std::to_string(plan.rank_ids[r]);
     std::string line = "rank " + std::string(prefix - 6 - id.size(), ' ') + id + ' ';
@@ -201,6 +234,12 @@ void write_timeline(const Plan& plan, std::ostream& out) {
         row[c] = k < text.size() ? text[k] : (c + 1 < to ? '-' : ' ');
       }
     }
+    // A group between two computes: on the separator before the time.
+    for (const GroupMark& g : groups[r]) {
+      const std::size_t c = static_cast<std::size_t>(g.time) * unit;
+      const std::size_t at = c > 0 ? c - 1 : 0;
+      if (at < row.size() && (row[at] == ' ' || row[at] == '.')) row[at] = '|';
+    }
     line += row;
     line.erase(line.find_last_not_of(' ') + 1);
     out << line << '\n';
@@ -209,6 +248,12 @@ void write_timeline(const Plan& plan, std::ostream& out) {
   out << (whole ? "unit costs F=1 B=2 I=1 W=1, F+B group 3, comms free; makespan "
                 : "single rank: actions laid end to end at unit costs; length ")
       << makespan << '\n';
+  if (any_group) {
+    out << "|: BATCH_P2P group (members posted together, completed together)\n";
+    for (std::size_t r = 0; r < num_ranks; ++r)
+      for (const GroupMark& g : groups[r])
+        out << "  rank " << plan.rank_ids[r] << " at " << g.time << ": " << g.cell << '\n';
+  }
   if (forced)
     out << "note: the compute order cannot run as written (ranks wait on each other); "
            "stuck actions were started anyway, see `pipeplan verify`\n";

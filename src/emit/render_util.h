@@ -1,6 +1,7 @@
 // Internal: helpers shared by the SVG, Chrome-trace and text renderers.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,54 @@ inline int local_chunk(const std::vector<int>& stages, int stage) {
   for (std::size_t c = 0; c < stages.size(); ++c)
     if (stages[c] == stage) return static_cast<int>(c);
   return 0;
+}
+
+/// A BATCH_P2P group as drawn: its members' indices [first, first + n) on
+/// the rank, from when the rank reached it (its first member posted, and the
+/// compute before it ended) to its last member's completion, and its cell,
+/// "(0SEND_F1;0RECV_B0)BATCH_P2P".
+struct GroupSpan {
+  std::size_t first = 0, n = 0;
+  double start = 0.0, end = 0.0;
+  std::string label;
+};
+
+/// The groups of one rank's list, in order, timed by `times` (the rank's row
+/// of a timeline of this plan).
+inline std::vector<GroupSpan> group_spans(const std::vector<Action>& list,
+                                          const std::vector<ActionTime>& times) {
+  std::vector<GroupSpan> out;
+  double compute_end = 0.0;  // of the last compute before i
+  for (std::size_t i = 0; i < list.size();) {
+    const std::size_t n = cell_size(list, i);
+    if (n > 1) {
+      GroupSpan g;
+      g.first = i;
+      g.n = n;
+      g.start = times[i].start;
+      g.end = times[i].end;
+      for (std::size_t k = i; k < i + n; ++k) {
+        g.start = std::min(g.start, times[k].start);
+        g.end = std::max(g.end, times[k].end);
+      }
+      g.start = std::max(g.start, compute_end);
+      g.end = std::max(g.end, g.start);
+      append_cell(g.label, &list[i], n);
+      out.push_back(std::move(g));
+    } else if (is_compute(list[i].type)) {
+      compute_end = times[i].end;
+    }
+    i += n;
+  }
+  return out;
+}
+
+/// Whether some rank has OFFLOAD/RELOAD: renderers then draw copy lanes.
+inline bool has_copies(const Plan& plan) {
+  for (const auto& list : plan.ranks)
+    for (const Action& a : list)
+      if (is_copy(a.type)) return true;
+  return false;
 }
 
 /// Renderers draw a timeline of this very plan.

@@ -30,6 +30,13 @@ std::string cost_line(const CostModel& c) {
   return s + ")";
 }
 
+// The copy stream's costs, for plans with memory actions.
+std::string copy_line(const CostModel& c) {
+  return "copies: latency " + format_number(c.host_latency) + " + size / " +
+         (c.host_bandwidth > 0 ? "host bandwidth " + format_number(c.host_bandwidth)
+                               : std::string("infinite host bandwidth"));
+}
+
 std::string diagnostic_line(const Diagnostic& d) {
   std::string s = "error[" + d.code + "]";
   if (d.rank >= 0) s += " rank " + std::to_string(d.rank);
@@ -47,6 +54,8 @@ void write_sim_text(const Plan& plan, const SimOptions& options, const SimResult
       << m.num_microbatches << ", stages per rank " << m.stages_per_rank << "\n";
   out << "model: " << model_name(options, result) << "\n";
   out << "costs: " << cost_line(options.costs) << "\n";
+  const bool memory_actions = plan.has_memory_actions();
+  if (memory_actions) out << copy_line(options.costs) << "\n";
   if (!options.costs.stage_scales.empty()) {
     out << "stage multipliers:";
     for (const auto& [stage, s] : options.costs.stage_scales)
@@ -68,14 +77,18 @@ void write_sim_text(const Plan& plan, const SimOptions& options, const SimResult
   std::vector<std::vector<std::string>> rows = {
       {"rank", "busy", "idle", "first", "last", "peak act", "peak (rank units)", "recv bufs"}};
   // Peak memory differs from the activation count only with a layer profile.
-  const bool weighted = !options.costs.stage_memory.empty();
+  const bool weighted = !options.costs.stage_memory.empty() || memory_actions;
   if (weighted) rows[0].push_back("peak mem");
+  if (memory_actions) rows[0].insert(rows[0].end(), {"peak host", "copy busy"});
   for (const RankStats& r : result.ranks) {
     rows.push_back({std::to_string(r.rank), format_number(r.busy), format_number(r.idle),
                     format_number(r.first_start), format_number(r.last_end),
                     std::to_string(r.peak_activations), format_number(r.peak_rank_activations, 3),
                     std::to_string(r.peak_recv_buffers)});
     if (weighted) rows.back().push_back(format_number(r.peak_memory, 3));
+    if (memory_actions)
+      rows.back().insert(rows.back().end(),
+                         {format_number(r.peak_host_memory, 3), format_number(r.copy_busy)});
   }
   std::vector<std::size_t> width(rows[0].size(), 0);
   for (const auto& row : rows)
@@ -114,6 +127,8 @@ void write_sim_json(const Plan& plan, const SimOptions& options, const SimResult
   costs["comm_bandwidth"] = c.comm_bandwidth;
   costs["transfer_bytes"] = c.transfer_bytes;
   costs["transfer_time"] = tidy(c.transfer_time());
+  costs["host_bandwidth"] = c.host_bandwidth;
+  costs["host_latency"] = c.host_latency;
   Json scales = Json::array();
   for (const auto& [stage, s] : c.stage_scales)
     scales.push_back({{"stage", stage}, {"F", s.f}, {"B", s.b}, {"I", s.i}, {"W", s.w}});
@@ -132,7 +147,7 @@ void write_sim_json(const Plan& plan, const SimOptions& options, const SimResult
   } else {
     doc["makespan"] = tidy(result.makespan);
     doc["bubble_fraction"] = tidy(result.bubble_fraction);
-    double busy = 0, peak_memory = 0;
+    double busy = 0, peak_memory = 0, peak_host = 0;
     Json ranks = Json::array();
     for (const RankStats& r : result.ranks) {
       busy += r.busy;
@@ -144,10 +159,14 @@ void write_sim_json(const Plan& plan, const SimOptions& options, const SimResult
                        {"peak_activations", r.peak_activations},
                        {"peak_rank_activations", tidy(r.peak_rank_activations)},
                        {"peak_recv_buffers", r.peak_recv_buffers},
-                       {"peak_memory", tidy(r.peak_memory)}});
+                       {"peak_memory", tidy(r.peak_memory)},
+                       {"peak_host_memory", tidy(r.peak_host_memory)},
+                       {"copy_busy", tidy(r.copy_busy)}});
       peak_memory = std::max(peak_memory, r.peak_memory);
+      peak_host = std::max(peak_host, r.peak_host_memory);
     }
     doc["peak_memory"] = tidy(peak_memory);
+    doc["peak_host_memory"] = tidy(peak_host);
     doc["busy"] = tidy(busy);
     doc["transfers"] = result.transfers.size();
     doc["ranks"] = ranks;

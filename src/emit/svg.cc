@@ -16,7 +16,10 @@ namespace {
 using detail::format_number;
 
 constexpr double kLeft = 64, kRight = 16, kRowHeight = 22, kRowGap = 6;
+// The copy stream's lane under a rank's row (plans with OFFLOAD/RELOAD).
+constexpr double kCopyHeight = 12, kCopyGap = 2;
 constexpr double kTargetWidth = 960;
+constexpr double kGroupBand = 4;  // height of a BATCH_P2P group's band
 
 std::string num(double x) { return format_number(x, 2); }
 std::string general(double x) {
@@ -46,10 +49,13 @@ struct Rgb {
 
 Rgb base_colour(ActionType t) {
   switch (t) {
-    case ActionType::F: return {78, 121, 167};   // blue
-    case ActionType::B: return {89, 161, 79};    // green
-    case ActionType::I: return {242, 142, 43};   // orange
-    case ActionType::W: return {176, 122, 161};  // purple
+    case ActionType::F: return {78, 121, 167};          // blue
+    case ActionType::B: return {89, 161, 79};           // green
+    case ActionType::I: return {242, 142, 43};          // orange
+    case ActionType::W: return {176, 122, 161};         // purple
+    case ActionType::Recompute: return {156, 117, 95};  // brown
+    case ActionType::Offload: return {118, 183, 178};   // teal
+    case ActionType::Reload: return {237, 201, 72};     // yellow
     default: return {150, 150, 150};
   }
 }
@@ -61,6 +67,8 @@ Rgb shade(Rgb c, int chunk, int chunks) {
   auto mix = [&](int v) { return static_cast<int>(std::lround(v + (255 - v) * k)); };
   return {mix(c.r), mix(c.g), mix(c.b)};
 }
+
+constexpr Rgb kGroupColour{31, 60, 86};  // dark slate: a BATCH_P2P group
 
 std::string hex(Rgb c) {
   char buf[8];
@@ -91,9 +99,10 @@ class SvgWriter {
     ppu_ =
         options.px_per_unit > 0 ? options.px_per_unit : std::clamp(kTargetWidth / span, 0.01, 48.0);
     top_ = options.title ? 34 : 10;
-    rows_bottom_ = top_ + plan.meta.pp_degree * (kRowHeight + kRowGap) - kRowGap;
+    if (detail::has_copies(plan)) lane_ = kCopyHeight + kCopyGap;
+    rows_bottom_ = top_ + plan.meta.pp_degree * (kRowHeight + lane_ + kRowGap) - kRowGap;
     // Wide enough for the legend even when the timeline is short.
-    width_ = std::max(kLeft + result.makespan * ppu_ + kRight, kLeft + 620);
+    width_ = std::max(kLeft + result.makespan * ppu_ + kRight, kLeft + (lane_ > 0 ? 960 : 620));
     if (!(width_ <= limits::kMaxSvgWidth))
       throw InputError("an SVG timeline at " + general(ppu_) + " px per time unit would be " +
                        general(width_) + " px wide, more than the supported " +
@@ -112,6 +121,7 @@ class SvgWriter {
               "fill=\"#444\"/></marker></defs>\n";
     if (options_.title) write_title();
     for (int r = 0; r < plan_.meta.pp_degree; ++r) write_row(r);
+    for (int r = 0; r < plan_.meta.pp_degree; ++r) write_groups(r);
     if (options_.arrows) write_arrows();
     write_axis();
     write_legend();
@@ -120,7 +130,7 @@ class SvgWriter {
 
  private:
   double x(double t) const { return kLeft + t * ppu_; }
-  double row_y(int r) const { return top_ + r * (kRowHeight + kRowGap); }
+  double row_y(int r) const { return top_ + r * (kRowHeight + lane_ + kRowGap); }
 
   void write_title() {
     const PlanMeta& m = plan_.meta;
@@ -175,6 +185,41 @@ class SvgWriter {
               tip, 10);
       }
     }
+    if (lane_ > 0) write_copy_lane(r, y + kRowHeight + kCopyGap);
+  }
+
+  // The rank's copy stream: its OFFLOADs and RELOADs, to scale.
+  void write_copy_lane(int r, double y) {
+    out_ << "<text x=\"" << num(kLeft - 8) << "\" y=\"" << num(y + kCopyHeight - 3)
+         << "\" font-size=\"8\" text-anchor=\"end\" fill=\"#555\">copy</text>\n";
+    out_ << "<rect x=\"" << num(kLeft) << "\" y=\"" << num(y) << "\" width=\""
+         << num(result_.makespan * ppu_) << "\" height=\"" << num(kCopyHeight)
+         << "\" fill=\"#f8f8f8\"/>\n";
+    const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
+    const auto& times = result_.times[static_cast<std::size_t>(r)];
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const Action& a = list[i];
+      if (!is_copy(a.type)) continue;
+      const ActionTime& t = times[i];
+      block(x(t.start), y, (t.end - t.start) * ppu_, kCopyHeight, base_colour(a.type),
+            std::to_string(a.microbatch),
+            to_string(a) + " " + format_number(t.start, 3) + ".." + format_number(t.end, 3), 8);
+    }
+  }
+
+  // A BATCH_P2P group: a dark band along the row's bottom edge from its
+  // first member's posting to its last completion (its members overlap).
+  void write_groups(int r) {
+    const double y = row_y(r) + kRowHeight - kGroupBand;
+    for (const detail::GroupSpan& g :
+         detail::group_spans(plan_.ranks[static_cast<std::size_t>(r)],
+                             result_.times[static_cast<std::size_t>(r)])) {
+      out_ << "<rect x=\"" << num(x(g.start)) << "\" y=\"" << num(y) << "\" width=\""
+           << num(std::max((g.end - g.start) * ppu_, 1.0)) << "\" height=\"" << num(kGroupBand)
+           << "\" fill=\"" << hex(kGroupColour) << "\"><title>" << g.label << " "
+           << format_number(g.start, 3) << ".." << format_number(g.end, 3) << "</title></rect>\n";
+      any_group_ = true;
+    }
   }
 
   void write_arrows() {
@@ -205,23 +250,22 @@ class SvgWriter {
   }
 
   void write_legend() {
-    bool present[5] = {false, false, false, false, false};
+    constexpr int kKinds = 8;
+    const ActionType types[kKinds] = {
+        ActionType::F,         ActionType::B,         ActionType::I,       ActionType::W,
+        ActionType::OverlapFB, ActionType::Recompute, ActionType::Offload, ActionType::Reload};
+    const char* names[kKinds] = {"F forward",       "B backward",      "I input grad",
+                                 "W weight grad",   "F+B overlapped",  "R recompute",
+                                 "offload to host", "reload to device"};
+    bool present[kKinds] = {};
     for (const auto& list : plan_.ranks)
-      for (const Action& a : list) {
-        if (a.type == ActionType::F) present[0] = true;
-        if (a.type == ActionType::B) present[1] = true;
-        if (a.type == ActionType::I) present[2] = true;
-        if (a.type == ActionType::W) present[3] = true;
-        if (a.type == ActionType::OverlapFB) present[4] = true;
-      }
-    const char* names[5] = {"F forward", "B backward", "I input grad", "W weight grad",
-                            "F+B overlapped"};
-    const ActionType types[4] = {ActionType::F, ActionType::B, ActionType::I, ActionType::W};
+      for (const Action& a : list)
+        for (int k = 0; k < kKinds; ++k) present[k] = present[k] || a.type == types[k];
     double lx = kLeft;
     const double ly = rows_bottom_ + 30;
-    for (int k = 0; k < 5; ++k) {
+    for (int k = 0; k < kKinds; ++k) {
       if (!present[k]) continue;
-      if (k < 4) {
+      if (types[k] != ActionType::OverlapFB) {
         out_ << "<rect x=\"" << num(lx) << "\" y=\"" << num(ly)
              << "\" width=\"12\" height=\"12\" fill=\"" << hex(base_colour(types[k])) << "\"/>\n";
       } else {
@@ -235,6 +279,14 @@ class SvgWriter {
            << "\" font-size=\"11\" fill=\"#222\">" << names[k] << "</text>\n";
       lx += 26 + 6.2 * static_cast<double>(std::string(names[k]).size());
     }
+    if (any_group_) {
+      out_ << "<rect x=\"" << num(lx) << "\" y=\"" << num(ly + 12 - kGroupBand)
+           << "\" width=\"12\" height=\"" << num(kGroupBand) << "\" fill=\"" << hex(kGroupColour)
+           << "\"/>\n";
+      out_ << "<text x=\"" << num(lx + 16) << "\" y=\"" << num(ly + 10)
+           << "\" font-size=\"11\" fill=\"#222\">BATCH_P2P group</text>\n";
+      lx += 26 + 6.2 * 15;
+    }
     std::string note = "numbers: microbatch";
     if (plan_.meta.stages_per_rank > 1) note += "; lighter: later local stage";
     out_ << "<text x=\"" << num(lx) << "\" y=\"" << num(ly + 10)
@@ -246,6 +298,8 @@ class SvgWriter {
   const SvgOptions& options_;
   std::ostream& out_;
   double ppu_, top_, rows_bottom_, width_, height_;
+  bool any_group_ = false;
+  double lane_ = 0.0;  // the copy lane's height and gap, when the plan has copies
 };
 
 }  // namespace

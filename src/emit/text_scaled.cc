@@ -24,7 +24,8 @@ std::string label(const Action& a, const std::vector<int>& stages) {
   if (a.type == ActionType::OverlapFB)
     return letter('F', a.stage) + std::to_string(a.microbatch) + "/" + letter('B', a.sub_stage) +
            std::to_string(a.sub_microbatch);
-  return letter(to_string(a.type)[0], a.stage) + std::to_string(a.microbatch);
+  const char type = a.type == ActionType::Reload ? 'L' : to_string(a.type)[0];  // R: RECOMPUTE
+  return letter(type, a.stage) + std::to_string(a.microbatch);
 }
 
 // Columns per time unit: the shortest action fits its label (+1 space),
@@ -93,12 +94,15 @@ void write_text_timeline(const Plan& plan, const Timeline& result,
   while (!axis.empty() && axis.back() == ' ') axis.pop_back();
   out << std::string(pad.size() - 6, ' ') << "time |" << axis << "\n";
 
-  for (std::size_t r = 0; r < plan.ranks.size(); ++r) {
-    std::string line(width, '.');
+  bool any_group = false;
+  // A rank's compute stream, and (plans with OFFLOAD/RELOAD) its copy stream.
+  const bool copies = detail::has_copies(plan);
+  const auto lane = [&](std::size_t r, bool copy) {
+    std::string line(width, copy ? ' ' : '.');
     const std::vector<int> stages = plan.meta.stages_of(plan.rank_ids[r]);
     for (std::size_t i = 0; i < plan.ranks[r].size(); ++i) {
       const Action& a = plan.ranks[r][i];
-      if (!is_compute(a.type)) continue;
+      if (copy ? !is_copy(a.type) : !is_compute(a.type)) continue;
       std::size_t c0 = col(result.times[r][i].start), c1 = col(result.times[r][i].end);
       if (c0 >= width) continue;
       if (c1 <= c0) c1 = c0 + 1;  // keep very short actions visible
@@ -106,16 +110,31 @@ void write_text_timeline(const Plan& plan, const Timeline& result,
       const std::string l = label(a, stages);
       // A label that does not fit shrinks to its type letter.
       const std::string shown = l.size() <= c1 - c0 ? l : l.substr(0, 1);
-      line.replace(c0, c1 - c0, std::string(c1 - c0, ' '));
+      line.replace(c0, c1 - c0, std::string(c1 - c0, copy ? '-' : ' '));
       line.replace(c0, shown.size(), shown);
     }
+    // Idle inside a BATCH_P2P group (posted, not yet ended): '='.
+    if (!copy) {
+      for (const detail::GroupSpan& g : detail::group_spans(plan.ranks[r], result.times[r])) {
+        const std::size_t g1 = std::min(col(g.end), width);
+        for (std::size_t c = col(g.start); c < g1; ++c)
+          if (line[c] == '.') line[c] = '=';
+        any_group = true;
+      }
+    }
+    return line;
+  };
+  for (std::size_t r = 0; r < plan.ranks.size(); ++r) {
     std::string head = "rank " + std::to_string(plan.rank_ids[r]) + " |";
-    out << std::string(pad.size() - head.size(), ' ') << head << line << "|\n";
+    out << std::string(pad.size() - head.size(), ' ') << head << lane(r, false) << "|\n";
+    if (copies) out << std::string(pad.size() - 6, ' ') << "copy |" << lane(r, true) << "|\n";
   }
   out << "scale: 1 column = " << format_number(1 / scale, 4)
       << " time units; F forward, B backward, I input grad, W weight grad, F3/B1 overlapped,"
          " '.' idle";
+  if (plan.has_memory_actions()) out << "; R recompute, O offload, L reload (copy stream)";
   if (plan.meta.stages_per_rank > 1) out << "; lowercase: odd local stage";
+  if (any_group) out << "; '=' in a BATCH_P2P group";
   out << "\nmakespan " << format_number(result.makespan) << ", bubble "
       << detail::percent(result.bubble_fraction) << "\n";
 }

@@ -67,12 +67,24 @@ std::vector<std::vector<std::string>> module_fqns_per_stage(const LayerProfile& 
   return out;
 }
 
+std::string torch_dialect_refusal(const Plan& plan) {
+  for (std::size_t r = 0; r < plan.ranks.size(); ++r)
+    for (std::size_t i = 0; i < plan.ranks[r].size(); ++i)
+      if (is_memory(plan.ranks[r][i].type))
+        return "torch's CSV dialect has no memory actions, and the plan holds " +
+               to_string(plan.ranks[r][i]) + " (rank " + std::to_string(plan.rank_ids[r]) +
+               " index " + std::to_string(i) +
+               "); write pipeplan's own format (json, csv) or plan without "
+               "--recompute/--offload";
+  return {};
+}
+
 std::string torchtitan_refusal(const Plan& plan) {
   if (!plan.is_whole()) return "torchtitan needs every rank's schedule (a whole plan)";
   if (plan.meta.mapping == StageMapping::V && plan.meta.stages_per_rank != 2)
     return "torchtitan places a V mapping only with 2 stages per rank (this plan has " +
            std::to_string(plan.meta.stages_per_rank) + ")";
-  return {};
+  return torch_dialect_refusal(plan);
 }
 
 Plan compute_actions(const Plan& plan) {

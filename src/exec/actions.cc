@@ -262,6 +262,11 @@ void Executor::Impl::run_action(const Action& a) {
     case ActionType::Unshard:
     case ActionType::Reshard:
     case ActionType::ReduceGrad: pass_through(a); break;
+    case ActionType::Offload:
+    case ActionType::Reload:
+    case ActionType::Recompute:
+      // prepare_plan() refuses plans with memory actions until the executor runs them.
+      throw InternalError("the executor reached memory action " + to_string(a));
   }
 }
 

@@ -105,7 +105,7 @@ class PgCommunicator : public Communicator {
   std::unique_ptr<PendingOp> isend(const at::Tensor& t, int peer, int tag) override {
     std::vector<at::Tensor> v{t};
     try {
-      return std::make_unique<WorkOp>(pg_->send(v, peer, tag), t);
+      return posted(pg_->send(v, peer, tag), t);
     } catch (const std::exception& e) {
       throw CommError("posting a send to rank " + std::to_string(peer) + ": " + message_of(e));
     }
@@ -114,10 +114,37 @@ class PgCommunicator : public Communicator {
   std::unique_ptr<PendingOp> irecv(const at::Tensor& t, int peer, int tag) override {
     std::vector<at::Tensor> v{t};
     try {
-      return std::make_unique<WorkOp>(pg_->recv(v, peer, tag), t);
+      return posted(pg_->recv(v, peer, tag), t);
     } catch (const std::exception& e) {
       throw CommError("posting a receive from rank " + std::to_string(peer) + ": " + message_of(e));
     }
+  }
+
+  // c10d's coalescing: ProcessGroupNCCL brackets the operations with
+  // ncclGroupStart/ncclGroupEnd (endCoalescing wants the works posted in
+  // between); the base ProcessGroup, Gloo's, does nothing.
+  void begin_group() override {
+    if (grouping_) throw InternalError("a BATCH_P2P group opened inside another");
+    grouping_ = true;
+    group_works_.clear();
+    try {
+      pg_->startCoalescing();
+    } catch (const std::exception& e) {
+      grouping_ = false;
+      throw CommError("starting a batch of sends and receives: " + message_of(e));
+    }
+  }
+
+  void end_group() override {
+    if (!grouping_) return;
+    grouping_ = false;
+    try {
+      pg_->endCoalescing(group_works_);
+    } catch (const std::exception& e) {
+      group_works_.clear();
+      throw CommError("launching a batch of sends and receives: " + message_of(e));
+    }
+    group_works_.clear();
   }
 
   void allreduce_max(at::Tensor& t, std::chrono::milliseconds timeout) override {
@@ -212,9 +239,16 @@ class PgCommunicator : public Communicator {
   static std::string failure_key(int rank) { return "pipeplan/failed/" + std::to_string(rank); }
   static constexpr std::chrono::milliseconds kLinger{2000};
 
+  std::unique_ptr<PendingOp> posted(c10::intrusive_ptr<c10d::Work> work, const at::Tensor& t) {
+    if (grouping_) group_works_.push_back(work);
+    return std::make_unique<WorkOp>(std::move(work), t);
+  }
+
   bool serves_store_;  // this process runs the TCPStore server
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  bool grouping_ = false;
+  std::vector<c10::intrusive_ptr<c10d::Work>> group_works_;  // posted since begin_group()
   int rank_, size_;
   Backend backend_;
   at::Device device_;

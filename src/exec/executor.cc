@@ -118,13 +118,13 @@ std::string Executor::Impl::unprefixed(const std::exception& e) const {
 // Any error of an action (a stage's forward, the loss, a transfer) says
 // where it happened: rank, stage, microbatch and action. Its type is kept
 // (a torch error in user code becomes an InputError).
-void Executor::Impl::run_in_context(const Action& a) {
+template <class F>
+void Executor::Impl::in_context(const std::string& where, F&& body) {
   try {
-    run_action(a);
+    body();
   } catch (const std::exception& e) {
     const std::string what = unprefixed(e);
-    const std::string ctx = me() + "stage " + std::to_string(a.stage) + ", microbatch " +
-                            std::to_string(a.microbatch) + ", action " + to_string(a) + ": ";
+    const std::string ctx = me() + where + ": ";
     if (dynamic_cast<const CommError*>(&e) != nullptr) throw CommError(ctx + what);
     if (dynamic_cast<const InternalError*>(&e) != nullptr) throw InternalError(ctx + what);
     if (dynamic_cast<const PlanRejected*>(&e) != nullptr) throw;
@@ -132,27 +132,81 @@ void Executor::Impl::run_in_context(const Action& a) {
   }
 }
 
+namespace {
+
+std::string action_context(const Action& a) {
+  return "stage " + std::to_string(a.stage) + ", microbatch " + std::to_string(a.microbatch) +
+         ", action " + to_string(a);
+}
+
+// A group's own steps (its shape headers, its wait) name every member.
+std::string group_context(const Action* members, std::size_t n) {
+  std::string cell;
+  append_cell(cell, members, n);
+  return "stage " + std::to_string(members[0].stage) + ", group " + cell;
+}
+
+}  // namespace
+
+void Executor::Impl::run_in_context(const Action& a) {
+  in_context(action_context(a), [&] { run_action(a); });
+}
+
 // The hooks cost nothing without observers: no clock, no event.
+// Cell by cell: an action, or a BATCH_P2P group.
 void Executor::Impl::run_program(const std::vector<Action>& program) {
+  for (std::size_t i = 0; i < program.size();) {
+    const std::size_t n = cell_size(program, i);
+    if (n > 1) run_group(program, i, n);
+    else run_observed(program, i);
+    i += n;
+  }
+}
+
+// One action, seen by the hooks when anything watches.
+void Executor::Impl::run_observed(const std::vector<Action>& program, std::size_t i) {
   if (!hooks.watching()) {
-    for (const Action& a : program) run_in_context(a);
+    run_in_context(program[i]);
     return;
   }
   ActionEvent e;
   e.rank = rank;
   e.step = step_index;
   e.forward_only = fwd_step;
-  for (std::size_t i = 0; i < program.size(); ++i) {
-    e.action = program[i];
-    e.index = i;
-    e.bytes = 0;
-    e.start = e.end = Clock::now();
-    hooks.entry(e);
-    run_in_context(program[i]);
-    e.end = Clock::now();
-    if (is_comm(program[i].type)) e.bytes = transfers.last_bytes();
-    hooks.exit(e);
+  e.action = program[i];
+  e.index = i;
+  e.bytes = 0;
+  e.start = e.end = Clock::now();
+  hooks.entry(e);
+  run_in_context(program[i]);
+  e.end = Clock::now();
+  if (is_comm(program[i].type)) e.bytes = transfers.last_bytes();
+  hooks.exit(e);
+}
+
+// A BATCH_P2P group: its members posted as one batch (each seen by the hooks
+// as its own action), then waited for together; the rank goes on only when
+// the group ended (transfer_groups.cc).
+void Executor::Impl::run_group(const std::vector<Action>& program, std::size_t first,
+                               std::size_t n) {
+  const Action* members = program.data() + first;
+  const auto outputs = [this](int stage, int mb) -> const Values& {
+    return slot(stage, mb).outputs;
+  };
+  if (comm->backend() == Backend::Nccl)
+    in_context(group_context(members, n),
+               [&] { transfers.exchange_group_headers(members, n, outputs); });
+  transfers.begin_group();
+  try {
+    for (std::size_t k = 0; k < n; ++k) run_observed(program, first + k);
+  } catch (...) {
+    transfers.end_group();
+    throw;
   }
+  in_context(group_context(members, n), [&] {
+    transfers.end_group();
+    transfers.await_group(members, n);
+  });
 }
 
 StepResult Executor::Impl::run(const Values& inputs, const Values& targets, bool forward_only) {

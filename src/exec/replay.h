@@ -3,7 +3,7 @@
 // (pipeplan/exec/comm.h), boundary values and shapes in flight
 // (transfers.h), the stage adapters (stages.h) and the hooks (hooks.h);
 // recording is an observer (trace.cc). Split by job: executor.cc (setup,
-// the step), actions.cc (what each action does to a microbatch), batch.cc
+// the step, its cells: actions and BATCH_P2P groups), actions.cc (what each action does to a microbatch), batch.cc
 // (routing and slicing user values, merging outputs). Not installed.
 #pragma once
 
@@ -93,6 +93,10 @@ struct Executor::Impl {
   void finish_step();
   StepResult step_result();
   void run_program(const std::vector<Action>& program);
+  void run_observed(const std::vector<Action>& program, std::size_t i);
+  void run_group(const std::vector<Action>& program, std::size_t first, std::size_t n);
+  template <class F>
+  void in_context(const std::string& where, F&& body);
   void run_in_context(const Action& a);
 
   // batch.cc

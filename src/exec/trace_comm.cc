@@ -63,6 +63,8 @@ class TracedComm : public Communicator {
   std::unique_ptr<PendingOp> irecv(const at::Tensor& t, int peer, int tag) override {
     return traced(inner_->irecv(t, peer, tag), "rank " + std::to_string(peer));
   }
+  void begin_group() override { inner_->begin_group(); }
+  void end_group() override { inner_->end_group(); }
   void allreduce_max(at::Tensor& t, std::chrono::milliseconds timeout) override {
     watched("allreduce across " + std::to_string(size()) + " ranks",
             [&] { inner_->allreduce_max(t, timeout); });

@@ -73,12 +73,9 @@ void Transfers::post_recv(Dir dir, int stage, int mb) {
   r.tag = tag(dir, from, mb, 0);
   r.what = me() + to_string(make(fwd ? ActionType::RecvF : ActionType::RecvB, stage, mb)) +
            " from rank " + std::to_string(r.peer);
-  if (fwd && header_due(from) && !header_received_[from]) {
+  if (fwd && header_to_receive(from)) {
     // First transfer of this boundary in the step: its spec comes first.
-    header_received_[from] = true;
-    header_msgs_[from] =
-        at::empty({kMetaLength}, at::TensorOptions().dtype(at::kLong).device(comm_->device()));
-    header_ops_[from] = comm_->irecv(header_msgs_[from], r.peer, tag(Dir::Shape, from, 0, 1));
+    post_header(from);
     // NCCL matches in posting order, so the payload must be posted now: wait
     // for the header here (safe: the plan is proved under rendezvous). Gloo
     // matches by tag, so the payload is posted when it is needed.
@@ -106,6 +103,13 @@ Values Transfers::complete_recv(Dir dir, int stage, int mb) {
                         " microbatch " + std::to_string(mb) + " before its consumer");
   PostedRecv r = std::move(it->second);
   recvs_.erase(it);
+  await_recv(r, dir, stage);
+  return unpack(r.message, r.spec);
+}
+
+// Waits for a posted receive, once: one whose shapes were unknown when it was
+// posted (Gloo only) is posted now that its header is in.
+void Transfers::await_recv(PostedRecv& r, Dir dir, int stage) {
   if (r.deferred) {
     const bool fwd = dir == Dir::Forward;
     const int spec_stage = fwd ? stage - 1 : stage;
@@ -114,9 +118,32 @@ Values Transfers::complete_recv(Dir dir, int stage, int mb) {
     r.spec = fwd ? *specs_[spec_stage] : gradient_spec(*specs_[spec_stage]);
     r.message = empty_message(r.spec, comm_->device());
     if (!r.spec.empty()) r.op = comm_->irecv(r.message, r.peer, r.tag);
+    r.deferred = false;
   }
   if (r.op) r.op->wait(timeout_, r.what);
-  return unpack(r.message, r.spec);
+  r.op.reset();
+}
+
+// The header of boundary from -> from+1, received.
+void Transfers::post_header(int from) {
+  header_received_[from] = true;
+  header_msgs_[from] =
+      at::empty({kMetaLength}, at::TensorOptions().dtype(at::kLong).device(comm_->device()));
+  header_ops_[from] =
+      comm_->irecv(header_msgs_[from], meta_.rank_of(from), tag(Dir::Shape, from, 0, 1));
+}
+
+// The header of boundary stage -> stage+1: the shapes `now` of microbatch
+// mb's outputs, which every later microbatch of the step must match.
+void Transfers::send_header(int stage, const BoundarySpec& now, int mb) {
+  const int peer = meta_.rank_of(stage + 1);
+  header_sent_[stage] = true;
+  specs_[stage] = now;
+  learned_[stage] = true;
+  fwd_sends_[{stage, mb}].push_back(
+      {comm_->isend(encode_spec(now, comm_->device()), peer, tag(Dir::Shape, stage, 0, 1)),
+       me() + "sending the shapes of stage " + std::to_string(stage) + "'s outputs to rank " +
+           std::to_string(peer)});
 }
 
 void Transfers::check_same_shapes(int stage, int mb, const BoundarySpec& now) const {
@@ -138,17 +165,8 @@ void Transfers::check_same_shapes(int stage, int mb, const BoundarySpec& now) co
 void Transfers::send_forward(int stage, int mb, const Values& outputs) {
   const int peer = meta_.rank_of(stage + 1);
   BoundarySpec now = spec_of(outputs, stage);
-  if (header_due(stage) && !header_sent_[stage]) {
-    header_sent_[stage] = true;
-    specs_[stage] = now;
-    learned_[stage] = true;
-    fwd_sends_[{stage, mb}].push_back(
-        {comm_->isend(encode_spec(now, comm_->device()), peer, tag(Dir::Shape, stage, 0, 1)),
-         me() + "sending the shapes of stage " + std::to_string(stage) + "'s outputs to rank " +
-             std::to_string(peer)});
-  } else {
-    check_same_shapes(stage, mb, now);
-  }
+  if (header_to_send(stage)) send_header(stage, now, mb);
+  else check_same_shapes(stage, mb, now);
   last_bytes_ = 0;
   if (now.empty()) return;
   at::Tensor message = pack(stage, outputs, now);

@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -48,6 +49,20 @@ class Transfers {
   /// activations: those sends are complete and their buffers can go.
   void release_forward_sends(int stage, int mb);
 
+  /// A BATCH_P2P group: its members are posted between begin_group() and
+  /// end_group() as one batch (Communicator::begin_group: one NCCL group),
+  /// then await_group() waits for all of them (receives in, sends
+  /// delivered); a rank passes a group only when it ended.
+  void begin_group();
+  void end_group();
+  void await_group(const Action* members, std::size_t n);
+  /// NCCL, before a group: the shape headers its members carry, as a batch
+  /// of their own, the received ones waited for (NCCL cannot wait inside a
+  /// group, and its payloads need their shapes when posted). `outputs(s, m)`
+  /// gives what SEND_F(s, m) will send.
+  void exchange_group_headers(const Action* members, std::size_t n,
+                              const std::function<const Values&(int, int)>& outputs);
+
   /// A local forward of `stage` (not the last) produced `outputs`: their
   /// shapes when nothing said them yet.
   void note_outputs(int stage, const Values& outputs);
@@ -64,6 +79,10 @@ class Transfers {
   bool header_due(int stage) const { return !given_[stage] && (!learned_[stage] || reexchange_); }
   at::Tensor pack(int stage, const Values& values, const BoundarySpec& spec) const;
   void await_header(int from_stage);
+  bool header_to_send(int stage) const { return header_due(stage) && !header_sent_[stage]; }
+  bool header_to_receive(int from) const { return header_due(from) && !header_received_[from]; }
+  void send_header(int stage, const BoundarySpec& now, int mb);
+  void post_header(int from);
   void check_same_shapes(int stage, int mb, const BoundarySpec& now) const;
 
   struct PostedRecv {
@@ -78,6 +97,7 @@ class Transfers {
     std::unique_ptr<PendingOp> op;
     std::string what;
   };
+  void await_recv(PostedRecv& r, Dir dir, int stage);
 
   const PlanMeta& meta_;
   int rank_;
@@ -97,6 +117,7 @@ class Transfers {
   std::map<std::tuple<int, int, int>, PostedRecv> recvs_;             // (dir, stage, mb)
   std::map<std::pair<int, int>, std::vector<PostedSend>> fwd_sends_;  // (stage, mb)
   std::vector<PostedSend> other_sends_;
+  std::size_t group_sends_from_ = 0;  // other_sends_ before the open group's members
 };
 
 }  // namespace pipeplan::exec::detail

@@ -49,6 +49,20 @@ SimOptions make_sim_options(const CostOptions& args, StageCosts* file_out) {
     throw InputError(pre + "bytes '" + s.str() + "' is not a non-negative number");
   }
   if (args.bytes > 0 || !file.transfer_bytes) o.costs.transfer_bytes = args.bytes;
+  // Python keywords are spelled with '_', CLI flags with '-'.
+  const auto name = [&pre](const char* what) {
+    std::string n = what;
+    if (pre.empty()) std::replace(n.begin(), n.end(), '-', '_');
+    return pre + n;
+  };
+  if (!args.host_bw.empty()) {
+    o.costs.host_bandwidth = parse_non_negative(args.host_bw, name("host-bw"));
+    if (!(o.costs.host_bandwidth > 0))
+      throw InputError(name("host-bw") +
+                       " must be positive (activation units the copy stream moves per time unit)");
+  }
+  if (!args.host_latency.empty())
+    o.costs.host_latency = parse_non_negative(args.host_latency, name("host-latency"));
   const std::optional<Transport> transport = parse_transport(args.model);
   if (!transport)
     throw InputError(pre + "model '" + limits::excerpt(args.model) +

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "io/cell_text.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
 #include "pipeplan/limits.h"
@@ -133,11 +134,12 @@ class CsvReader {
         i = end;
       }
       if (!cell.empty()) {
-        ActionParse parsed = parse_action_located(cell);
-        if (!parsed.action)
-          error(line, static_cast<int>(cell_at + parsed.error_offset) + 1,
-                describe_bad_action(cell, parsed));
-        out.push_back(Located{*parsed.action, line, static_cast<int>(cell_at) + 1});
+        cell_.clear();
+        io::CellError bad;
+        if (!io::parse_cell(cell, cell_, bad))
+          error(line, static_cast<int>(cell_at + bad.offset) + 1, bad.message);
+        for (const Action& a : cell_)
+          out.push_back(Located{a, line, static_cast<int>(cell_at) + 1});
       }
       if (i >= body.size()) break;
       ++i;  // the comma
@@ -147,6 +149,7 @@ class CsvReader {
 
   std::string_view text_;
   Locator locator_;
+  std::vector<Action> cell_;  // the current cell's actions (reused)
   std::size_t actions_ = 0;
 };
 
@@ -308,15 +311,17 @@ Plan parse_action_table(const std::vector<std::vector<std::optional<std::string>
   if (rows.size() > static_cast<std::size_t>(limits::kMaxRanks))
     locator.error("more than " + std::to_string(limits::kMaxRanks) + " ranks");
   std::vector<std::vector<Located>> located(rows.size());
+  std::vector<Action> cell;  // one cell's actions (reused)
   for (std::size_t r = 0; r < rows.size(); ++r) {
     located[r].reserve(rows[r].size());
     for (std::size_t k = 0; k < rows[r].size(); ++k) {
       if (!rows[r][k]) continue;  // an idle step
       const std::string& text = *rows[r][k];
       const int line = static_cast<int>(r) + 1, column = static_cast<int>(k) + 1;
-      ActionParse parsed = parse_action_located(text);
-      if (!parsed.action) locator.error(line, column, describe_bad_action(text, parsed));
-      located[r].push_back(Located{*parsed.action, line, column});
+      cell.clear();
+      io::CellError bad;
+      if (!io::parse_cell(text, cell, bad)) locator.error(line, column, bad.message);
+      for (const Action& a : cell) located[r].push_back(Located{a, line, column});
     }
   }
   return build_plan(located, locator, options, "no ranks: expected one list of actions per rank");

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "io/cell_text.h"
 #include "io/json_strict.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
@@ -279,9 +280,8 @@ class PlanEvents {
   void action(const std::string& s) {
     const std::size_t k = entry_.count++;
     if (entry_.bad_action) return;
-    ActionParse parsed = parse_action_located(s);
-    if (parsed.action) scratch_.push_back(*parsed.action);
-    else entry_.bad_action.emplace(k, describe_bad_action(s, parsed));
+    io::CellError bad;
+    if (!io::parse_cell(s, scratch_, bad)) entry_.bad_action.emplace(k, std::move(bad.message));
   }
 
   // A value that is not a container, at the current position.

@@ -208,7 +208,9 @@ class Events : public json::json_sax_t {
     const Field f = take_field();
     if (f == Field::None) return true;
     if (depth_ == 1) {
-      if (f == Field::BaseTime && value_.is_integer) out_.base_time_ns = value_.integer;
+      // Non-negative only: offsets between files are then differences that fit.
+      if (f == Field::BaseTime && value_.is_integer && value_.integer >= 0)
+        out_.base_time_ns = value_.integer;
       return true;
     }
     if (depth_ == 2 && f == Field::Rank) {
@@ -246,7 +248,11 @@ class Events : public json::json_sax_t {
   static std::uint64_t id_of(const Scalar& v) {
     if (v.is_integer) return static_cast<std::uint64_t>(v.integer);
     if (v.is_string) return std::hash<std::string>{}(v.text) | (std::uint64_t{1} << 63);
-    return static_cast<std::uint64_t>(v.number);
+    // A whole number in range is that id; any other number (a fraction, a
+    // negative or huge value, which no cast may take) an id of its bits.
+    if (v.number >= 0 && v.number < 9.2e18 && v.number == std::floor(v.number))
+      return static_cast<std::uint64_t>(v.number);
+    return std::hash<double>{}(v.number) | (std::uint64_t{1} << 63);
   }
 
   struct Raw {

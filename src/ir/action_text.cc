@@ -11,9 +11,9 @@
 namespace pipeplan {
 namespace {
 
-constexpr std::array<std::string_view, 12> kTypeNames = {
-    "F",      "B",      "I",           "W",       "SEND_F",  "RECV_F",
-    "SEND_B", "RECV_B", "OVERLAP_F_B", "UNSHARD", "RESHARD", "REDUCE_GRAD"};
+constexpr std::array<std::string_view, 15> kTypeNames = {
+    "F",           "B",       "I",       "W",           "SEND_F",  "RECV_F", "SEND_B",   "RECV_B",
+    "OVERLAP_F_B", "UNSHARD", "RESHARD", "REDUCE_GRAD", "OFFLOAD", "RELOAD", "RECOMPUTE"};
 constexpr std::string_view kGroupType = "OVERLAP_F_B";
 
 // The types a plain action may name, for messages: every type but the group.
@@ -187,11 +187,62 @@ std::string to_string(const Action& a) {
 
 std::string to_string(const std::vector<Action>& actions) {
   std::string s;
-  for (std::size_t i = 0; i < actions.size(); ++i) {
+  for (std::size_t i = 0; i < actions.size();) {
     if (i) s += ' ';
-    append_to(s, actions[i]);
+    const std::size_t n = cell_size(actions, i);
+    append_cell(s, &actions[i], n);
+    i += n;
   }
   return s;
+}
+
+std::size_t cell_size(const std::vector<Action>& list, std::size_t i) {
+  std::size_t j = i;
+  while (list[j].batch_next && j + 1 < list.size()) ++j;
+  return j - i + 1;
+}
+
+void append_cell(std::string& out, const Action* first, std::size_t n) {
+  if (n == 1) {
+    append_to(out, *first);
+    return;
+  }
+  out += '(';
+  for (std::size_t k = 0; k < n; ++k) {
+    if (k) out += ';';
+    append_to(out, first[k]);
+  }
+  out += ")BATCH_P2P";
+}
+
+long first_bad_group(const std::vector<Action>& list, std::string* why) {
+  for (std::size_t i = 0; i < list.size();) {
+    const std::size_t n = cell_size(list, i);
+    if (n == 1 && !list[i].batch_next) {
+      ++i;
+      continue;
+    }
+    for (std::size_t k = i; k < i + n; ++k) {
+      if (!is_comm(list[k].type)) {
+        *why = to_string(list[k]) + " is in a BATCH_P2P group, which holds only " +
+               "SEND_F, RECV_F, SEND_B and RECV_B";
+        return static_cast<long>(k);
+      }
+      for (std::size_t j = i; j < k; ++j)
+        if (Action(list[j].type, list[j].stage, list[j].microbatch) ==
+            Action(list[k].type, list[k].stage, list[k].microbatch)) {
+          *why = to_string(list[k]) + " is twice in one BATCH_P2P group";
+          return static_cast<long>(k);
+        }
+    }
+    if (list[i + n - 1].batch_next) {
+      *why = to_string(list[i + n - 1]) +
+             " is marked as posted with the next action, but it ends its rank's list";
+      return static_cast<long>(i + n - 1);
+    }
+    i += n;
+  }
+  return -1;
 }
 
 ActionParse parse_action_located(std::string_view text) {

@@ -9,6 +9,14 @@
 //   Grad (s, m)     the input gradient made by B(s, m) or I(s, m): the output
 //                   gradient B/I(s-1, m) consumes, and what W(s, m) follows.
 // A W produces no value another action reads (it only frees memory).
+//
+// Memory actions (docs/memory.md) never cross ranks and make no value: they
+// move or rebuild what a stage keeps for its backward. OFFLOAD(s, m) reads
+// the kept Forward(s, m) (after F(s, m)); RELOAD(s, m) follows its OFFLOAD on
+// the rank's copy stream, and from then until it ends the kept Forward(s, m)
+// is not on the device: a RECOMPUTE or backward of (s, m) reading it waits
+// for the RELOAD's end. RECOMPUTE(s, m) reads the kept Forward(s, m) (its
+// input) on the compute stream, before the backward.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +32,9 @@ enum class Role : std::uint8_t {
   Send,         ///< SEND_F, SEND_B: posted; completes per the transport model
   Recv,         ///< RECV_F, RECV_B: posted; its consumer waits for it
   Bookkeeping,  ///< FSDP pass-through: kept in order, needs and makes nothing
+  Group,        ///< the first member of a BATCH_P2P group: its members are posted
+                ///< together, as one unit, and the rank passes it once it ended
+  Copy,         ///< OFFLOAD, RELOAD: run on the rank's copy stream, beside compute
 };
 inline Role role(ActionType t) {
   switch (t) {
@@ -35,10 +46,18 @@ inline Role role(ActionType t) {
     case ActionType::B:
     case ActionType::I:
     case ActionType::W:
-    case ActionType::OverlapFB: return Role::Compute;
+    case ActionType::OverlapFB:
+    case ActionType::Recompute: return Role::Compute;
+    case ActionType::Offload:
+    case ActionType::Reload: return Role::Copy;
     default: return Role::Bookkeeping;
   }
 }
+/// The role of an action in its rank's list: as its type's, except that a
+/// SEND/RECV marked batch_next opens a BATCH_P2P group (Action::batch_next:
+/// it and the actions after it up to the first unmarked one are the group's
+/// members, in posting order; a well-formed plan, first_bad_group()).
+inline Role role(const Action& a) { return a.batch_next ? Role::Group : role(a.type); }
 
 enum class Kind : std::uint8_t { Forward, Grad };
 
@@ -54,11 +73,13 @@ inline int consumer_stage(const Value& v) {
   return v.kind == Kind::Forward ? v.stage + 1 : v.stage - 1;
 }
 
-/// Calls fn(value, stage) for every value a compute action needs before it
-/// starts; `stage` is the stage of the part of `a` that reads it (for
-/// OVERLAP_F_B, its forward or its backward). The first stage's forward
-/// reads the batch and the last stage's backward the loss: no value.
-/// Non-compute actions need nothing here (see carried()).
+/// Calls fn(value, stage) for every value a compute or copy action needs
+/// before it starts; `stage` is the stage of the part of `a` that reads it
+/// (for OVERLAP_F_B, its forward or its backward). The first stage's forward
+/// reads the batch and the last stage's backward the loss: no value. A value
+/// read on its own stage (v.stage == stage) is the one the stage kept. A
+/// RELOAD reads nothing here: it follows its OFFLOAD on the copy stream.
+/// SEND/RECV need nothing here (see carried()).
 template <class Fn>
 inline void for_each_input(const Action& a, int num_stages, Fn&& fn) {
   auto forward = [&](int s, int m) {
@@ -73,6 +94,8 @@ inline void for_each_input(const Action& a, int num_stages, Fn&& fn) {
     case ActionType::B:
     case ActionType::I: backward(a.stage, a.microbatch); break;
     case ActionType::W: fn(Value{Kind::Grad, a.stage, a.microbatch}, a.stage); break;
+    case ActionType::Offload:
+    case ActionType::Recompute: fn(Value{Kind::Forward, a.stage, a.microbatch}, a.stage); break;
     case ActionType::OverlapFB:
       forward(a.stage, a.microbatch);
       backward(a.sub_stage, a.sub_microbatch);
@@ -81,7 +104,8 @@ inline void for_each_input(const Action& a, int num_stages, Fn&& fn) {
   }
 }
 
-/// Calls fn(value) for every value a compute action produces.
+/// Calls fn(value) for every value a compute action produces (memory
+/// actions produce none: they only move or rebuild a kept value).
 template <class Fn>
 inline void for_each_output(const Action& a, Fn&& fn) {
   switch (a.type) {

@@ -44,6 +44,13 @@ bool Plan::is_compute_only() const {
   return true;
 }
 
+bool Plan::has_memory_actions() const {
+  for (const auto& list : ranks)
+    for (const auto& a : list)
+      if (is_memory(a.type)) return true;
+  return false;
+}
+
 std::size_t Plan::num_actions() const {
   std::size_t n = 0;
   for (const auto& list : ranks) n += list.size();

@@ -11,16 +11,29 @@ namespace pipeplan {
 std::vector<Action> forward_projection(const std::vector<Action>& program) {
   std::vector<Action> out;
   out.reserve(program.size() / 2 + 1);
-  for (const Action& a : program) {
+  // The forward members of a BATCH_P2P group stay one group (or a single
+  // SEND/RECV when one is left): the last one kept closes it.
+  long member_kept = -1;  // index in `out` of the group's last kept member
+  for (std::size_t i = 0; i < program.size(); ++i) {
+    const Action& a = program[i];
+    const bool member = a.batch_next || (i > 0 && program[i - 1].batch_next);
     switch (a.type) {
       case ActionType::F:
       case ActionType::SendF:
       case ActionType::RecvF:
       case ActionType::Unshard:
-      case ActionType::Reshard: out.push_back(a); break;
+      case ActionType::Reshard:
+        out.push_back(a);
+        out.back().batch_next = false;
+        if (member) {
+          if (member_kept >= 0) out[static_cast<std::size_t>(member_kept)].batch_next = true;
+          member_kept = static_cast<long>(out.size()) - 1;
+        }
+        break;
       case ActionType::OverlapFB: out.push_back(make(ActionType::F, a.stage, a.microbatch)); break;
       default: break;
     }
+    if (member && !a.batch_next) member_kept = -1;  // the group ended
   }
   return out;
 }

@@ -24,6 +24,7 @@
 #include <tuple>
 #include <utility>
 
+#include "lower/batch.h"
 #include "lower/latency.h"
 #include "lower/transfers.h"
 #include "model/cost_check.h"
@@ -283,6 +284,7 @@ Plan lower(const Plan& plan, const LowerOptions& options, LowerReport& report) {
     throw InputError("lower: the plan must hold every rank 0.." +
                      std::to_string(plan.meta.pp_degree - 1));
   if (!plan.is_compute_only()) throw InputError("lower: the plan already has SEND/RECV actions");
+  if (options.batch_p2p) return detail::lower_batched(plan, options);
   if (options.mode != LowerMode::Seed) return detail::lower_latency_hiding(plan, options, &report);
 
   // The ordering argument needs every compute to take time: with zero-length

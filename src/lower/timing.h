@@ -42,7 +42,8 @@ class Durations {
         if (a.stage < 0 || a.stage >= stages_ || a.sub_stage < 0 || a.sub_stage >= stages_)
           return costs_.duration(a);
         return of(a.stage, 0) + of(a.sub_stage, 1);
-      default: return 0.0;
+      case ActionType::Recompute: return costs_.duration(a);
+      default: return 0.0;  // SEND/RECV, copies (not on the compute stream), pass-through
     }
   }
 

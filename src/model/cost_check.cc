@@ -2,6 +2,7 @@
 // options' reader.
 #include "model/cost_check.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -58,6 +59,23 @@ void check_costs(const CostModel& c, int num_stages, const std::string& prefix) 
   for (double v : c.stage_memory)
     if (!std::isfinite(v) || v < 0)
       throw InputError(prefix + "activation sizes must be finite and non-negative");
+  auto per_stage = [&](const std::vector<double>& values, const char* what) {
+    if (!values.empty() && values.size() != static_cast<std::size_t>(num_stages))
+      throw InputError(prefix + what + " are given for " + std::to_string(values.size()) +
+                       " stages, but the plan has " + std::to_string(num_stages));
+    for (double v : values) bounded(what, v);
+  };
+  per_stage(c.stage_input, "input sizes");
+  per_stage(c.stage_recompute, "recompute times");
+  bounded("host latency", c.host_latency);
+  if (!std::isfinite(c.host_bandwidth) || c.host_bandwidth < 0)
+    throw InputError(prefix + "host bandwidth " + cost_text(c.host_bandwidth) +
+                     " must be a finite non-negative number (0: copies take the latency only)");
+  // The largest copy: every stage holds 1 without per-stage sizes.
+  double largest = c.stage_memory.empty() ? 1.0 : 0.0;
+  for (double v : c.stage_memory) largest = std::max(largest, v);
+  for (double v : c.stage_input) largest = std::max(largest, v);
+  bounded("copy time (host latency + activation / host bandwidth)", c.copy_time(largest));
 }
 
 }  // namespace pipeplan::detail

@@ -22,6 +22,11 @@ double CostModel::duration(const Action& a) const {
     case ActionType::OverlapFB:
       if (overlap) return *overlap;
       return f * scale_of(*this, a.stage).f + b * scale_of(*this, a.sub_stage).b;
+    case ActionType::Recompute:
+      if (!stage_recompute.empty() && a.stage >= 0 &&
+          static_cast<std::size_t>(a.stage) < stage_recompute.size())
+        return stage_recompute[static_cast<std::size_t>(a.stage)];
+      return f * scale_of(*this, a.stage).f;
     default: return 0.0;
   }
 }

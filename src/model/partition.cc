@@ -348,11 +348,17 @@ CostModel stage_costs(const LayerProfile& profile, const Partition& partition,
   c.f = c.b = c.i = c.w = 1.0;  // the per-stage sums carry the whole cost
   c.stage_scales.clear();
   c.stage_memory.assign(partition.size(), 0.0);
+  c.stage_recompute.assign(partition.size(), 0.0);
+  c.stage_input.assign(partition.size(), 0.0);
   int layer = 0;
   for (std::size_t s = 0; s < partition.size(); ++s) {
     StageScale scale{0, 0, 0, 0};
+    // A recomputing stage keeps its first layer's input.
+    if (static_cast<std::size_t>(layer) < profile.size())
+      c.stage_input[s] = profile.layers[static_cast<std::size_t>(layer)].input_size();
     for (int k = 0; k < partition[s]; ++k, ++layer) {
       const Layer& x = profile.layers[static_cast<std::size_t>(layer)];
+      c.stage_recompute[s] += x.recompute_time();
       scale.f += x.f;
       scale.b += x.b;
       scale.i += x.i();

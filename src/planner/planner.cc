@@ -19,12 +19,28 @@ CostModel planning_costs(const CostModel& costs, const LoweringChoice& choice) {
   return planned;
 }
 
-namespace {
-
-LowerOptions apply(LowerOptions o, const LoweringChoice& choice, const CostModel& costs) {
+void check_lowering_choice(const LoweringChoice& choice) {
   if (choice.max_prefetch < 0)
     throw InputError("the prefetch cap must be >= 0 (0: no limit), got " +
                      std::to_string(choice.max_prefetch));
+  // Receives right before their consumer: nothing to prefetch or search.
+  if (choice.batch_p2p &&
+      ((choice.mode && *choice.mode != LowerMode::Seed) || choice.max_prefetch > 0))
+    throw InputError(
+        "the batched lowering places each receive right before its consumer (the seed "
+        "placement), so it does not combine with the latency-hiding lowering, the exact "
+        "lowering or a prefetch cap; drop --lowering / --prefetch (Python: lowering=, "
+        "prefetch=)");
+}
+
+namespace {
+
+LowerOptions apply(LowerOptions o, const LoweringChoice& choice, const CostModel& costs) {
+  check_lowering_choice(choice);
+  if (choice.batch_p2p) {
+    o.batch_p2p = true;
+    o.mode = LowerMode::Seed;
+  }
   if (choice.mode) o.mode = *choice.mode;
   o.max_prefetch = choice.max_prefetch;
   if (choice.serial_safe) o.serial_safe = true;

@@ -21,6 +21,10 @@
 //   transfer(r, i, a)     Role::Send / Role::Recv: post it, as a FIFO op on
 //                         its pair end (post()) or under eager (post_eager())
 //   bookkeeping(r, i, a)  Role::Bookkeeping (FSDP pass-through)
+//   copy(r, i, a)         Role::Copy (OFFLOAD, RELOAD): Wait like compute()
+//                         for what deps.h says it reads, then run it on the
+//                         rank's copy stream (timed policies clock it on the
+//                         rank's copy cursor, beside the compute cursor)
 //   prefetch(list, i, n)  a cache hint for the rank's next actions
 //   stalled()             when the worklist runs dry: a rank whose next action
 //                         is run anyway (force; the timeline draws orders that
@@ -28,19 +32,38 @@
 //
 // The transport is the core's too: one matching of posted SEND/RECV under
 // every model (docs/semantics.md), parameterised by the policy's op record
-// (`Op`, with an `index` member: the action's place in its rank's list):
+// (`Op`, with an `index` member: the action's place in its rank's list).
+// Matching is by order on every model: the k-th send rank a posts to rank b
+// (every stage boundary between them together) meets the k-th receive b
+// posts from a. When a met pair completes is the model's:
 //
-//   meet(xe, x, ye, y)    two ops at the same position of a pair (rendezvous:
-//                         the pair's heads; serial: both ranks' stream heads):
-//                         true completes them; false stalls the pair for good
-//                         (two sends, two receives, or a send meeting another
-//                         value's receive where the policy treats it so)
-//   complete(xe, x, ye, y, busy)  they complete; `busy` is when the stream
-//                         carrying them is free; returns when the transfer
-//                         ends, which the stream is busy until
-//   on_sent / on_delivered / on_waiting(end, op)   eager: a SEND posted (it
-//                         completes at once), a RECV whose send was posted
-//                         (it completes), a RECV waiting for its send
+//   rendezvous  a single SEND/RECV runs on the in-order stream of its rank
+//               pair, a BATCH_P2P group as one unit on its rank's stream for
+//               groups; a met pair completes once the units holding them are
+//               both at the head of their streams; a unit ends when all its
+//               operations completed
+//   serial      as rendezvous, every unit of a rank (singles and groups) on
+//               the rank's one stream
+//   eager       a send completes when posted, a receive once its match was
+//
+// Without groups a unit is one op and a pair's two ends advance together, so
+// rendezvous and serial match stream heads position by position (the fast
+// path: match_pair(), match_stream()); with groups (use_groups()) every
+// posted op keeps a Link and units go on streams (match_units()).
+//
+//   meet(xe, x, ye, y)    a met pair (rendezvous, serial: when it completes;
+//                         eager and with groups: when the later one is
+//                         posted): true lets it complete; false stalls it
+//                         for good (on the fast path: two sends or two
+//                         receives at one position, which stall the pair)
+//   complete(xe, x, ye, y, busy)  a met pair completes; `busy` is when the
+//                         streams carrying it are free; returns when the
+//                         transfer ends, which the units' streams wait for
+//   on_sent(end, op)      eager: a SEND posted (it completes at once)
+//   on_delivered(se, s, re, r)  eager: a RECV met its SEND (it completes)
+//   on_waiting(end, op)   eager: an op posted before its match
+//   group_ended(r, i, n)  the BATCH_P2P group of n members at index i ended:
+//                         the rank goes on past it
 //
 // Policies choose, as compile-time constants, the worklist discipline
 // (kOrder: a FIFO queue, a stack, or sweeps over the ranks in rank order,
@@ -52,51 +75,45 @@
 // proof keeps its speed (docs/performance.md).
 //
 // Adding an action kind is its rules in ir/deps.h (deps::role, what it needs
-// and makes) plus a hook here; no pass grows a loop of its own. The two
-// kinds planned next fit as follows:
+// and makes) plus a hook here; no pass grows a loop of its own.
 //
 //  - Batched P2P groups, `(A;B;...)BATCH_P2P` (several SEND/RECV posted
-//    together, completed together): deps::role() gives Role::Group and
-//    deps.h lists a group's members. The core sends Role::Group to one more
-//    hook, group(r, i, a), which posts every member the way transfer() posts
-//    one, tagged with the group's unit, and returns Step::Wait until the
-//    unit completed (a rank passes a group only when it ended); the unit's
-//    last completion wakes the rank, as a completed RECV does. The matching
-//    generalises from ops to units on streams: today a Stream holds a rank's
-//    unmatched ops in order (serial) and each pair end holds its own. Under
-//    rendezvous a group becomes one unit on the rank's stream for groups
-//    while single ops stay on their pair end's in-order queue; under serial
-//    every unit, single or group, is on the rank's one stream (a single op
-//    is today's unit of one). A unit completes when each member is at the
-//    front of its pair end and its partner is the front of the partner's
-//    stream (match_stream() unit by unit); meet() and complete() still see
-//    each met pair. Matching stays by order on every model (the k-th send
-//    a->b meets the k-th receive b posts from a), so a met pair of
-//    different values is corruption under every model, eager included:
-//    under eager, sends complete when posted and a receive when the k-th
-//    send of its direction was posted (End keeps its posted sends and
-//    receives apart for that), and post_eager() hands meet() the pair.
-//  - Memory actions: OFFLOAD(s,m) / RELOAD(s,m) are Role::Copy, run on a
-//    per-rank copy stream that overlaps compute: a hook copy(r, i, a) that
-//    Waits like compute() for what deps.h says the copy needs (the
-//    activation exists; a RELOAD after its OFFLOAD ended) and that timed
-//    policies clock on the rank's copy cursor instead of its compute
-//    cursor; the proof runs it at once (it depends on its own rank only).
-//    RECOMPUTE(s,m) is Role::Compute, its inputs from deps.h (before the
-//    backward that reads it). Device memory is accounted in the timed
-//    policies' compute and copy hooks: freed when an OFFLOAD ends, taken
-//    when a RELOAD starts.
+//    together, completed together; Action::batch_next): deps::role() gives
+//    Role::Group to a group's first member. With use_groups(), the core posts
+//    every member through transfer() (each as the policy posts one), puts the
+//    group on its stream as one unit, and keeps the rank at the group until
+//    the unit ended (a rank passes a group only when it ended); then
+//    group_ended() and the rank goes on after the last member. Without
+//    use_groups() (policies that post nothing) the members run one by one.
+//  - Memory actions (docs/memory.md): OFFLOAD(s,m) / RELOAD(s,m) are
+//    Role::Copy, the copy() hook: they run on a per-rank copy stream that
+//    overlaps compute, in list order, each after the computes before it in
+//    the list; the proof runs them at once (they depend on their own rank
+//    only). RECOMPUTE(s,m) is Role::Compute (it reads the kept input,
+//    deps.h). Device memory is accounted by the simulator over its
+//    timeline: freed when an OFFLOAD ends, taken when a RELOAD starts.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "ir/deps.h"
 #include "pipeplan/ir.h"
 #include "pipeplan/transport.h"
 #include "run/fifo.h"
+
+// The hot path (posting, the proof's hooks) is forced inline into each
+// policy's loop; the paths for groups stay out of it.
+#if defined(__GNUC__) || defined(__clang__)
+#define PIPEPLAN_HOT __attribute__((always_inline)) inline
+#define PIPEPLAN_COLD __attribute__((noinline))
+#else
+#define PIPEPLAN_HOT inline
+#define PIPEPLAN_COLD
+#endif
 
 namespace pipeplan::run {
 
@@ -123,12 +140,41 @@ struct Pair {
 };
 
 /// One end of a pair: what its rank posted towards the other end, in order.
+/// End e's sends and the receives of end e ^ 1 are one channel, matched in
+/// order: the channel's state sits on the sending end.
 template <class Op>
 struct End {
   int rank = 0;
-  int posted = 0, done = 0;     ///< ops ever posted / completed (FIFO models)
-  std::int32_t last_done = -1;  ///< action index of the last completed op
-  Fifo<Op> queue;               ///< FIFO models: posted, not completed yet
+  int posted = 0, done = 0;       ///< ops ever posted / completed (FIFO models)
+  int recvs = 0, recvs_done = 0;  ///< receives ever posted / completed (eager)
+  std::int32_t last_done = -1;    ///< action index of the last completed op (eager: receive)
+  Fifo<Op> queue;                 ///< FIFO models without groups: posted, not completed yet
+  Fifo<Op> unmatched;             ///< eager, groups: this channel's posted ops not met yet
+  bool unmatched_recvs = false;   ///< whether `unmatched` holds receives (else sends)
+};
+
+/// With groups (use_groups()): a posted SEND/RECV, its met partner and its
+/// unit (a single op, or a BATCH_P2P group whose first member holds the
+/// unit's fields).
+template <class Op>
+struct Link {
+  Op op{};
+  std::int32_t end = -1;                         ///< its pair end
+  std::int32_t peer_rank = -1, peer_index = -1;  ///< its met partner, once both posted
+  std::int32_t unit = -1;                        ///< the index of its unit's first member
+  std::int32_t left = 0;                         ///< unit head: members not completed yet
+  std::int32_t stream = -1;  ///< unit head: the stream it runs on (rendezvous, serial)
+  double until = 0.0;        ///< unit head: when its last completed member ended
+  bool done = false;         ///< completed
+  bool met() const { return peer_rank >= 0; }
+};
+
+/// With groups: a stream of units (rendezvous: one per pair end for single
+/// ops and one per rank for groups; serial: one per rank), in posting order.
+struct UnitStream {
+  int rank = 0;
+  Fifo<std::int32_t> units;  ///< first member index of each unit not ended
+  double busy_until = 0.0;   ///< when the last unit ended
 };
 
 /// Serial model: a rank's one in-order stream over all its pair ends.
@@ -169,13 +215,25 @@ class State {
     if (pair < 0) return -1;
     return 2 * pair + (rank == pairs_[static_cast<std::size_t>(pair)].lo ? 0 : 1);
   }
-  /// Eager: whether the send of value `v` was posted.
-  bool sent(std::size_t v) const { return (sent_[v / 64] >> (v % 64)) & 1u; }
+  /// Whether the run keeps BATCH_P2P groups as units (use_groups()).
+  bool groups() const { return !links_.empty(); }
+  /// With groups: the posted op at (rank, index) (unposted: a default Link).
+  const Link<Op>& link(int rank, int index) const {
+    return links_[static_cast<std::size_t>(rank)][static_cast<std::size_t>(index)];
+  }
+  const std::vector<UnitStream>& unit_streams() const { return ustreams_; }
+  /// With groups (rendezvous, serial): whether the unit whose first member is
+  /// (rank, unit) is on its stream and at its head.
+  bool at_head(int rank, int unit) const {
+    const Link<Op>& u = link(rank, unit);
+    if (u.stream < 0) return false;
+    const auto& q = ustreams_[static_cast<std::size_t>(u.stream)].units;
+    return !q.empty() && q.front() == unit;
+  }
 
   /// Builds the pairs of `meta`'s stage layout (one per pair of ranks some
-  /// boundary joins, in boundary order) for transfers under `model`;
-  /// `eager_values` sizes the eager model's sent-value marks.
-  void connect(const PlanMeta& meta, Transport model, std::size_t eager_values = 0) {
+  /// boundary joins, in boundary order) for transfers under `model`.
+  void connect(const PlanMeta& meta, Transport model) {
     model_ = model;
     const int stages = meta.num_stages(), n = meta.pp_degree;
     boundary_pair_.assign(static_cast<std::size_t>(stages > 1 ? stages - 1 : 0), -1);
@@ -200,13 +258,31 @@ class State {
       ends_[2 * p + 1].rank = pairs_[p].hi;
     }
     streams_.assign(static_cast<std::size_t>(n), Stream{});
-    sent_.assign(model == Transport::Eager ? (eager_values + 63) / 64 : 0, 0);
+    links_.clear();
+    ustreams_.clear();
+  }
+
+  /// Runs the BATCH_P2P groups of `programs` as units (after connect()):
+  /// one Link per action. Policies that post their transfers call it when
+  /// the plan holds a group; without it a group's members run one by one.
+  void use_groups(const std::vector<std::vector<Action>>& programs) {
+    links_.assign(programs.size(), {});
+    for (std::size_t r = 0; r < programs.size(); ++r) links_[r].resize(programs[r].size());
+    if (model_ == Transport::Eager) return;
+    // rendezvous: stream e is pair end e's, stream 2P + r rank r's groups';
+    // serial: stream 2P + r is rank r's one stream
+    ustreams_.assign(ends_.size() + programs.size(), UnitStream{});
+    for (std::size_t e = 0; e < ends_.size(); ++e) ustreams_[e].rank = ends_[e].rank;
+    for (std::size_t r = 0; r < programs.size(); ++r)
+      ustreams_[ends_.size() + r].rank = static_cast<int>(r);
   }
 
  protected:
   struct Rank {
     std::size_t pc = 0;
+    std::uint32_t group_posted = 0;  // with groups: members of the group at pc posted so far
     bool queued = false, halted = false;
+    bool group_open = false;  // with groups: the group at pc is posted, not ended
   };
 
   std::vector<Rank> ranks_;
@@ -215,7 +291,8 @@ class State {
   std::vector<Pair> pairs_;
   std::vector<End<Op>> ends_;
   std::vector<Stream> streams_;
-  std::vector<std::uint64_t> sent_;  // eager: one bit per value whose send was posted
+  std::vector<std::vector<Link<Op>>> links_;  // with groups: per rank, per action
+  std::vector<UnitStream> ustreams_;          // with groups, rendezvous / serial
 };
 
 namespace detail {
@@ -290,32 +367,23 @@ class Core : public State<Op> {
     }
   }
 
-  /// Posts `op` of `rank` on pair end `end` under a FIFO model (rendezvous,
-  /// serial) and completes what can complete.
-  void post(int rank, int end, const Op& op) {
-    End<Op>& e = this->ends_[static_cast<std::size_t>(end)];
-    e.queue.push(op);
-    ++e.posted;
-    if (model() == Transport::Rendezvous) {
-      match_pair(static_cast<unsigned>(end) >> 1);
+  /// Posts `op` (a SEND when `send`) of `rank` on pair end `end` under the
+  /// run's model and completes what can complete.
+  void post(int rank, int end, const Op& op, bool send) {
+    if (model() == Transport::Eager) {
+      post_eager(rank, end, op, send);
+    } else if (this->groups()) {
+      post_unit(rank, end, op, send);
     } else {
-      this->streams_[static_cast<std::size_t>(rank)].ends.push(end);
-      match_stream(rank);
-    }
-  }
-
-  /// Posts `op` under eager: a send completes at once (on_sent); a receive
-  /// completes when the send of its value `v` was posted (on_delivered),
-  /// else waits for it (on_waiting).
-  void post_eager(int end, const Op& op, bool send, std::size_t v) {
-    ++this->ends_[static_cast<std::size_t>(end)].posted;
-    if (send) {
-      this->sent_[v / 64] |= std::uint64_t{1} << (v % 64);
-      self().on_sent(end, op);
-    } else if (this->sent(v)) {
-      self().on_delivered(end, op);
-    } else {
-      self().on_waiting(end, op);
+      End<Op>& e = this->ends_[static_cast<std::size_t>(end)];
+      e.queue.push(op);
+      ++e.posted;
+      if (model() == Transport::Rendezvous) {
+        match_pair(static_cast<unsigned>(end) >> 1);
+      } else {
+        this->streams_[static_cast<std::size_t>(rank)].ends.push(end);
+        match_stream(rank);
+      }
     }
   }
 
@@ -324,13 +392,15 @@ class Core : public State<Op> {
   Step compute(int, std::size_t, const Action&) { return Step::Next; }
   Step transfer(int, std::size_t, const Action&) { return Step::Next; }
   Step bookkeeping(int, std::size_t, const Action&) { return Step::Next; }
+  Step copy(int, std::size_t, const Action&) { return Step::Next; }
   void prefetch(const Action*, std::size_t, std::size_t) const {}
   int stalled() { return -1; }
   bool meet(int, const Op&, int, const Op&) { return true; }
   double complete(int, const Op&, int, const Op&, double busy) { return busy; }
   void on_sent(int, const Op&) {}
-  void on_delivered(int, const Op&) {}
+  void on_delivered(int, const Op&, int, const Op&) {}
   void on_waiting(int, const Op&) {}
+  void group_ended(int, std::size_t, std::size_t) {}
 
  private:
   P& self() { return static_cast<P&>(*this); }
@@ -339,10 +409,14 @@ class Core : public State<Op> {
     P& p = self();
     const Step s = p.enter(r, i, a);
     if (s != Step::Next) return s;
-    switch (deps::role(a.type)) {
+    switch (deps::role(a)) {
       case deps::Role::Compute: return p.compute(r, i, a);
+      case deps::Role::Group:
+        if (this->groups() && !detail::Backward<P>::value) return group(r, i);
+        return p.transfer(r, i, a);  // a policy that posts nothing: member by member
       case deps::Role::Send:
       case deps::Role::Recv: return p.transfer(r, i, a);
+      case deps::Role::Copy: return p.copy(r, i, a);
       default: return p.bookkeeping(r, i, a);
     }
   }
@@ -477,6 +551,183 @@ class Core : public State<Op> {
     }
   }
 
+  // ---- eager: sends complete when posted, receives once met ----
+
+  void post_eager(int rank, int end, const Op& op, bool send) {
+    End<Op>& mine = this->ends_[static_cast<std::size_t>(end)];
+    ++mine.posted;
+    if (!send) ++mine.recvs;
+    if (this->groups()) note_posted(rank, end, op);
+    End<Op>& ch = this->ends_[static_cast<std::size_t>(send ? end : end ^ 1)];
+    if (send) {
+      self().on_sent(end, op);
+      if (this->groups()) member_done(rank, op.index, 0.0);
+    }
+    if (ch.unmatched.empty() || ch.unmatched_recvs != send) {
+      ch.unmatched.push(op);
+      ch.unmatched_recvs = !send;
+      self().on_waiting(end, op);
+      return;
+    }
+    const Op other = ch.unmatched.front();
+    ch.unmatched.pop();
+    const int oe = end ^ 1;
+    if (send) deliver(end, op, oe, other, true);
+    else deliver(oe, other, end, op, false);  // the receiving rank is the one running
+  }
+
+  // Eager: a met pair; the receive completes unless meet() refuses it, and
+  // wakes its rank when it was waiting.
+  void deliver(int se, const Op& s, int re, const Op& r, bool waiting) {
+    if (!self().meet(se, s, re, r)) return;
+    End<Op>& e = this->ends_[static_cast<std::size_t>(re)];
+    ++e.recvs_done;
+    ++e.done;
+    e.last_done = r.index;
+    if (this->groups()) {
+      link_met(se, s, re, r);
+      member_done(e.rank, r.index, 0.0);
+    }
+    self().on_delivered(se, s, re, r);
+    if (waiting) wake(e.rank);
+  }
+
+  // ---- with groups: units on streams (rendezvous, serial) ----
+
+  PIPEPLAN_COLD void note_posted(int rank, int end, const Op& op) {
+    Link<Op>& l = this->links_[static_cast<std::size_t>(rank)][static_cast<std::size_t>(op.index)];
+    l.op = op;
+    l.end = end;
+    l.unit = group_unit_ >= 0 ? group_unit_ : op.index;
+    if (group_unit_ < 0) l.left = 1;
+  }
+
+  PIPEPLAN_COLD void link_met(int xe, const Op& x, int ye, const Op& y) {
+    Link<Op>& lx = link_of(this->ends_[static_cast<std::size_t>(xe)].rank, x.index);
+    Link<Op>& ly = link_of(this->ends_[static_cast<std::size_t>(ye)].rank, y.index);
+    lx.peer_rank = this->ends_[static_cast<std::size_t>(ye)].rank;
+    lx.peer_index = y.index;
+    ly.peer_rank = this->ends_[static_cast<std::size_t>(xe)].rank;
+    ly.peer_index = x.index;
+  }
+
+  Link<Op>& link_of(int rank, std::int32_t index) {
+    return this->links_[static_cast<std::size_t>(rank)][static_cast<std::size_t>(index)];
+  }
+
+  // One member of a unit completed at time t: a unit whose last member
+  // completed ends (and, on a stream, lets the next unit to its head).
+  PIPEPLAN_COLD void member_done(int rank, std::int32_t index, double t) {
+    Link<Op>& l = link_of(rank, index);
+    l.done = true;
+    Link<Op>& u = link_of(rank, l.unit);
+    if (t > u.until) u.until = t;
+    if (--u.left > 0) return;
+    wake(rank);
+    if (u.stream < 0) return;
+    UnitStream& q = this->ustreams_[static_cast<std::size_t>(u.stream)];
+    q.units.pop();  // a unit completes members only at its stream's head
+    if (u.until > q.busy_until) q.busy_until = u.until;
+    if (!q.units.empty()) unit_work_.push_back({rank, q.units.front()});
+  }
+
+  PIPEPLAN_COLD void post_unit(int rank, int end, const Op& op, bool send) {
+    ++this->ends_[static_cast<std::size_t>(end)].posted;
+    note_posted(rank, end, op);
+    End<Op>& ch = this->ends_[static_cast<std::size_t>(send ? end : end ^ 1)];
+    if (ch.unmatched.empty() || ch.unmatched_recvs != send) {
+      ch.unmatched.push(op);
+      ch.unmatched_recvs = !send;
+    } else {
+      const Op other = ch.unmatched.front();
+      ch.unmatched.pop();
+      if (self().meet(end, op, end ^ 1, other)) link_met(end, op, end ^ 1, other);
+    }
+    if (group_unit_ >= 0) return;  // the group goes on its stream once all members are posted
+    const std::size_t stream = model() == Transport::Serial
+                                   ? this->ends_.size() + static_cast<std::size_t>(rank)
+                                   : static_cast<std::size_t>(end);
+    push_unit(rank, op.index, stream);
+  }
+
+  void push_unit(int rank, std::int32_t unit, std::size_t stream) {
+    link_of(rank, unit).stream = static_cast<std::int32_t>(stream);
+    auto& q = this->ustreams_[stream].units;
+    q.push(unit);
+    if (q.size() > 1) return;
+    unit_work_.push_back({rank, unit});
+    while (!unit_work_.empty()) {
+      const auto [r, u] = unit_work_.back();
+      unit_work_.pop_back();
+      match_unit(r, u);
+    }
+  }
+
+  // The unit (r, u) is at the head of its stream: each member whose partner's
+  // unit is at the head of its own completes.
+  void match_unit(int r, std::int32_t u) {
+    const std::vector<Action>& list = (*programs_)[static_cast<std::size_t>(r)];
+    for (std::int32_t j = u;; ++j) {
+      Link<Op>& x = link_of(r, j);
+      if (!x.done && x.met() && this->at_head(x.peer_rank, link_of(x.peer_rank, x.peer_index).unit))
+        complete_met(r, j);
+      if (!list[static_cast<std::size_t>(j)].batch_next) break;  // the unit's last member
+    }
+  }
+
+  void complete_met(int r, std::int32_t j) {
+    Link<Op>& x = link_of(r, j);
+    const int q = x.peer_rank;
+    const std::int32_t k = x.peer_index;
+    Link<Op>& y = link_of(q, k);
+    const double bx =
+        this->ustreams_[static_cast<std::size_t>(link_of(r, x.unit).stream)].busy_until;
+    const double by =
+        this->ustreams_[static_cast<std::size_t>(link_of(q, y.unit).stream)].busy_until;
+    const double t = self().complete(x.end, x.op, y.end, y.op, bx > by ? bx : by);
+    ++this->ends_[static_cast<std::size_t>(x.end)].done;
+    ++this->ends_[static_cast<std::size_t>(y.end)].done;
+    member_done(r, j, t);
+    member_done(q, k, t);
+    wake(r);
+    wake(q);
+  }
+
+  // Role::Group with groups, at the group's first member i: posts every
+  // member (resuming after a member that had to wait), puts the group on
+  // its rank's stream, and passes it once it ended.
+  PIPEPLAN_COLD Step group(int r, std::size_t i) {
+    auto& st = this->ranks_[static_cast<std::size_t>(r)];
+    const std::vector<Action>& list = (*programs_)[static_cast<std::size_t>(r)];
+    std::size_t n = 1;
+    while (list[i + n - 1].batch_next && i + n < list.size()) ++n;
+    if (!st.group_open) {
+      if (st.group_posted == 0)
+        link_of(r, static_cast<std::int32_t>(i)).left = static_cast<std::int32_t>(n);
+      group_unit_ = static_cast<std::int32_t>(i);
+      for (std::size_t j = i + st.group_posted; j < i + n; ++j) {
+        Step s = j > i ? self().enter(r, j, list[j]) : Step::Next;
+        if (s == Step::Next) s = self().transfer(r, j, list[j]);
+        if (s != Step::Next) {
+          group_unit_ = -1;
+          return s;
+        }
+        ++st.group_posted;
+      }
+      group_unit_ = -1;
+      st.group_open = true;
+      if (model() != Transport::Eager)
+        push_unit(r, static_cast<std::int32_t>(i),
+                  this->ends_.size() + static_cast<std::size_t>(r));
+    }
+    if (link_of(r, static_cast<std::int32_t>(i)).left > 0) return Step::Wait;
+    st.group_open = false;
+    st.group_posted = 0;
+    self().group_ended(r, i, n);
+    st.pc = i + n - 1;  // the caller steps past the last member
+    return Step::Next;
+  }
+
   static void finish(End<Op>& e) {
     e.last_done = e.queue.front().index;
     e.queue.pop();
@@ -488,6 +739,8 @@ class Core : public State<Op> {
   std::size_t ring_size_ = 0, head_ = 0, queued_ = 0;
   std::vector<int> stack_;        // Stack
   std::vector<int> stream_work_;  // serial: ranks whose stream head may now match
+  std::vector<std::pair<int, std::int32_t>> unit_work_;  // with groups: units now at a head
+  std::int32_t group_unit_ = -1;  // with groups: the group whose members are being posted
 };
 
 }  // namespace pipeplan::run

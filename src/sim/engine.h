@@ -59,8 +59,18 @@ class Engine : public run::Core<Engine, Posted> {
     double busy = 0.0, first_start = 0.0, last_end = 0.0;
     std::size_t computes = 0;
     int live = 0, peak = 0;
-    double memory = 0.0, peak_memory = 0.0;  // live activations weighted by stage size
-    int buffers = 0, peak_buffers = 0;       // RECVs posted whose consumer has not run
+    double memory = 0.0, peak_memory = 0.0;     // live activations weighted by stage size
+    int buffers = 0, peak_buffers = 0;          // RECVs posted whose consumer has not run
+    double copy_cursor = 0.0, copy_busy = 0.0;  // the copy stream: when free, time busy
+    double peak_host = 0.0;                     // memory actions: host memory at its peak
+  };
+  // Per (stage, microbatch) of a plan with memory actions (mem_, else
+  // empty): where its memory actions sit, whether the plan recomputes it
+  // (its F keeps only its input) and when its RELOAD ended.
+  struct MemKey {
+    double reload_end = kUnknown;
+    std::int32_t off_at = -1, rel_at = -1, rec_at = -1;
+    bool recompute = false;
   };
   // Per (stage, microbatch): when its F and B-or-I ended, and where they and
   // its RECVs sit (indices on the owning rank; -1: absent). RECVs are keyed
@@ -150,11 +160,23 @@ class Engine : public run::Core<Engine, Posted> {
     return false;
   }
 
+  // memory.cc: memory actions (the copy hook, their checks, device and host
+  // memory over time)
+  run::Step copy(int rank, std::size_t index, const Action& a);
+  void find_recomputes();
+  bool validate_memory(int rank, int index, const Action& a);
+  bool backward_reads_device(int rank, int index, const Action& a, int stage, int mb);
+  double kept_at(std::size_t k) const {
+    return mem_.empty() || mem_[k].off_at < 0 ? keys_[k].f_end : mem_[k].reload_end;
+  }
+  void account_memory();
+
   // simulate.cc: the core's enter, compute and bookkeeping hooks
   run::Step enter(int rank, std::size_t index, const Action& a);
   run::Step compute(int rank, std::size_t index, const Action& a);
   run::Step bookkeeping(int rank, std::size_t index, const Action& a);
   bool check_rest();
+  bool check_groups();
   bool validate_action(int rank, int index, const Action& a);
   void misplaced(int rank, int index, const Action& a, int stage, int mb);
   void duplicate(int first, int stage, int mb, int rank, int index, const Action& a,
@@ -174,12 +196,12 @@ class Engine : public run::Core<Engine, Posted> {
   run::Step transfer(int rank, std::size_t index, const Action& a);
   bool meet(int x_end, const Posted& x, int y_end, const Posted& y);
   double complete(int x_end, const Posted& x, int y_end, const Posted& y, double busy);
-  void on_sent(int end, const Posted& op);
-  void on_delivered(int end, const Posted& op);
+  void on_delivered(int send_end, const Posted& s, int recv_end, const Posted& r);
   void on_waiting(int end, const Posted& op);
+  void group_ended(int rank, std::size_t first, std::size_t n);
   void settle(int send_rank, int send_index, int send_end, int recv_rank, int recv_index,
               std::uint64_t tag, double start);
-  void mismatch(int x_end, int y_end);
+  void mismatch(int x_end, const Posted& x, int y_end, const Posted& y);
   void finish();
   std::vector<Unmatched> unmatched_ops() const;
   int find_posted(int end, int index) const;
@@ -209,9 +231,9 @@ class Engine : public run::Core<Engine, Posted> {
   std::vector<RankState> rank_;
   std::vector<std::vector<Diagnostic>> rank_problems_;  // validation, per rank
   std::vector<KeyState> keys_;
-  std::vector<std::uint8_t> seen_;                    // per key: kSeen* bits
-  std::vector<std::array<std::int32_t, 2>> send_at_;  // eager only: SEND index per key
-  std::vector<HopEnd> hop_ends_;                      // per pair end
+  std::vector<MemKey> mem_;         // plans with memory actions only
+  std::vector<std::uint8_t> seen_;  // per key: kSeen* bits
+  std::vector<HopEnd> hop_ends_;    // per pair end
   std::vector<Pending> pending_;
   std::size_t pending_kept_ = 0;  // size after the last sweep of completed entries
   std::vector<std::unique_ptr<Hop[]>> hop_blocks_;

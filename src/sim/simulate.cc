@@ -105,19 +105,23 @@ bool Engine::claim_w(int rank, int index, const Action& a) {
 // relative to other ranks' does not change the outcome.
 bool Engine::validate_action(int r, int i, const Action& a) {
   if (is_passthrough(a.type)) return true;
+  if (is_memory(a.type)) return validate_memory(r, i, a);
   if (!placed(r, i, a, a.stage, a.microbatch)) return false;
   if (is_compute(a.type)) {
     KeyState& k = keys_[key(a.stage, a.microbatch)];
     switch (a.type) {
       case ActionType::F: return claim(k.f_at, a.stage, a.microbatch, r, i, a, "forward");
       case ActionType::B:
-      case ActionType::I: return claim(k.bi_at, a.stage, a.microbatch, r, i, a, "backward");
+      case ActionType::I:
+        return claim(k.bi_at, a.stage, a.microbatch, r, i, a, "backward") &&
+               (mem_.empty() || backward_reads_device(r, i, a, a.stage, a.microbatch));
       case ActionType::W: return claim_w(r, i, a);
       default:  // OverlapFB: a forward and a full backward in one group
         if (!placed(r, i, a, a.sub_stage, a.sub_microbatch)) return false;
         return claim(k.f_at, a.stage, a.microbatch, r, i, a, "forward") &&
                claim(keys_[key(a.sub_stage, a.sub_microbatch)].bi_at, a.sub_stage, a.sub_microbatch,
-                     r, i, a, "backward");
+                     r, i, a, "backward") &&
+               (mem_.empty() || backward_reads_device(r, i, a, a.sub_stage, a.sub_microbatch));
     }
   }
   // SEND/RECV: the boundary must exist and cross ranks.
@@ -145,7 +149,6 @@ bool Engine::validate_action(int r, int i, const Action& a) {
     const std::uint8_t bit = fwd ? kSeenSendF : kSeenSendB;
     again = seen_[k] & bit;
     seen_[k] |= bit;
-    if (!again && transport_ == Transport::Eager) send_at_[k][fwd ? 0 : 1] = i;
   } else {
     std::int32_t& at = keys_[k].recv_at[fwd ? 0 : 1];
     again = at != -1;
@@ -157,6 +160,24 @@ bool Engine::validate_action(int r, int i, const Action& a) {
             std::to_string(r));
     return false;
   }
+  return true;
+}
+
+// BATCH_P2P groups run as units; marks a file cannot hold are bad actions.
+bool Engine::check_groups() {
+  bool any = false;
+  for (std::size_t r = 0; r < plan_.ranks.size(); ++r) {
+    std::string why;
+    const long at = first_bad_group(plan_.ranks[r], &why);
+    if (at >= 0) {
+      const Action& a = plan_.ranks[r][static_cast<std::size_t>(at)];
+      result_.problems.push_back(
+          {"sim-bad-action", static_cast<int>(r), static_cast<int>(at), to_string(a), why});
+    }
+    for (const Action& a : plan_.ranks[r]) any |= a.batch_next;
+  }
+  if (!result_.problems.empty()) return false;
+  if (any) use_groups(plan_.ranks);
   return true;
 }
 
@@ -174,12 +195,13 @@ SimResult Engine::simulate() {
                      std::to_string(keys));
   keys_.assign(keys, KeyState{});
   seen_.assign(keys, 0);
-  if (transport_ == Transport::Eager) send_at_.assign(keys, {-1, -1});
+  find_recomputes();  // sizes mem_ when the plan has memory actions
   stage_rank_.resize(static_cast<std::size_t>(num_stages_));
   for (int s = 0; s < num_stages_; ++s) stage_rank_[static_cast<std::size_t>(s)] = meta_.rank_of(s);
   // One pair per pair of ranks that some stage boundary joins, so every
   // SEND/RECV (and every compute-only value) finds its pair by its boundary.
-  connect(meta_, transport_, 2 * keys);
+  connect(meta_, transport_);
+  if (!check_groups()) return std::move(result_);
   hop_ends_.resize(ends().size());
   const int n_ranks = meta_.pp_degree;
   rank_.assign(static_cast<std::size_t>(n_ranks), RankState{});
@@ -250,8 +272,8 @@ bool Engine::ready_time(const Action& a, int rank, Loc implicit[2], double* data
   deps::for_each_input(a, num_stages_, [&](const deps::Value& v, int stage) {
     bool via_recv = false;
     if (v.stage == stage) {  // kept from this stage's own forward or backward
-      const KeyState& own = keys_[key(v.stage, v.microbatch)];
-      need(v.kind == deps::Kind::Forward ? own.f_end : own.bi_end, false);
+      const std::size_t k = key(v.stage, v.microbatch);
+      need(v.kind == deps::Kind::Forward ? kept_at(k) : keys_[k].bi_end, false);
     } else if (v.kind == deps::Kind::Forward)
       need(forward_input(stage, v.microbatch, rank, &implicit[0], &via_recv), via_recv);
     else need(grad_input(stage, v.microbatch, rank, &implicit[1], &via_recv), via_recv);

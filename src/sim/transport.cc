@@ -64,31 +64,21 @@ run::Step Engine::transfer(int r, std::size_t index, const Action& a) {
   const std::uint64_t tag = (static_cast<std::uint64_t>(k) << 2) |
                             static_cast<std::uint64_t>(dir << 1) | (send ? 1u : 0u);
   const Posted op{ready, tag, static_cast<std::int32_t>(index), posted_++};
-  const int end = end_of(std::min(a.stage, peer_stage), r);
-  if (transport_ == Transport::Eager) post_eager(end, op, send, tag >> 1);
-  else post(r, end, op);
+  post(r, end_of(std::min(a.stage, peer_stage), r), op, send);
   return run::Step::Next;
 }
 
-// Eager: a send completes once posted and its value produced; it settles
-// now when its receive was posted first.
-void Engine::on_sent(int end, const Posted& op) {
-  const int rank = this->end(end).rank, peer = this->end(end ^ 1).rank;
-  const int other = keys_[op.tag >> 2].recv_at[(op.tag >> 1) & 1u];
-  if (passed(peer, other)) settle(rank, op.index, end, peer, other, op.tag, op.ready);
-  else on_waiting(end, op);
+// Eager: a receive met its send (by order), which was ready once posted and
+// its value produced: the transfer starts then.
+void Engine::on_delivered(int send_end, const Posted& s, int recv_end, const Posted& r) {
+  settle(end(send_end).rank, s.index, send_end, end(recv_end).rank, r.index, s.tag, s.ready);
 }
 
-// Eager: a receive whose send was posted settles now. The send was ready
-// once posted and its value produced.
-void Engine::on_delivered(int end, const Posted& op) {
-  const int rank = this->end(end).rank, peer = this->end(end ^ 1).rank;
-  const std::size_t k = op.tag >> 2;
-  const int dir = static_cast<int>((op.tag >> 1) & 1u);
-  const int other = send_at_[k][static_cast<std::size_t>(dir)];
-  const KeyState& src = keys_[producer_key(k, dir == 0)];
-  const double send_ready = std::max(time_at(peer, other).start, dir == 0 ? src.f_end : src.bi_end);
-  settle(peer, other, end ^ 1, rank, op.index, op.tag, send_ready);
+// A group ends with its last member: the host goes on from there.
+void Engine::group_ended(int rank, std::size_t first, std::size_t n) {
+  RankState& st = rank_[static_cast<std::size_t>(rank)];
+  for (std::size_t j = first; j < first + n; ++j)
+    st.host = std::max(st.host, time_at(rank, static_cast<int>(j)).end);
 }
 
 // Eager: an op posted before its partner, kept only to be reported if the
@@ -122,7 +112,7 @@ void Engine::settle(int send_rank, int send_index, int send_end, int recv_rank, 
 // value the other receives; anything else blocks the pair for good.
 bool Engine::meet(int x_end, const Posted& x, int y_end, const Posted& y) {
   if ((x.tag ^ y.tag) == 1u) return true;
-  mismatch(x_end, y_end);
+  mismatch(x_end, x, y_end, y);
   return false;
 }
 
@@ -135,24 +125,27 @@ double Engine::complete(int x_end, const Posted& x, int y_end, const Posted& y, 
   return start + transfer_time_;
 }
 
-void Engine::mismatch(int x_end, int y_end) {
+// A met pair that cannot complete: on pair positions (without groups,
+// rendezvous and serial) or by order (eager, groups).
+void Engine::mismatch(int x_end, const Posted& x, int y_end, const Posted& y) {
   const run::Pair& p = pairs()[static_cast<std::size_t>(x_end / 2)];
   const auto& ex = end(x_end);
   const auto& ey = end(y_end);
-  const bool x_send = ex.queue.front().tag & 1u, y_send = ey.queue.front().tag & 1u;
-  const auto& lo = ex.rank == p.lo ? ex : ey;
-  const auto& hi = ex.rank == p.lo ? ey : ex;
-  const int lo_index = lo.queue.front().index, hi_index = hi.queue.front().index;
-  const std::size_t pos = static_cast<std::size_t>(lo.posted) - lo.queue.size();
-  std::string why;
+  const bool x_send = x.tag & 1u, y_send = y.tag & 1u;
+  const bool x_lo = ex.rank == p.lo;
+  const auto& lo = x_lo ? ex : ey;
+  const int lo_index = x_lo ? x.index : y.index, hi_index = x_lo ? y.index : x.index;
+  const int hi_rank = x_lo ? ey.rank : ex.rank;
+  std::string why, where = "pair " + std::to_string(p.lo) + "-" + std::to_string(p.hi);
   if (x_send && y_send) why = "both ranks send, so neither transfer completes";
   else if (!x_send && !y_send) why = "both ranks receive, so neither transfer completes";
   else why = "a send meets a receive of another value (data would be corrupted)";
+  if (transport_ != Transport::Eager && !groups())
+    where += " position " + std::to_string(static_cast<std::size_t>(lo.posted) - lo.queue.size());
+  else where += ", sends and receives met in order";
   result_.problems.push_back({"sim-mismatch", lo.rank, lo_index, action_at(lo.rank, lo_index),
-                              "pair " + std::to_string(p.lo) + "-" + std::to_string(p.hi) +
-                                  " position " + std::to_string(pos) + ": " +
-                                  describe(lo.rank, lo_index) + " meets " +
-                                  describe(hi.rank, hi_index) + ": " + why});
+                              where + ": " + describe(lo.rank, lo_index) + " meets " +
+                                  describe(hi_rank, hi_index) + ": " + why});
 }
 
 int Engine::find_posted(int end, int index) const {
@@ -176,6 +169,12 @@ std::string Engine::why_not_received(int dir, std::size_t k, int rank) {
   if (transport_ == Transport::Eager)
     return to_string(recv) + " waits for " + to_string(send) + " from rank " +
            std::to_string(peer) + ", never posted: " + peer_state(peer);
+  if (groups()) {
+    const auto& l = link(rank, at);
+    if (!l.met()) return to_string(recv) + " meets no send posted yet: " + peer_state(peer);
+    return to_string(recv) + " meets " + describe(l.peer_rank, l.peer_index) +
+           ", but a unit holding them never reaches the head of its stream";
+  }
   const int e = end_of(std::min(stage, send_stage), rank);
   const run::End<Posted>& mine = ends_[static_cast<std::size_t>(e)];
   const run::End<Posted>& theirs = ends_[static_cast<std::size_t>(e ^ 1)];
@@ -249,6 +248,17 @@ void Engine::report_stuck_rank(int r) {
     return cross(1, s, mb);
   };
   std::string why;
+  if (groups() && link(r, static_cast<int>(next)).unit >= 0) {  // an open BATCH_P2P group
+    std::size_t j = next;
+    while (link(r, static_cast<int>(j)).done && a.batch_next) ++j;
+    const Action& m = plan_.ranks[static_cast<std::size_t>(r)][j];
+    why = "its BATCH_P2P group waits for " + describe(r, static_cast<int>(j)) + ": " +
+          (is_recv(m.type) ? why_not_received(dir_of(m.type), key(m.stage, m.microbatch), r)
+                           : std::string("it never meets its receive"));
+    result_.problems.push_back(
+        {"sim-deadlock", r, static_cast<int>(next), to_string(a), "stuck: " + why});
+    return;
+  }
   switch (a.type) {
     case ActionType::SendF:
       why = "ships " + to_string(make(ActionType::F, a.stage, a.microbatch)) +
@@ -279,7 +289,14 @@ void Engine::report_stuck_rank(int r) {
 // Every posted op still waiting for its partner, in posting order.
 std::vector<Engine::Unmatched> Engine::unmatched_ops() const {
   std::vector<Unmatched> out;
-  if (transport_ == Transport::Eager) {
+  if (groups() && transport_ != Transport::Eager) {
+    for (std::size_t r = 0; r < plan_.ranks.size(); ++r)
+      for (std::size_t i = 0; i < plan_.ranks[r].size(); ++i) {
+        const auto& l = link(static_cast<int>(r), static_cast<int>(i));
+        if (l.unit >= 0 && !l.done)
+          out.push_back({l.op.seq, static_cast<int>(r), static_cast<int>(i), l.end, -1});
+      }
+  } else if (transport_ == Transport::Eager) {
     for (const Pending& p : pending_)
       if (result_.times[static_cast<std::size_t>(p.rank)][static_cast<std::size_t>(p.index)].end ==
           kUnknown)
@@ -334,8 +351,9 @@ void Engine::finish() {
   order_transfers();
   if (!result_.problems.empty()) return;
 
+  if (!mem_.empty()) account_memory();
   double makespan = 0.0, busy = 0.0;
-  for (const RankState& st : rank_) makespan = std::max(makespan, st.last_end);
+  for (const RankState& st : rank_) makespan = std::max({makespan, st.last_end, st.copy_cursor});
   makespan = std::max(makespan, makespan_);
   result_.makespan = makespan;
   for (int r = 0; r < n_ranks; ++r) {
@@ -350,6 +368,8 @@ void Engine::finish() {
     s.peak_rank_activations = static_cast<double>(st.peak) / meta_.stages_per_rank;
     s.peak_memory = st.peak_memory;
     s.peak_recv_buffers = st.peak_buffers;
+    s.peak_host_memory = st.peak_host;
+    s.copy_busy = st.copy_busy;
     busy += st.busy;
     result_.ranks.push_back(s);
   }

@@ -47,6 +47,8 @@ class PlanIndex {
   std::vector<std::int32_t> rank_of;  ///< per stage
   /// SEND/RECV recorded per stage: [stage * 4 + comm_slot(slot)].
   std::vector<std::int32_t> comm_count;
+  /// Whether some rank holds a BATCH_P2P group (Action::batch_next).
+  bool groups = false;
 
   /// `num_actions`: how many actions the plan holds (picks dense or sparse).
   PlanIndex(const PlanMeta& meta, std::size_t num_actions);

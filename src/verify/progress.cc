@@ -20,7 +20,8 @@ namespace detail {
 // kept; ranks fill the ranges in program order when a report needs them.
 Proof::Proof(const Plan& plan, const PlanIndex& index, ProofState& core, Transport model)
     : plan_(plan), index_(index), core_(core), n_(plan.meta.pp_degree) {
-  core.connect(plan.meta, model, 2 * static_cast<std::size_t>(index.stages) * index.mbs);
+  core.connect(plan.meta, model);
+  if (index.groups) core.use_groups(plan.ranks);
   const int S = index_.stages;
   up_.assign(static_cast<std::size_t>(S), -1);
   down_.assign(static_cast<std::size_t>(S), -1);
@@ -50,7 +51,8 @@ Proof::Proof(const Plan& plan, const PlanIndex& index, ProofState& core, Transpo
     total += counts[e];
     end_last_[e] = total;
   }
-  corrupt_.assign(core.pairs().size(), -1);
+  if (model == Transport::Eager)
+    delivered_.assign((2 * static_cast<std::size_t>(S) * index.mbs + 63) / 64, 0);
   recent_.assign(static_cast<std::size_t>(n_), {});
   recent_next_.assign(static_cast<std::size_t>(n_), 0);
 }
@@ -61,10 +63,11 @@ void Proof::conclude(std::vector<Diagnostic>& out) {
   // A clean run needs no per-operation record; reports rebuild one.
   const bool finished = all_done();
   if (!finished || corrupt_any_) fill_ends();
-  if (core_.model() != Transport::Eager) {
-    if (finished) report_corruption(out);  // every position was checked on completion
-    else fifo_check(out);
-  }
+  // Without groups, rendezvous and serial meet pair positions in order: the
+  // first position that cannot complete is named.
+  if (!finished && core_.model() != Transport::Eager && !core_.groups()) fifo_check(out);
+  // Every met pair was checked as it met; a deadlock may leave some unmet.
+  if (!finished || corrupt_any_) report_corruption(out);
   if (!finished) report(out);  // else no rank is stuck
 }
 

@@ -18,15 +18,22 @@ std::string head(int a, int b, int k) {
 
 }  // namespace
 
-// Every end's operations (action indices, program order).
+// Every end's operations (action indices, program order), each with its
+// place among its end's sends or receives: the k-th send of an end meets the
+// k-th receive of the reverse end.
 void Proof::fill_ends() {
   idx_.assign(end_last_.empty() ? 0 : end_last_.back(), -1);
+  seq_.assign(idx_.size(), -1);
   std::vector<std::size_t> next = end_first_;
+  std::vector<std::array<std::int32_t, 2>> kinds(end_first_.size(), {0, 0});
   for (int r = 0; r < n_; ++r) {
     const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
-    for (std::size_t i = 0; i < list.size(); ++i)
-      if (is_comm(list[i].type))
-        idx_[next[static_cast<std::size_t>(comm_end(list[i]))]++] = static_cast<std::int32_t>(i);
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (!is_comm(list[i].type)) continue;
+      const auto e = static_cast<std::size_t>(comm_end(list[i]));
+      seq_[next[e]] = kinds[e][is_send(list[i].type) ? 1 : 0]++;
+      idx_[next[e]++] = static_cast<std::int32_t>(i);
+    }
   }
 }
 
@@ -43,54 +50,64 @@ std::vector<int> Proof::pairs_in_rank_order() const {
 
 // ---- static FIFO check ------------------------------------------------
 
-// First non-complementary position of each pair (and payload corruption),
-// pairs in rank order.
+// First non-complementary position of each pair, pairs in rank order
+// (without groups, rendezvous and serial meet a pair's positions in order).
 void Proof::fifo_check(std::vector<Diagnostic>& out) const {
   for (int id : pairs_in_rank_order()) {
     const int ea = 2 * id, eb = 2 * id + 1;
     const int a = core_.end(ea).rank, b = core_.end(eb).rank;
-    bool hang_reported = false, corrupt_reported = false;
     const int n = std::min(count(ea), count(eb));
-    for (int k = 0; k < n && !(hang_reported && corrupt_reported); ++k) {
+    for (int k = 0; k < n; ++k) {
       const OpRef xr = op_at(ea, k), yr = op_at(eb, k);
-      const Action& x = action(xr);
-      const Action& y = action(yr);
-      const bool xs = is_send(x.type), ys = is_send(y.type);
-      if (xs == ys) {
-        if (hang_reported) continue;
-        hang_reported = true;
-        out.push_back({xs ? "fifo-both-send" : "fifo-both-recv", a, xr.index, act(xr),
-                       head(a, b, k) + "rank " + n2s(a) + " posts " + act(xr) + " while rank " +
-                           n2s(b) + " posts " + act(yr) +
-                           (xs ? " (both send; NCCL pair stream hangs)"
-                               : " (both receive; NCCL pair stream hangs)")});
-      } else if (!corrupt_reported && !(payload_of(x) == payload_of(y))) {
-        corrupt_reported = true;
-        const OpRef s = xs ? xr : yr, r = xs ? yr : xr;
-        out.push_back({"fifo-corruption", r.rank, r.index, act(r),
-                       head(a, b, k) + "rank " + n2s(s.rank) + " sends " + act(s) + " while rank " +
-                           n2s(r.rank) + " receives " + act(r) +
-                           " (payload mismatch: the data would be silently corrupted)"});
-      }
+      const bool xs = is_send(action(xr).type);
+      if (xs != is_send(action(yr).type)) continue;
+      out.push_back({xs ? "fifo-both-send" : "fifo-both-recv", a, xr.index, act(xr),
+                     head(a, b, k) + "rank " + n2s(a) + " posts " + act(xr) + " while rank " +
+                         n2s(b) + " posts " + act(yr) +
+                         (xs ? " (both send; NCCL pair stream hangs)"
+                             : " (both receive; NCCL pair stream hangs)")});
+      break;
     }
   }
 }
 
-// The corruption diagnostics fifo_check would give for a plan whose every
-// position completed (so none is non-complementary), pairs in rank order.
+namespace {
+
+std::string value_text(const Action& a) {
+  const deps::Value v = deps::carried(a);
+  return std::string(v.kind == deps::Kind::Forward ? "Forward(" : "Grad(") + n2s(v.stage) + ", " +
+         n2s(v.microbatch) + ")";
+}
+
+}  // namespace
+
+// Under every model the k-th send from rank a to rank b meets the k-th
+// receive b posts from a: the first met pair of each direction whose values
+// differ, pairs in rank order, the lower rank's sends first.
 void Proof::report_corruption(std::vector<Diagnostic>& out) const {
   for (int id : pairs_in_rank_order()) {
-    const int k = corrupt_[static_cast<std::size_t>(id)];
-    if (k < 0) continue;
-    const OpRef xr = op_at(2 * id, k), yr = op_at(2 * id + 1, k);
-    const bool xs = is_send(action(xr).type);
-    const OpRef sr = xs ? xr : yr, rr = xs ? yr : xr;
-    out.push_back({"fifo-corruption", rr.rank, rr.index, act(rr),
-                   head(core_.pairs()[static_cast<std::size_t>(id)].lo,
-                        core_.pairs()[static_cast<std::size_t>(id)].hi, k) +
-                       "rank " + n2s(sr.rank) + " sends " + act(sr) + " while rank " +
-                       n2s(rr.rank) + " receives " + act(rr) +
-                       " (payload mismatch: the data would be silently corrupted)"});
+    const int lo_end = core_.end(2 * id).rank < core_.end(2 * id + 1).rank ? 2 * id : 2 * id + 1;
+    for (int se : {lo_end, lo_end ^ 1}) {
+      const int re = se ^ 1;
+      std::vector<OpRef> sends, recvs;
+      for (int k = 0; k < count(se); ++k)
+        if (is_send(action(op_at(se, k)).type)) sends.push_back(op_at(se, k));
+      for (int k = 0; k < count(re); ++k)
+        if (is_recv(action(op_at(re, k)).type)) recvs.push_back(op_at(re, k));
+      const std::size_t n = std::min(sends.size(), recvs.size());
+      for (std::size_t k = 0; k < n; ++k) {
+        const OpRef sr = sends[k], rr = recvs[k];
+        if (payload_of(action(sr)) == payload_of(action(rr))) continue;
+        out.push_back({"fifo-corruption", rr.rank, rr.index, act(rr),
+                       "send " + n2s(static_cast<long long>(k)) + " from rank " + n2s(sr.rank) +
+                           " to rank " + n2s(rr.rank) + ": rank " + n2s(sr.rank) + " sends " +
+                           act(sr) + " (" + value_text(action(sr)) + ") and rank " + n2s(rr.rank) +
+                           " receives it as " + act(rr) + " (expects " + value_text(action(rr)) +
+                           "); sends and receives meet in order, so the data would be silently "
+                           "corrupted"});
+        break;
+      }
+    }
   }
 }
 
@@ -103,17 +120,39 @@ int Proof::pair_pos(OpRef o) const {
   return static_cast<int>(std::lower_bound(first, last, o.index) - first);
 }
 
-bool Proof::posted(OpRef o) const { return o.index < static_cast<int>(core_.pc(o.rank)); }
+// A group's members are posted while its rank waits at the group's first.
+bool Proof::posted(OpRef o) const {
+  if (core_.groups()) return core_.link(o.rank, o.index).unit >= 0;
+  return o.index < static_cast<int>(core_.pc(o.rank));
+}
+
+int Proof::seq_of(OpRef o) const {
+  return seq_[end_first_[static_cast<std::size_t>(comm_end(action(o)))] +
+              static_cast<std::size_t>(pair_pos(o))];
+}
+
+// o's match by order: the k-th send of an end meets the k-th receive of the
+// reverse end (invalid when the reverse end posts fewer).
+Proof::OpRef Proof::match_of(OpRef o) const {
+  const int rev = comm_end(action(o)) ^ 1;
+  const bool want_send = !is_send(action(o).type);
+  const int k = seq_of(o);
+  for (int pos = 0; pos < count(rev); ++pos) {
+    const std::size_t at =
+        end_first_[static_cast<std::size_t>(rev)] + static_cast<std::size_t>(pos);
+    if (seq_[at] == k && is_send(action(op_at(rev, pos)).type) == want_send) return op_at(rev, pos);
+  }
+  return {};
+}
 
 bool Proof::done(OpRef o) const {
   if (!posted(o)) return false;
   const Action& a = action(o);
   if (core_.model() == Transport::Eager) {
     if (is_send(a.type)) return true;
-    const Slot send = a.type == ActionType::RecvF ? kSendF : kSendB;
-    const Loc l = index_.at(deps::peer_stage(a), a.microbatch, send);
-    return l.present() && l.index < static_cast<int>(core_.pc(l.rank));
+    return seq_of(o) < core_.end(comm_end(a)).recvs_done;  // an end's receives complete in order
   }
+  if (core_.groups()) return core_.link(o.rank, o.index).done;
   return pair_pos(o) < core_.end(comm_end(a)).done;
 }
 
@@ -190,16 +229,15 @@ std::string Proof::why(OpRef id, int& waits_for) const {
     seen.push_back(blocker);
     return !again;
   };
+  if (core_.model() == Transport::Eager) {
+    const OpRef s = match_of(id);  // only receives wait under eager
+    if (!s.valid()) return act(id) + " has no matching send";
+    waits_for = s.rank;
+    return "rank " + n2s(waits_for) + " has not posted " + act(s) + " yet";
+  }
+  if (core_.groups()) return why_units(id, waits_for);
   for (int step = 0; step < 2 * n_ + 2; ++step) {
     std::string where = "pair " + pair_name(id) + " position " + n2s(pair_pos(id));
-    if (core_.model() == Transport::Eager) {
-      const Action& a = action(id);
-      const Loc s = index_.at(deps::peer_stage(a), a.microbatch,
-                              a.type == ActionType::RecvF ? kSendF : kSendB);
-      if (!s.present()) return act(id) + " has no matching send";
-      waits_for = s.rank;
-      return "rank " + n2s(waits_for) + " has not posted " + act({s.rank, s.index}) + " yet";
-    }
     if (OpRef h = head_of(id); h != id) {
       if (!queue_behind(h)) break;
       id = h;
@@ -229,6 +267,63 @@ std::string Proof::why(OpRef id, int& waits_for) const {
   return prefix + "again: these stream heads wait on each other in a cycle";
 }
 
+// With groups (rendezvous, serial): why posted op `id` has not completed.
+// A met pair completes once the units holding them are both at the head of
+// their streams: follow whichever unit is not, to the head it waits behind.
+std::string Proof::why_units(OpRef id, int& waits_for) const {
+  waits_for = -1;
+  std::string prefix;
+  std::vector<OpRef> seen{id};
+  auto lead = [&] { return prefix.empty() ? prefix : prefix + "and "; };
+  // The first member not completed of the unit at the head of o's stream.
+  auto head_member = [&](OpRef o) {
+    const int s = core_.link(o.rank, core_.link(o.rank, o.index).unit).stream;
+    const auto& q = core_.unit_streams()[static_cast<std::size_t>(s)].units;
+    int j = q.front();
+    while (core_.link(o.rank, j).done && action(o.rank, j).batch_next) ++j;
+    return OpRef{o.rank, j};
+  };
+  auto stream_name = [&](OpRef o) {
+    const int s = core_.link(o.rank, core_.link(o.rank, o.index).unit).stream;
+    if (s < static_cast<int>(core_.ends().size()))
+      return "rank " + n2s(o.rank) + "'s stream for pair " + pair_name(o);
+    return "rank " + n2s(o.rank) + "'s " +
+           (core_.model() == Transport::Serial ? "stream" : "stream for groups");
+  };
+  auto queue_behind = [&](OpRef waiting, OpRef blocker) {
+    bool again = std::find(seen.begin(), seen.end(), blocker) != seen.end();
+    prefix += std::string(seen.size() == 1 ? "" : "which waits on ") + act(waiting) +
+              " queues behind " + act(blocker) + " on " + stream_name(blocker) + ", ";
+    seen.push_back(blocker);
+    return !again;
+  };
+  for (int step = 0; step < 2 * n_ + 2; ++step) {
+    if (!core_.at_head(id.rank, core_.link(id.rank, id.index).unit)) {
+      const OpRef h = head_member(id);
+      if (!queue_behind(id, h)) break;
+      id = h;
+      continue;
+    }
+    const OpRef p = match_of(id);
+    if (!p.valid())
+      return lead() + act(id) + " has no partner: rank " + n2s(peer_of(id)) + " posts fewer " +
+             (is_send(action(id).type) ? "receives from" : "sends to") + " rank " + n2s(id.rank);
+    if (!posted(p)) {
+      waits_for = p.rank;
+      return lead() + "rank " + n2s(p.rank) + " has not posted " + act(p) + ", which " + act(id) +
+             " meets, yet";
+    }
+    if (!core_.at_head(p.rank, core_.link(p.rank, p.index).unit)) {
+      const OpRef h = head_member(p);
+      if (!queue_behind(p, h)) break;
+      id = h;
+      continue;
+    }
+    return lead() + act(id) + " is ready but did not complete (internal)";
+  }
+  return prefix + "again: these stream heads wait on each other in a cycle";
+}
+
 // One "stuck" line per rank that cannot finish, noting for the chain where
 // it stands and which rank's missing post it waits for.
 std::vector<int> Proof::report_stuck(std::vector<Diagnostic>& out, Chain& chain) const {
@@ -243,7 +338,16 @@ std::vector<int> Proof::report_stuck(std::vector<Diagnostic>& out, Chain& chain)
     std::string msg;
     int index = static_cast<int>(pcr);
     std::string action_text;
-    if (pcr < list.size()) {
+    if (pcr < list.size() && is_comm(list[pcr].type)) {  // only a group holds a rank
+      std::size_t j = pcr;
+      while (done({r, static_cast<int>(j)}) && list[j].batch_next) ++j;
+      blocked = {r, static_cast<int>(j)};
+      action_text.clear();
+      append_cell(action_text, &list[pcr], cell_size(list, pcr));
+      chain.at[ru] = action_text;
+      msg = "rank " + n2s(r) + " is stuck at index " + n2s(index) + " (" + action_text +
+            "): the group waits for " + act(blocked) + ", but ";
+    } else if (pcr < list.size()) {
       blocked = blocking_recv(core_, core_.model(), r, list[pcr]);
       action_text = to_string(list[pcr]);
       chain.at[ru] = action_text;

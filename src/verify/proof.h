@@ -30,9 +30,13 @@
 
 namespace pipeplan::detail {
 
-/// A posted SEND/RECV: its index in its rank's list.
+/// A posted SEND/RECV: its index in its rank's list, and its tag: the value
+/// it carries (2 * sending key + gradient) * 2 + 1 for a send, so two ops
+/// are a send and a receive of one value when their tags differ in bit 0
+/// only (kMaxStageMicrobatches keeps it in 32 bits).
 struct ProofOp {
   std::int32_t index = -1;
+  std::uint32_t tag = 0;
 };
 using ProofState = run::State<ProofOp>;
 
@@ -99,6 +103,9 @@ class Proof {
   void report_corruption(std::vector<Diagnostic>& out) const;
   int pair_pos(OpRef o) const;
   bool posted(OpRef o) const;
+  int seq_of(OpRef o) const;
+  OpRef match_of(OpRef o) const;
+  std::string why_units(OpRef id, int& waits_for) const;
   bool done(OpRef o) const;
   OpRef partner(OpRef o) const;
   OpRef head_of(OpRef o) const;
@@ -126,9 +133,11 @@ class Proof {
   std::vector<std::vector<int>> ends_of_;          // rank -> its ends
   std::vector<std::size_t> end_first_, end_last_;  // per end: its range in idx_
   std::vector<std::int32_t> idx_;                  // action indices, end by end (reports)
-  std::vector<int> corrupt_;  // per pair: first completed position whose payloads differ
-  bool corrupt_any_ = false;
-  int receiver_ = 0;  // the receiving rank of the ops meet() accepted
+  std::vector<std::int32_t> seq_;         // parallel to idx_: the op's place among its end's sends
+                                          // (a send) or receives (a receive): its match by order
+  bool corrupt_any_ = false;              // a met pair whose payloads differ
+  std::vector<std::uint64_t> delivered_;  // eager: a mark per value whose receive completed
+  int receiver_ = 0;                      // the receiving rank of the ops meet() accepted
   std::vector<std::array<RecentRecv, kRecent>> recent_;
   std::vector<std::uint32_t> recent_next_;
 };
@@ -161,56 +170,65 @@ class ProofRun final : public run::Core<ProofRun<M>, ProofOp>, public Proof {
   run::Step compute(int r, std::size_t, const Action& a) {
     return blocking_recv(*this, M, r, a).valid() ? run::Step::Wait : run::Step::Next;
   }
-  run::Step transfer(int r, std::size_t i, const Action& a) {
+  PIPEPLAN_HOT run::Step transfer(int r, std::size_t i, const Action& a) {
     const int e = comm_end(a);
     const auto ru = static_cast<std::size_t>(r);
-    if (is_recv(a.type))
+    // A receive's place among its end's operations, which the end's
+    // completion count is compared with (FIFO models).
+    if (M != Transport::Eager && is_recv(a.type))
       recent_[ru][recent_next_[ru]++ % kRecent] = {a.stage, a.microbatch, this->end(e).posted,
                                                    a.type == ActionType::RecvB};
-    const ProofOp op{static_cast<std::int32_t>(i)};
-    if constexpr (M == Transport::Eager) this->post_eager(e, op, is_send(a.type), value_of(a));
-    else this->post(r, e, op);
+    const bool send = is_send(a.type);
+    this->post(r, e,
+               ProofOp{static_cast<std::int32_t>(i),
+                       static_cast<std::uint32_t>(2 * value_of(a) + (send ? 1 : 0))},
+               send);
     return run::Step::Next;
   }
-  // Two ops at one position of a pair complete when one sends and the other
-  // receives; a payload mismatch still completes, and is noted (corruption).
+  // A met pair completes when one sends and the other receives (only stream
+  // heads without groups can be two sends or two receives); a payload
+  // mismatch still completes, and is noted (corruption, reported by order).
   bool meet(int xe, const ProofOp& x, int ye, const ProofOp& y) {
-    const Action& ax = action(this->end(xe).rank, x.index);
-    const Action& ay = action(this->end(ye).rank, y.index);
-    const bool x_send = is_send(ax.type);
-    if (x_send == is_send(ay.type)) return false;
-    int& corrupt = corrupt_[static_cast<unsigned>(xe) >> 1];
-    if (corrupt < 0 && !(payload_of(ax) == payload_of(ay))) {
-      corrupt = this->end(xe).done;
-      corrupt_any_ = true;
-    }
-    receiver_ = this->end(x_send ? ye : xe).rank;
+    const std::uint32_t diff = x.tag ^ y.tag;
+    if (!(diff & 1u)) return false;
+    if (diff != 1u) corrupt_any_ = true;
+    receiver_ = this->end((x.tag & 1u) ? ye : xe).rank;
     return true;
   }
   double complete(int, const ProofOp&, int, const ProofOp&, double) {
-    this->wake(receiver_);
+    this->wake(receiver_);  // with groups the core wakes both ranks itself
     return 0.0;
   }
-  void on_sent(int e, const ProofOp&) { this->wake(this->end(e ^ 1).rank); }
+  // Eager: the receive of value tag / 2 completed.
+  void on_delivered(int, const ProofOp&, int, const ProofOp& r) {
+    const std::uint32_t v = r.tag >> 1;
+    delivered_[v / 64] |= std::uint64_t{1} << (v % 64);
+  }
 };
 
 // ---- what the hooks and the reports both ask (inline: the hot path) ----
 
 // Whether the receive of direction `grad` into (s, mb) on rank r is done.
-// Eager: once its send is posted. FIFO models: an end completes in program
-// order, so the receive at end position k is done once k < done; k comes
-// from the rank's last few receives (a receive sits right before its
-// consumer in lowered plans), else from the index.
+// Eager: its value's mark. With groups: its link. FIFO models: an end
+// completes in program order, so the receive at end position k is done
+// once k < done; k comes from the rank's last few receives (a receive sits
+// right before its consumer in lowered plans), else from the index.
 inline bool Proof::recv_done(const ProofState& core, Transport model, int r, bool grad, int s,
                              int mb) const {
-  if (model == Transport::Eager)
-    return core.sent(2 * key(grad ? s + 1 : s - 1, mb) + (grad ? 1 : 0));
+  if (model == Transport::Eager) {  // one mark per value whose receive completed
+    const std::size_t v = 2 * key(grad ? s + 1 : s - 1, mb) + (grad ? 1 : 0);
+    return (delivered_[v / 64] >> (v % 64)) & 1u;
+  }
   const auto& e =
       core.end(grad ? down_[static_cast<std::size_t>(s)] : up_[static_cast<std::size_t>(s)]);
+  if (core.groups()) {
+    const std::int32_t j = index_.raw(s, mb, grad ? kRecvB : kRecvF);
+    return core.link(r, j).done;
+  }
   for (const RecentRecv& x : recent_[static_cast<std::size_t>(r)])
     if (x.stage == s && x.mb == mb && x.grad == grad) return e.done > x.pos;
   const std::int32_t j = index_.raw(s, mb, grad ? kRecvB : kRecvF);
-  return e.last_done >= j;  // an end completes in program order
+  return e.last_done >= j;  // in program order
 }
 
 // The receive a compute action still waits for, or an invalid ref.

@@ -10,6 +10,7 @@
 #include "pipeplan/limits.h"
 #include "pipeplan/verify.h"
 #include "verify/index.h"
+#include "verify/memory_rules.h"
 
 namespace pipeplan {
 namespace detail {
@@ -68,14 +69,46 @@ class Checker {
       check_counts();
       if (with_comms_) check_comm_pairs();
     }
-    if (diags_.empty() && !order_doubt_ && !(with_comms_ && comm_order_doubt_)) return diags_;
+    if (diags_.empty() && !order_doubt_ && !(with_comms_ && comm_order_doubt_))
+      return with_memory_order();
     for (std::size_t r = 0; r < plan_.ranks.size() && !full(); ++r)
       check_order(static_cast<int>(r));
-    return diags_;
+    return with_memory_order();
   }
 
  private:
   bool full() const { return diags_.size() >= max_; }
+
+  // The memory actions' order rules (verify/memory_rules.h), after the rest.
+  std::vector<Diagnostic> with_memory_order() {
+    for (Diagnostic& d : check_memory_order(plan_, index_, memory_, max_ - diags_.size()))
+      diags_.push_back(std::move(d));
+    return std::move(diags_);
+  }
+
+  // Places one OFFLOAD / RELOAD / RECOMPUTE (its order is checked last).
+  void record_memory(int rank, int index, const Action& a) {
+    const int s = a.stage, mb = a.microbatch;
+    const std::string name = to_string(a);
+    if (meta_.forward_only) {
+      add("memory-action-in-forward-only", rank, index, name,
+          "rank " + n2s(rank) + " index " + n2s(index) + ": " + name +
+              " keeps activations for a backward, but the plan is forward-only (no backward "
+              "keeps any)");
+      return;
+    }
+    if (s < 0 || s >= index_.stages || mb < 0 || mb >= index_.mbs || rank_of(s) != rank) {
+      report_bad(rank, index, a.type, s, mb);
+      return;
+    }
+    const std::int32_t first = memory_.record(a, index);
+    if (first >= 0)
+      add("duplicate-action", rank, index, name,
+          name + " appears twice: rank " + n2s(rank) + " index " + n2s(first) + " and rank " +
+              n2s(rank) + " index " + n2s(index) +
+              " (each memory action at most once per "
+              "stage and microbatch)");
+  }
 
   void add(std::string code, int rank, int index, std::string action, std::string message) {
     if (full()) return;
@@ -106,6 +139,7 @@ class Checker {
       add("duplicate-action", rank, index, name,
           name + " appears twice: rank " + n2s(rank_of(s)) + " index " + n2s(l) + " and rank " +
               n2s(rank) + " index " + n2s(index));
+      if (comm) left_alone(rank, index, t, s, mb);
       return false;
     }
     index_.set(s, mb, k, index);
@@ -114,6 +148,22 @@ class Checker {
       ++index_.comm_count[static_cast<std::size_t>(s) * 4 + detail::comm_slot(k)];
     }
     return true;
+  }
+
+  // A second copy of a SEND/RECV: one SEND meets one RECV, so one of the
+  // two copies is left without its partner (and never completes).
+  void left_alone(int rank, int index, ActionType t, int s, int mb) {
+    const bool send = is_send(t);
+    const int peer_s = deps::peer_stage(t, s);
+    ActionType partner = ActionType::RecvF;
+    if (t == ActionType::RecvF) partner = ActionType::SendF;
+    else if (t == ActionType::SendB) partner = ActionType::RecvB;
+    else if (t == ActionType::RecvB) partner = ActionType::SendB;
+    const std::string name = act(t, s, mb), other = act(partner, peer_s, mb);
+    add(send ? "unmatched-send" : "unmatched-recv", rank, index, name,
+        "the second " + name + " (rank " + n2s(rank) + " index " + n2s(index) +
+            ") is left without a partner: " + other + " on rank " + n2s(rank_of(peer_s)) +
+            " meets only one " + (send ? "send" : "receive") + " of that value");
   }
 
   bool comm_endpoint_ok(int rank, ActionType t, int s) const {
@@ -160,9 +210,15 @@ class Checker {
 
   void scan_rank(int r) {
     const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
+    bool marked = false;  // any BATCH_P2P mark: the groups get checked after the scan
     for (int i = 0; i < static_cast<int>(list.size()); ++i) {
       const Action& a = list[static_cast<std::size_t>(i)];
+      marked |= a.batch_next;
       if (is_passthrough(a.type)) continue;
+      if (is_memory(a.type)) {
+        record_memory(r, i, a);
+        continue;
+      }
       if (meta_.forward_only && owes_nothing_backward(a.type)) {
         add_at("backward-in-forward-only", r, i,
                "rank " + n2s(r) + " index " + n2s(i) + ": " + to_string(a) +
@@ -180,6 +236,19 @@ class Checker {
         early_order(r, i, a);
       }
     }
+    if (marked) {
+      index_.groups = true;
+      check_groups(r);
+    }
+  }
+
+  // Group marks the grammar cannot hold (a plan built in code).
+  void check_groups(int r) {
+    std::string why;
+    const long at = first_bad_group(plan_.ranks[static_cast<std::size_t>(r)], &why);
+    if (at >= 0)
+      add_at("bad-group", r, static_cast<int>(at),
+             "rank " + n2s(r) + " index " + n2s(at) + ": " + why);
   }
 
   // Types a forward-only plan must not hold.
@@ -401,6 +470,7 @@ class Checker {
   PlanIndex& index_;
   bool with_comms_ = false;  // any SEND/RECV recorded
   bool order_doubt_ = false, comm_order_doubt_ = false;
+  detail::MemoryIndex memory_;  // OFFLOAD / RELOAD / RECOMPUTE, when the plan has any
   std::vector<Diagnostic> diags_;
 };
 

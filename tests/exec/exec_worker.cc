@@ -30,6 +30,7 @@ struct Args {
   bool dynamic = false;   // batch size changes every step; shapes re-exchanged
   bool bad_spec = false;  // output_specs[0] given wrong: the step must fail and say so
   int throw_at = -1;      // this rank's first stage throws on microbatch 1 of step 1
+  bool batch_p2p = false;  // the batched lowering (BATCH_P2P groups)
   bool expect_error() const { return bad_spec || throw_at >= 0; }
 };
 
@@ -52,6 +53,8 @@ Args parse(int argc, char** argv) {
       a.bad_spec = v == "1";
     } else if (k == "--throw-at") {
       a.throw_at = std::stoi(v);
+    } else if (k == "--batch-p2p") {
+      a.batch_p2p = v == "1";
     } else {
       throw InputError("unknown option " + k);
     }
@@ -84,7 +87,10 @@ std::string run_one(const std::string& name, int index, const Args& a, const Dis
   std::string why;
   std::optional<Problem> pr = pick_problem(name, env.world_size, why);
   if (!pr) return "skip " + name + ": " + why;
-  Plan plan = pipeplan::plan(*pr);
+  Planner planner(*pr);
+  LoweringChoice choice;
+  choice.batch_p2p = a.batch_p2p;
+  Plan plan = planner.plan(planner.lowering(choice));
   DemoConfig c;
   c.num_stages = plan.meta.num_stages();
   c.seed = 1000 + index;

@@ -66,6 +66,15 @@ class Communicator {
   virtual std::unique_ptr<PendingOp> isend(const at::Tensor& t, int peer, int tag) = 0;
   /// Posts an asynchronous receive into a preallocated contiguous tensor.
   virtual std::unique_ptr<PendingOp> irecv(const at::Tensor& t, int peer, int tag) = 0;
+  /// Opens a batch of isend/irecv posted together, as torch's
+  /// batch_isend_irecv: on NCCL one ncclGroupStart/ncclGroupEnd (c10d's
+  /// startCoalescing/endCoalescing), launched at end_group(); on Gloo the
+  /// operations are posted at once and end_group() does nothing. Only
+  /// isend/irecv may be called in between; batches do not nest.
+  virtual void begin_group() {}
+  /// Closes the batch begin_group() opened; its operations are then waited
+  /// as usual.
+  virtual void end_group() {}
   /// Element-wise maximum across ranks, in place (int64 or floating tensor).
   virtual void allreduce_max(at::Tensor& t, std::chrono::milliseconds timeout) = 0;
   /// Returns once every rank called it (or throws CommError after `timeout`).
