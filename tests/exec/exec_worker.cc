@@ -27,9 +27,9 @@ struct Args {
   int steps = 3;
   std::string out = ".";
   double timeout_s = 30;
-  bool dynamic = false;   // batch size changes every step; shapes re-exchanged
-  bool bad_spec = false;  // output_specs[0] given wrong: the step must fail and say so
-  int throw_at = -1;      // this rank's first stage throws on microbatch 1 of step 1
+  bool dynamic = false;    // batch size changes every step; shapes re-exchanged
+  bool bad_spec = false;   // output_specs[0] given wrong: the step must fail and say so
+  int throw_at = -1;       // this rank's first stage throws on microbatch 1 of step 1
   bool batch_p2p = false;  // the batched lowering (BATCH_P2P groups)
   bool expect_error() const { return bad_spec || throw_at >= 0; }
 };
