@@ -64,8 +64,9 @@ struct Packing {
 };
 
 // The least T in [lo, hi] with fits(T) (monotone), by bisection, snapped
-// to need(T): the makespan the layer counts fits(T) allows, which fit by
-// it. Infinity when not even hi fits.
+// to need(T): the makespan of the layer counts fits(T) allows (a sum of the
+// costs, so 25.5 rather than 25.49999998 when the bisection stops within
+// the tolerance below it). Infinity when not even hi fits.
 template <class Fits, class Need>
 double least_time(double lo, double hi, const Fits& fits, const Need& need) {
   if (!fits(hi)) return std::numeric_limits<double>::infinity();
@@ -73,7 +74,8 @@ double least_time(double lo, double hi, const Fits& fits, const Need& need) {
     const double mid = 0.5 * (lo + hi);
     (fits(mid) ? hi : lo) = mid;
   }
-  return std::min(hi, need(hi));
+  const double exact = need(hi);
+  return exact <= hi + 2 * kEps * std::max(1.0, hi) ? exact : hi;
 }
 
 // Every rank holds a layer and together they hold all L: the least T with
