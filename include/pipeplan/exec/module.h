@@ -60,7 +60,6 @@ std::vector<StageModule> split_sequential(const torch::nn::Sequential& model,
 /// most one (the longer ones first). InputError when there are fewer children.
 std::vector<StageModule> split_sequential(const torch::nn::Sequential& model, int num_stages);
 
-<<<<<<< HEAD
 /// Splits `model` as `plan` says: by the layer counts of its recorded
 /// partition (plan.meta.partition, as `pipeplan search` writes it: stage s
 /// holds the next partition[s] children), else balanced by count as above.
@@ -77,12 +76,11 @@ std::vector<std::size_t> split_points(const std::vector<int>& partition);
 /// outside the partition or an input no layer reads.
 std::vector<InputRoute> input_routes(const std::vector<int>& partition,
                                      const std::vector<std::vector<int>>& consumers);
-=======
+
 /// Opts the parameter named `parameter_name` (a dotted name of the stage's
 /// module, as module_stage() records them) out of the no-gradient check: it
 /// may receive no gradient in a step. InputError for an unknown name.
 void allow_unused(StageModule& stage, const std::string& parameter_name);
->>>>>>> main
 
 /// Throws InputError naming the first trainable parameter of `model` (by its
 /// dotted name) that no stage lists: it would silently stay untrained.
