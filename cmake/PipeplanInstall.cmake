@@ -35,7 +35,7 @@ endif()
 if(TARGET pipeplan)
   set(PIPEPLAN_CLI_TARGETS pipeplan)
   if(TARGET pipeplan-train)
-    list(APPEND PIPEPLAN_CLI_TARGETS pipeplan-train)
+    list(APPEND PIPEPLAN_CLI_TARGETS pipeplan-train pipeplan-exec-bench)
   endif()
   install(TARGETS ${PIPEPLAN_CLI_TARGETS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
     COMPONENT cli)

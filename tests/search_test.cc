@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "model/split.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
@@ -14,7 +15,6 @@
 #include "search/greedy.h"
 #include "search/improve.h"
 #include "search/refine.h"
-#include "model/split.h"
 #include "test_util.h"
 
 #include <algorithm>
@@ -396,6 +396,73 @@ TEST_CASE("search: the CLI writes a plan every command accepts", "[search][cli]"
       run_cli({"search", "-p", "4", "-m", "8", "--layers", layers, "--memory-limit", "0.1"});
   CHECK(none.exit_code == 2);
   CHECK(none.err.find("smallest budget that works") != std::string::npos);
+}
+
+TEST_CASE("search: a calibrated stage-costs file fixes the partition", "[search][cli]") {
+  // As `pipeplan calibrate` writes it: measured ms per stage, the transfer cost.
+  const std::string calibrated = R"({"format": "pipeplan.stage-costs", "version": 1,
+    "absolute": true, "time_unit": "ms",
+    "calibrated_from": {"schedule": "interleaved-1f1b", "pp_degree": 2, "stages_per_rank": 2},
+    "stages": [{"stage": 0, "F": 1, "B": 2, "I": 1, "W": 1},
+               {"stage": 1, "F": 1.5, "B": 3, "I": 2, "W": 1},
+               {"stage": 2, "F": 1, "B": 2, "I": 1.5, "W": 0.5},
+               {"stage": 3, "F": 2, "B": 4, "I": 3, "W": 1}],
+    "comm": {"latency": 0.25, "bandwidth": 0, "bytes": 0}})";
+  const StageCosts file = read_stage_costs(calibrated, "costs.json");
+  const LayerProfile prof = stage_cost_profile(file, "costs.json");
+  REQUIRE(prof.size() == 4);
+  CHECK(prof.layers[1].name == "stage1");
+  CHECK(prof.layers[1].f == 1.5);
+  CHECK(prof.layers[1].b == 3);
+  CHECK(prof.layers[1].w == 1);
+  CHECK(prof.layers[3].activation == 1);
+  // W keeps its measured share of B when I + W differs from B.
+  StageCosts odd = file;
+  odd.stages[0] = StageScale{1, 3, 2, 2};
+  CHECK(stage_cost_profile(odd, "x").layers[0].w == 1.5);
+  StageCosts gap = file;
+  gap.stages.erase(1);
+  CHECK_THROWS_WITH(stage_cost_profile(gap, "x"),
+                    "x: stage 1 is missing (the stages must be 0..3 without a gap)");
+  const StageCosts scales = read_stage_costs("stage,F,B,I,W\n0,1,1,1,1\n", "s.csv");
+  CHECK_THROWS_WITH(stage_cost_profile(scales, "s.csv"),
+                    Catch::Matchers::StartsWith("s.csv: a file of cost multipliers gives no "
+                                                "stage's duration"));
+
+  const std::string path = test::temp_file("calibrated.json", calibrated);
+  const std::string plan_path = test::temp_file("calibrated-plan.json", "");
+  auto s = run_cli({"search", "-p", "2", "-m", "4", "--stage-costs", path, "-o", plan_path, "-f",
+                    "json", "--time-limit", "1"});
+  INFO(s.err);
+  REQUIRE(s.exit_code == 0);
+  const auto doc = nlohmann::json::parse(s.out);
+  CHECK(doc["partition"] == nlohmann::json::array({1, 1, 1, 1}));
+  CHECK(doc["stages_per_rank"] == 2);
+  CHECK(doc["mapping"] == "loop");
+  // simulate --stage-costs times the plan as the search did (I + W = B here),
+  // with the file's transfer cost.
+  auto sim = run_cli({"simulate", plan_path, "--stage-costs", path, "-f", "json"});
+  REQUIRE(sim.exit_code == 0);
+  CHECK(nlohmann::json::parse(sim.out)["makespan"].get<double>() ==
+        Approx(doc["makespan"].get<double>()));
+  CHECK(run_cli({"verify", plan_path, "--model", "all"}).exit_code == 0);
+
+  const std::string layers = std::string(PIPEPLAN_SOURCE_DIR) + "/examples/layers/tiny4.csv";
+  for (const auto& [args, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--stage-costs", path, "--layers", layers},
+            "give --layers or --stage-costs, not both"},
+           {{}, "give the model's costs: --layers FILE (a layer profile) or --stage-costs FILE"},
+           {{"--stage-costs", path, "--layout", "E|t|t|L"}, "--layout fixes the partition"},
+           {{"--stage-costs", path, "-p", "3"}, "4 measured stages do not divide among 3 ranks"}}) {
+    std::vector<std::string> argv{"search", "-m", "4"};
+    if (std::find(args.begin(), args.end(), "-p") == args.end())
+      argv.insert(argv.end(), {"-p", "2"});
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = run_cli(argv);
+    INFO(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find(message) != std::string::npos);
+  }
 }
 
 TEST_CASE("search: compare --layers reports peak memory per schedule", "[search][cli]") {

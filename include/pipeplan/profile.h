@@ -89,4 +89,14 @@ CostModel stage_costs(const LayerProfile& profile, const Partition& partition,
 /// The partition a plan records (meta.partition), else the balanced one.
 Partition partition_for(const LayerProfile& profile, const PlanMeta& meta);
 
+/// The stages of a calibrated stage-costs file (absolute durations, as
+/// `pipeplan calibrate` writes them) as a profile of one layer per stage, for
+/// a search whose partition is fixed to one layer per stage: layer s is
+/// named "stage<s>", F and B are the stage's measured F and B, W its share
+/// of B in the measured ratio W / (I + W) (a profile's I is B - W), and its
+/// activation is 1 (the file holds no memory: budgets then count
+/// (stage, microbatch) activations). Throws InputError for a file of
+/// multipliers, or one whose stages are not 0..n-1 (names the first gap).
+LayerProfile stage_cost_profile(const StageCosts& file, const std::string& source);
+
 }  // namespace pipeplan

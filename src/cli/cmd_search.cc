@@ -10,6 +10,7 @@
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
 #include "pipeplan/interop.h"
+#include "pipeplan/io.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/search.h"
 
@@ -57,8 +58,12 @@ std::function<int()> setup_search(CLI::App& app) {
                    "Number of microbatches", limits::kMaxMicrobatches, " microbatches")
       ->required();
   app.add_option("--layers", args->layers,
-                 "Layer cost profile: CSV 'name,F,B,W,activation' (header required)")
-      ->required();
+                 "Layer cost profile: CSV 'name,F,B,W,activation[,input][,recompute]' (header "
+                 "required)");
+  app.add_option("--stage-costs", args->costs.stage_costs,
+                 "Instead of --layers: a calibrated stage-costs file (pipeplan calibrate -o); "
+                 "the partition is fixed to its stages (v = stages / p) and --memory-limit "
+                 "counts (stage, microbatch) activations");
   app.add_option("--memory-limit", args->memory_limit,
                  "Peak activation memory allowed per rank, in the profile's unit (default: "
                  "1F1B's peak on the same profile)")
@@ -100,7 +105,19 @@ std::function<int()> setup_search(CLI::App& app) {
                    "Sequences per microbatch, for --emit (default 1)", 1 << 20, " sequences")
       ->check(CLI::Range(1, 1 << 20));
   return [args, &app]() {
-    const SimOptions sim = make_sim_options(args->costs);
+    const CostArgs& costs = args->costs;
+    if (args->layers.empty() == costs.stage_costs.empty())
+      throw InputError(args->layers.empty()
+                           ? "give the model's costs: --layers FILE (a layer profile) or "
+                             "--stage-costs FILE (a calibrated stage-costs file)"
+                           : "give --layers or --stage-costs, not both (a stage-costs file "
+                             "fixes the partition a layer profile would let the search choose)");
+    if (!costs.stage_costs.empty() && !args->layout.empty())
+      throw InputError(
+          "--layout fixes the partition of a layer profile; with --stage-costs the partition "
+          "is already fixed (one stage per measured stage): drop --layout");
+    StageCosts file;
+    const SimOptions sim = make_sim_options(costs, &file);
     SearchOptions o = args->options;
     o.comm = sim.costs;
     o.transport = sim.transport;
@@ -109,7 +126,18 @@ std::function<int()> setup_search(CLI::App& app) {
     o.offload = !args->no_offload;
     if (o.offload && !args->no_offload && app.count("--host-bw") == 0)
       spdlog::debug("no --host-bw: the search does not offload");
-    const LayerProfile profile = parse_layer_profile(read_input(args->layers), args->layers);
+    const LayerProfile profile = costs.stage_costs.empty()
+                                     ? parse_layer_profile(read_input(args->layers), args->layers)
+                                     : stage_cost_profile(file, costs.stage_costs);
+    if (!costs.stage_costs.empty()) {
+      if (profile.size() % static_cast<std::size_t>(o.pp_degree) != 0)
+        throw InputError(costs.stage_costs + ": " + std::to_string(profile.size()) +
+                         " measured stages do not divide among " + std::to_string(o.pp_degree) +
+                         " ranks (-p): the partition is fixed, so p must divide the stages");
+      o.partition = Partition(profile.size(), 1);
+      spdlog::info("--stage-costs: {} stages ({} per rank), partition fixed", profile.size(),
+                   profile.size() / static_cast<std::size_t>(o.pp_degree));
+    }
     if (!args->emit.empty() && args->emit.front() != "torchtitan")
       throw InputError("--emit: unknown target '" + limits::excerpt(args->emit.front()) +
                        "' (torchtitan DIR)");

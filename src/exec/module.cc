@@ -1,6 +1,8 @@
 // Module stages and the Sequential split.
 #include "pipeplan/exec/module.h"
 
+#include <algorithm>
+#include <string>
 #include <unordered_set>
 
 #include "exec/boundary.h"
@@ -71,6 +73,74 @@ std::vector<StageModule> split_sequential(const torch::nn::Sequential& model, in
     points.push_back(static_cast<std::size_t>(at));
   }
   return split_sequential(model, points);
+}
+
+std::vector<std::size_t> split_points(const std::vector<int>& partition) {
+  std::vector<std::size_t> points;
+  std::size_t at = 0;
+  for (std::size_t s = 0; s + 1 < partition.size(); ++s) {
+    if (partition[s] < 1)
+      throw InputError("the partition gives stage " + std::to_string(s) + " " +
+                       std::to_string(partition[s]) + " layers (every stage needs at least one)");
+    at += static_cast<std::size_t>(partition[s]);
+    points.push_back(at);
+  }
+  return points;
+}
+
+namespace {
+long long layers_of(const std::vector<int>& partition) {
+  long long total = 0;
+  for (int n : partition) total += n;
+  return total;
+}
+std::string partition_text(const std::vector<int>& partition) {
+  std::string s = "[";
+  for (std::size_t k = 0; k < partition.size(); ++k)
+    s += (k ? "," : "") + std::to_string(partition[k]);
+  return s + "]";
+}
+}  // namespace
+
+std::vector<StageModule> split_sequential(const torch::nn::Sequential& model, const Plan& plan) {
+  const std::vector<int>& partition = plan.meta.partition;
+  if (partition.empty()) return split_sequential(model, plan.meta.num_stages());
+  if (partition.size() != static_cast<std::size_t>(plan.meta.num_stages()) ||
+      layers_of(partition) != static_cast<long long>(model->size()))
+    throw InputError("the plan's partition " + partition_text(partition) + " splits " +
+                     std::to_string(layers_of(partition)) + " layers into " +
+                     std::to_string(partition.size()) + " stages, but the model has " +
+                     std::to_string(model->size()) + " children" +
+                     (partition.size() != static_cast<std::size_t>(plan.meta.num_stages())
+                          ? " and the plan " + std::to_string(plan.meta.num_stages()) + " stages"
+                          : std::string()) +
+                     "; search with a profile of this model (check_profile_matches)");
+  return split_sequential(model, split_points(partition));
+}
+
+std::vector<InputRoute> input_routes(const std::vector<int>& partition,
+                                     const std::vector<std::vector<int>>& consumers) {
+  std::vector<int> stage_of;
+  for (std::size_t s = 0; s < partition.size(); ++s)
+    for (int k = 0; k < partition[s]; ++k) stage_of.push_back(static_cast<int>(s));
+  std::vector<InputRoute> routes;
+  for (std::size_t input = 0; input < consumers.size(); ++input) {
+    if (consumers[input].empty())
+      throw InputError("input_routes: no layer reads input " + std::to_string(input));
+    std::vector<int> stages;
+    for (int layer : consumers[input]) {
+      if (layer < 0 || static_cast<std::size_t>(layer) >= stage_of.size())
+        throw InputError("input_routes: input " + std::to_string(input) + " is read by layer " +
+                         std::to_string(layer) + ", but the partition " +
+                         partition_text(partition) + " holds layers 0.." +
+                         std::to_string(static_cast<long long>(stage_of.size()) - 1));
+      stages.push_back(stage_of[static_cast<std::size_t>(layer)]);
+    }
+    std::sort(stages.begin(), stages.end());
+    stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+    routes.emplace_back(std::move(stages));
+  }
+  return routes;
 }
 
 void allow_unused(StageModule& stage, const std::string& parameter_name) {

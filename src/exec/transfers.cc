@@ -142,7 +142,9 @@ void Transfers::send_header(int stage, const BoundarySpec& now, int mb) {
   learned_[stage] = true;
   fwd_sends_[{stage, mb}].push_back(
       {comm_->isend(encode_spec(now, comm_->device()), peer, tag(Dir::Shape, stage, 0, 1)),
-       me() + "sending the shapes of stage " + std::to_string(stage) + "'s outputs to rank " +
+       me() + to_string(make(ActionType::SendF, stage, mb)) +
+           " (its shape header, before the "
+           "values) to rank " +
            std::to_string(peer)});
 }
 

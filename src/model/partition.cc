@@ -8,9 +8,9 @@
 #include <limits>
 #include <optional>
 
+#include "model/split.h"
 #include "pipeplan/error.h"
 #include "pipeplan/profile.h"
-#include "model/split.h"
 
 namespace pipeplan {
 
@@ -374,6 +374,32 @@ Partition partition_for(const LayerProfile& profile, const PlanMeta& meta) {
   if (meta.partition.empty()) return balanced_partition(profile, meta.num_stages());
   check_partition(profile, meta.partition, meta.num_stages());
   return meta.partition;
+}
+
+LayerProfile stage_cost_profile(const StageCosts& file, const std::string& source) {
+  if (!file.absolute)
+    throw InputError(source +
+                     ": a file of cost multipliers gives no stage's duration; search needs "
+                     "measured durations (a stage-costs file written by pipeplan calibrate, "
+                     "\"absolute\": true)");
+  if (file.stages.empty()) throw InputError(source + ": the file lists no stage");
+  LayerProfile profile;
+  int expected = 0;
+  for (const auto& [stage, d] : file.stages) {
+    if (stage != expected)
+      throw InputError(source + ": stage " + std::to_string(expected) +
+                       " is missing (the stages must be 0.." +
+                       std::to_string(file.stages.rbegin()->first) + " without a gap)");
+    ++expected;
+    Layer layer;
+    layer.name = "stage" + std::to_string(stage);
+    layer.f = d.f;
+    layer.b = d.b;
+    layer.w = d.i + d.w > 0 ? d.b * (d.w / (d.i + d.w)) : 0.0;
+    layer.activation = 1.0;
+    profile.layers.push_back(std::move(layer));
+  }
+  return profile;
 }
 
 }  // namespace pipeplan

@@ -1,8 +1,10 @@
 // A complete trainer on pipeplan's executor (shown in docs/executor.md):
-// a torch::nn::Sequential language-model toy split into the plan's stages,
+// a torch::nn::Sequential language-model toy split into the plan's stages
+// (the plan's partition when it records one, as `pipeplan search` plans do),
 // inputs on the first stage's rank, targets on the last stage's, SGD.
 //
-//   example_trainer PLAN [STEPS]   (one rank; RANK/WORLD_SIZE/MASTER_* set)
+//   example_trainer PLAN [STEPS]        (one rank; RANK/WORLD_SIZE/MASTER_* set)
+//   example_trainer --profile LAYERS    (profile the model for pipeplan search)
 //
 // Prints "step <k> loss <v>" on every rank (the loss is shared), or one
 // "error: ..." line and exit status 1.
@@ -12,20 +14,49 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <string>
 
 #include "pipeplan/exec/comm.h"
 #include "pipeplan/exec/executor.h"
 #include "pipeplan/exec/module.h"
+#include "pipeplan/exec/profile.h"
 #include "pipeplan/io.h"
+#include "pipeplan/profile.h"
 
 namespace px = pipeplan::exec;
 
+// The whole model, from one seed, so each stage has the same weights
+// whichever rank owns it.
+torch::nn::Sequential make_model() {
+  torch::manual_seed(0);
+  torch::nn::Sequential model(torch::nn::Embedding(64, 32));
+  for (int i = 0; i < 4; ++i) {
+    model->push_back(torch::nn::Linear(32, 32));
+    model->push_back(torch::nn::Functional(torch::gelu, "none"));
+    model->push_back(torch::nn::LayerNorm(torch::nn::LayerNormOptions({32})));
+  }
+  model->push_back(torch::nn::Linear(32, 64));
+  return model;
+}
+
+// Profile -> search: one microbatch (4 sequences of 6 tokens) through every
+// layer, written as the layer profile `pipeplan search --layers` reads.
+int profile(const char* path) {
+  torch::set_num_threads(1);
+  torch::nn::Sequential model = make_model();
+  const pipeplan::LayerProfile layers = px::profile_layers(model, torch::randint(64, {4, 6}));
+  std::ofstream out(path);
+  pipeplan::write_layer_profile(layers, out, px::profile_comment({}));
+  return out.good() ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2 || argc > 3) {
-    std::cerr << "usage: example_trainer PLAN.json|PLAN.csv [STEPS]\n";
+    std::cerr << "usage: example_trainer PLAN.json|PLAN.csv [STEPS] | --profile LAYERS.csv\n";
     return 2;
   }
   try {
+    if (std::string(argv[1]) == "--profile" && argc == 3) return profile(argv[2]);
     std::ifstream in(argv[1]);
     std::stringstream text;
     text << in.rdbuf();
@@ -44,17 +75,10 @@ int main(int argc, char** argv) {
     options.loss_on_every_rank = true;  // every rank may log the loss
     px::Executor executor(plan, group, options);
 
-    // 3. The whole model on every rank, from one seed, so each stage has the
-    //    same weights whichever rank owns it; register this rank's stages.
-    torch::manual_seed(0);
-    torch::nn::Sequential model(torch::nn::Embedding(64, 32));
-    for (int i = 0; i < 4; ++i) {
-      model->push_back(torch::nn::Linear(32, 32));
-      model->push_back(torch::nn::Functional(torch::gelu, "none"));
-      model->push_back(torch::nn::LayerNorm(torch::nn::LayerNormOptions({32})));
-    }
-    model->push_back(torch::nn::Linear(32, 64));
-    executor.set_stages(px::split_sequential(model, plan.meta.num_stages()));
+    // 3. The whole model on every rank; register this rank's stages, split
+    //    by the plan's partition (balanced when it records none).
+    torch::nn::Sequential model = make_model();
+    executor.set_stages(px::split_sequential(model, plan));
     executor.set_loss([](const px::Values& out, const px::Values& targets) {
       const at::Tensor& logits = std::get<at::Tensor>(out[0]);
       return torch::nn::functional::cross_entropy(logits.reshape({-1, 64}),

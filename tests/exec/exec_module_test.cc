@@ -12,6 +12,7 @@
 #include "pipeplan/exec/executor.h"
 #include "pipeplan/exec/launch.h"
 #include "pipeplan/exec/module.h"
+#include "pipeplan/exec/profile.h"
 #include "pipeplan/planner.h"
 
 namespace {
@@ -140,6 +141,81 @@ TEST_CASE("exec modules: split points, balance and coverage", "[exec][module]") 
   CHECK(error_of([&] {
           a.forward({at::ones({1, 3}), at::ones({1, 3})});
         }).rfind("a single-tensor module stage got 2 values", 0) == 0);
+}
+
+TEST_CASE("exec modules: a plan's partition splits the model; routes follow from it",
+          "[exec][module][profile]") {
+  torch::nn::Sequential m = make_model(1);  // 11 children
+  auto sizes = [](const std::vector<StageModule>& st) {
+    std::vector<std::size_t> n;
+    for (const auto& s : st)
+      n.push_back(std::dynamic_pointer_cast<torch::nn::SequentialImpl>(s.module)->size());
+    return n;
+  };
+  Plan p = plan(Problem{"interleaved-1f1b", 1, 4, 4});
+  CHECK(sizes(split_sequential(m, p)) == std::vector<std::size_t>{3, 3, 3, 2});  // none recorded
+  p.meta.partition = {1, 4, 5, 1};
+  CHECK(sizes(split_sequential(m, p)) == std::vector<std::size_t>{1, 4, 5, 1});
+  CHECK(split_points({1, 4, 5, 1}) == std::vector<std::size_t>{1, 5, 10});
+  p.meta.partition = {1, 4, 5, 2};
+  CHECK(error_of([&] { split_sequential(m, p); }) ==
+        "the plan's partition [1,4,5,2] splits 12 layers into 4 stages, but the model has 11 "
+        "children; search with a profile of this model (check_profile_matches)");
+  // Input 0 feeds layer 0; input 1 (a mask) layers 2, 3 and 9.
+  const std::vector<InputRoute> routes = input_routes({1, 4, 5, 1}, {{0}, {2, 3, 9}});
+  REQUIRE(routes.size() == 2);
+  CHECK(routes[0].stages == std::vector<int>{0});
+  CHECK(routes[1].stages == std::vector<int>{1, 2});
+  CHECK(error_of([&] {
+          input_routes({1, 4, 5, 1}, {{11}});
+        }) ==
+        "input_routes: input 0 is read by layer 11, but the partition [1,4,5,1] holds layers "
+        "0..10");
+  CHECK(error_of([&] { input_routes({1, 4}, {{}}); }) == "input_routes: no layer reads input 0");
+}
+
+TEST_CASE("exec modules: the layer profiler", "[exec][module][profile]") {
+  torch::nn::Sequential m = make_model(1);
+  m->push_back(torch::nn::Dropout(0.5));  // 12 children
+  const at::Tensor tokens = torch::randint(16, {4, 5}, torch::kLong);
+  // The profiler leaves the generator as it found it (dropout draws too).
+  torch::manual_seed(3);
+  const at::Tensor before = torch::rand({4});
+  torch::manual_seed(3);
+  ProfileOptions o;
+  o.warmup = 1;
+  o.repeats = 3;
+  const LayerProfile prof = profile_layers(m, tokens, o);
+  CHECK(torch::rand({4}).equal(before));
+  REQUIRE(prof.size() == 12);
+  CHECK(prof.layers[1].name == "1.Linear");
+  CHECK(prof.layers[11].name == "11.Dropout");
+  // Activations: the Linear keeps its [4,5,8] float64 output (and its input
+  // is the embedding's output); the embedding's input is the token ids.
+  CHECK(prof.layers[0].input_size() == 4 * 5 * 8);
+  CHECK(prof.layers[1].input_size() == 4 * 5 * 8 * 8);
+  CHECK(prof.layers[1].activation >= 4 * 5 * 8 * 8);
+  for (const Layer& l : prof.layers) {
+    INFO(l.name);
+    CHECK(l.f > 0);
+    CHECK(l.w >= 0);
+    CHECK(l.w <= l.b);
+  }
+  CHECK(prof.layers[0].w == prof.layers[0].b);                       // no input gradient: all W
+  CHECK(prof.layers[2].w == 0);                                      // GELU: no parameters
+  for (const auto& p : m->parameters()) CHECK(!p.grad().defined());  // .grad untouched
+  // It writes the CSV `pipeplan search --layers` reads.
+  std::ostringstream csv;
+  write_layer_profile(prof, csv, profile_comment(o));
+  CHECK(csv.str().rfind("# profiled by pipeplan::exec::profile_layers", 0) == 0);
+  CHECK(parse_layer_profile(csv.str()) == prof);
+  check_profile_matches(prof, m);
+  CHECK(error_of([&] { check_profile_matches(prof, make_model(1)); }) ==
+        "the layer profile has 12 layers but the model has 11 children; a profile of another "
+        "model would split this one wrongly (profile this model with profile_layers)");
+  o.repeats = 0;
+  CHECK(error_of([&] { profile_layers(m, tokens, o); }) ==
+        "profile_layers: repeats must be at least 1 and warmup at least 0 (got 0 and 1)");
 }
 
 TEST_CASE("exec modules: a trainable tensor missing from a stage is an error", "[exec][module]") {

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "pipeplan/exec/launch.h"
+#include "pipeplan/profile.h"
 #include "proc_util.h"
 
 namespace {
@@ -137,4 +138,57 @@ TEST_CASE("exec trainer: a killed rank fails every other rank cleanly, without _
     CHECK(code == 1);
     CHECK(slurp(ranks[r].err_path).rfind("error: rank " + std::to_string(r) + ": ", 0) == 0);
   }
+}
+
+TEST_CASE("exec trainer: profile -> search -> train, split by the searched partition",
+          "[exec][trainer][profile]") {
+  const std::string dir = make_temp_dir("pipeplan-exec-profile");
+  const std::string layers = dir + "/layers.csv";
+  REQUIRE(run({kExample, "--profile", layers}).exit_code == 0);
+  // The profile reads back as a layer profile of the trainer's 14 modules.
+  const LayerProfile profile = parse_layer_profile(slurp(layers), layers);
+  REQUIRE(profile.size() == 14);
+  CHECK(profile.layers[0].name == "0.Embedding");
+  CHECK(profile.layers[2].name == "2.Functional");
+  CHECK(profile.layers[0].input_size() == 4 * 6 * 8);  // int64 token ids
+  for (const Layer& l : profile.layers) {
+    INFO(l.name);
+    CHECK(l.f > 0);
+    CHECK(l.b > 0);
+    CHECK(l.activation > 0);
+  }
+  CHECK(profile.layers[0].w == profile.layers[0].b);  // token ids: no input gradient
+  CHECK(profile.layers[2].w == 0);                    // GELU: no parameters
+  // The search reads it and records its partition in the plan.
+  const Ran searched = run({kCli, "search", "-p", "2", "-m", "4", "--layers", layers,
+                            "--time-limit", "1", "-o", dir + "/plan.json"});
+  INFO(searched.err);
+  REQUIRE(searched.exit_code == 0);
+  REQUIRE(
+      run({kCli, "plan", "-s", "gpipe", "-p", "1", "-m", "4", "-o", dir + "/one.json"}).exit_code ==
+      0);
+  // The trainer splits by the plan's partition and trains like one process.
+  const std::vector<double> want = losses_of(run_ranks({kExample, dir + "/one.json", "3"}, 1)[0]);
+  REQUIRE(want.size() == 3);
+  for (const std::string& out : run_ranks({kExample, dir + "/plan.json", "3"}, 2))
+    check_close(losses_of(out), want, 1e-5);
+}
+
+TEST_CASE("exec bench: pipeplan-exec-bench has --help, refuses bad input, measures overhead",
+          "[exec][bench]") {
+  const std::string bench = PIPEPLAN_EXEC_BENCH;
+  const Ran help = run({bench, "--help"});
+  CHECK(help.exit_code == 0);
+  CHECK(help.out.find("--overhead") != std::string::npos);
+  CHECK(help.out.find("--schedule") == std::string::npos);  // rank mode stays internal
+  const Ran bad = run({bench, "--steps", "0"});
+  CHECK(bad.exit_code == 2);
+  CHECK(run({bench, "--bogus"}).exit_code == 2);
+  const Ran shape = run({bench, "--microbatches", "2"});  // 1f1b on 4 ranks needs 4
+  CHECK(shape.exit_code == 2);
+  CHECK(shape.err.find("needs at least pp_degree=4 microbatches") != std::string::npos);
+  const Ran o = run({bench, "--overhead", "--microbatches", "4", "--steps", "2"});
+  INFO(o.err);
+  REQUIRE(o.exit_code == 0);
+  CHECK(o.out.find("actions_per_step=32 overhead_us_per_action=") != std::string::npos);
 }

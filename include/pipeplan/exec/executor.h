@@ -196,8 +196,9 @@ class Executor {
  public:
   /// Runs prepare_plan(); nothing is communicated until connect().
   Executor(const Plan& plan, int rank, int world_size, ExecOptions options = {});
-  /// Rank and world size from the (pipeline) group; connects to it at the first
-  /// step (after the stages are set), or at connect().
+  /// Rank and world size from the (pipeline) group, then runs prepare_plan()
+  /// and connects to the group at once, as connect() does (one allreduce:
+  /// every rank must construct its executor). Stages and loss may be set after.
   Executor(const Plan& plan, std::shared_ptr<Communicator> group, ExecOptions options = {});
   /// shutdown() (errors swallowed).
   ~Executor();

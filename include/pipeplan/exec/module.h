@@ -60,6 +60,23 @@ std::vector<StageModule> split_sequential(const torch::nn::Sequential& model,
 /// most one (the longer ones first). InputError when there are fewer children.
 std::vector<StageModule> split_sequential(const torch::nn::Sequential& model, int num_stages);
 
+/// Splits `model` as `plan` says: by the layer counts of its recorded
+/// partition (plan.meta.partition, as `pipeplan search` writes it: stage s
+/// holds the next partition[s] children), else balanced by count as above.
+/// InputError when the partition does not cover exactly the model's children
+/// (a plan searched on another model's profile).
+std::vector<StageModule> split_sequential(const torch::nn::Sequential& model, const Plan& plan);
+
+/// The split points (cut before these children) of a partition's layer counts.
+std::vector<std::size_t> split_points(const std::vector<int>& partition);
+
+/// The input routes of a partition: `consumers[k]` lists the layers (children,
+/// from 0) that read user input k; its route is the stages holding them, in
+/// order without repeats (ExecOptions::input_stages). InputError for a layer
+/// outside the partition or an input no layer reads.
+std::vector<InputRoute> input_routes(const std::vector<int>& partition,
+                                     const std::vector<std::vector<int>>& consumers);
+
 /// Opts the parameter named `parameter_name` (a dotted name of the stage's
 /// module, as module_stage() records them) out of the no-gradient check: it
 /// may receive no gradient in a step. InputError for an unknown name.

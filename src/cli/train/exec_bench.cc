@@ -1,7 +1,8 @@
-// Step time of the executor against hand-written loops over the same demo
-// model (not a test; numbers for docs/executor.md). Usage:
-//   exec_bench [--width W] [--microbatches M] [--rows R] [--steps K]
-//   exec_bench --overhead 1 [--microbatches M] [--steps K]
+// pipeplan-exec-bench: step time of the executor against hand-written loops
+// over the same demo model, and its host overhead per action (the numbers of
+// docs/executor.md, "What was measured"). Installed next to pipeplan-train.
+//   pipeplan-exec-bench [--width W] [--microbatches M] [--rows R] [--steps K]
+//   pipeplan-exec-bench --overhead [--wall] [--microbatches M] [--steps K]
 // Prints one line per variant: "<variant> median_ms=<t> loss=<last loss>".
 // Multi-rank variants start copies of this binary (RANK set = rank mode).
 // --overhead: in one process, no communication, a model so small that the
@@ -12,11 +13,16 @@
 
 #include <time.h>
 
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <optional>
+#include <tuple>
 
+#include "pipeplan/error.h"
 #include "pipeplan/exec/comm.h"
 #include "pipeplan/exec/demo.h"
 #include "pipeplan/exec/executor.h"
@@ -38,21 +44,39 @@ struct Args {
   std::string schedule;  // rank mode only
   int pp = 1, v = 1;
   bool overhead = false;
+  bool wall = false;  // --overhead: wall-clock medians instead of the fastest CPU time
 };
 
-Args parse(int argc, char** argv) {
+// Parses the command line; std::nullopt with the exit code on --help or bad
+// input (CLI11 prints what is wrong).
+std::optional<Args> parse(int argc, char** argv, int& code) {
   Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string k = argv[i];
-    std::string v = argv[i + 1];
-    if (k == "--width") a.width = std::stoi(v);
-    else if (k == "--microbatches") a.m = std::stoi(v);
-    else if (k == "--rows") a.rows = std::stoi(v);
-    else if (k == "--steps") a.steps = std::stoi(v);
-    else if (k == "--schedule") a.schedule = v;
-    else if (k == "--pp") a.pp = std::stoi(v);
-    else if (k == "--v") a.v = std::stoi(v);
-    else if (k == "--overhead") a.overhead = v == "1";
+  CLI::App app(
+      "Executor benchmark: the demo model's step time under the executor against hand-written "
+      "loops (1, 2 and 4 Gloo ranks), or with --overhead the host time per action in one "
+      "process (docs/executor.md)",
+      "pipeplan-exec-bench");
+  const auto positive = CLI::Range(1, 1 << 20);
+  app.add_option("--width", a.width, "Model width (default 16)")->check(positive);
+  app.add_option("--microbatches", a.m, "Microbatches per step (default 8)")->check(positive);
+  app.add_option("--rows", a.rows, "Rows per microbatch (default 32)")->check(positive);
+  app.add_option("--steps", a.steps, "Timed steps after 3 warm-up steps (default 30)")
+      ->check(positive);
+  app.add_flag("--overhead", a.overhead,
+               "Host overhead per action: width 4, 1 row per microbatch, one process, the "
+               "fastest step's thread CPU time against hand-written accumulation");
+  app.add_flag("--wall", a.wall,
+               "With --overhead: the median wall-clock step instead of the fastest step's CPU "
+               "time (includes time the thread was not running)");
+  // Rank mode, when this binary starts its own ranks (not for users).
+  app.add_option("--schedule", a.schedule)->group("");
+  app.add_option("--pp", a.pp)->group("")->check(positive);
+  app.add_option("--v", a.v)->group("")->check(positive);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    code = app.exit(e);
+    return std::nullopt;
   }
   return a;
 }
@@ -102,9 +126,8 @@ void report(const std::string& name, std::pair<double, double> r) {
   std::fflush(stdout);
 }
 
-// Hand-written: the whole batch through all stages, one backward.
-std::pair<double, double> full_batch_loop(const Args& a) {
-  DemoConfig c = config(a);
+// Every stage of the demo model, and all their parameters.
+std::pair<std::vector<StageModule>, std::vector<at::Tensor>> whole_model(const DemoConfig& c) {
   auto params = demo_parameters(c);
   std::vector<StageModule> stages;
   std::vector<at::Tensor> all;
@@ -112,6 +135,15 @@ std::pair<double, double> full_batch_loop(const Args& a) {
     stages.push_back(demo_stage(c, s, params[s]));
     for (auto& t : params[s]) all.push_back(t);
   }
+  return {std::move(stages), std::move(all)};
+}
+
+// Hand-written: the whole batch through all stages, one backward.
+std::pair<double, double> full_batch_loop(const Args& a) {
+  DemoConfig c = config(a);
+  auto model = whole_model(c);  // (lambdas cannot capture structured bindings in C++17)
+  std::vector<StageModule>& stages = model.first;
+  std::vector<at::Tensor>& all = model.second;
   return time_steps(a, [&](int k) {
     DemoBatch b = demo_batch(c, static_cast<std::int64_t>(a.m) * a.rows, k);
     double loss = run_unpipelined(stages, demo_loss(c), demo_input_stages(c), b.inputs, b.targets);
@@ -123,13 +155,9 @@ std::pair<double, double> full_batch_loop(const Args& a) {
 // Hand-written gradient accumulation over the same microbatches.
 std::pair<double, double> microbatch_loop(const Args& a) {
   DemoConfig c = config(a);
-  auto params = demo_parameters(c);
-  std::vector<StageModule> stages;
-  std::vector<at::Tensor> all;
-  for (int s = 0; s < kStages; ++s) {
-    stages.push_back(demo_stage(c, s, params[s]));
-    for (auto& t : params[s]) all.push_back(t);
-  }
+  auto model = whole_model(c);  // (lambdas cannot capture structured bindings in C++17)
+  std::vector<StageModule>& stages = model.first;
+  std::vector<at::Tensor>& all = model.second;
   LossFn loss_fn = demo_loss(c);
   return time_steps(a, [&](int k) {
     DemoBatch b = demo_batch(c, static_cast<std::int64_t>(a.m) * a.rows, k);
@@ -192,7 +220,7 @@ std::string label(const Args& a, const std::string& what) {
 
 // Host overhead per action, in one process (section "Overhead" of the docs).
 int overhead(Args a) {
-  g_cpu_min = true;
+  g_cpu_min = !a.wall;
   a.width = 4;
   a.rows = 1;
   DistEnv env;
@@ -203,20 +231,45 @@ int overhead(Args a) {
   auto hand = microbatch_loop(a);
   auto plain = executor_loop(a, p, env, comm);
   auto observed = executor_loop(a, p, env, comm, true);
-  // Fastest step's CPU time (reported as median_ms for a uniform format).
-  report("hand-written accumulation (w=4, 1 row) [cpu min]", hand);
-  report("executor interleaved-1f1b pp=1 v=4 [cpu min]", plain);
-  report("executor + observer [cpu min]", observed);
+  // Fastest step's CPU time, or the median wall time (as median_ms for a
+  // uniform format).
+  const std::string how = a.wall ? " [wall median]" : " [cpu min]";
+  report("hand-written accumulation (w=4, 1 row)" + how, hand);
+  report("executor interleaved-1f1b pp=1 v=4" + how, plain);
+  report("executor + observer" + how, observed);
   std::printf("actions_per_step=%.0f overhead_us_per_action=%.2f with_observer=%.2f\n", actions,
               (plain.first - hand.first) * 1000 / actions,
               (observed.first - hand.first) * 1000 / actions);
   return 0;
 }
 
+// The multi-rank variants, planned before anything is timed (a shape they
+// refuse is an input error, not a crash of a started rank).
+const std::vector<std::tuple<const char*, int, int>> kRankVariants = {{"interleaved-1f1b", 2, 2},
+                                                                      {"1f1b", 4, 1}};
+
+int run_bench(Args a);
+
 int main(int argc, char** argv) {
-  Args a = parse(argc, argv);
+  int code = 0;
+  const std::optional<Args> parsed = parse(argc, argv, code);
+  if (!parsed) return code == 0 ? 0 : 2;
+  try {
+    return run_bench(*parsed);
+  } catch (const InputError& e) {
+    std::cerr << "pipeplan-exec-bench: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "pipeplan-exec-bench: error: " << e.what() << "\n";
+    return 3;
+  }
+}
+
+int run_bench(Args a) {
   at::set_num_threads(1);
   if (a.overhead) return overhead(a);
+  if (!DistEnv::present())
+    for (auto [schedule, pp, v] : kRankVariants) plan(Problem{schedule, pp, a.m, v});
   if (DistEnv::present()) {
     DistEnv env = DistEnv::from_environment();
     Plan p = plan(Problem{a.schedule, a.pp, a.m, a.v});
@@ -238,8 +291,7 @@ int main(int argc, char** argv) {
     report(label(a, "executor interleaved-1f1b pp=1 v=4"), executor_loop(a, p, env, comm));
   }
   std::vector<std::string> self = own_command_line();
-  for (auto [schedule, pp, v] :
-       {std::tuple<const char*, int, int>{"interleaved-1f1b", 2, 2}, {"1f1b", 4, 1}}) {
+  for (auto [schedule, pp, v] : kRankVariants) {
     std::vector<std::string> cmd = self;
     for (std::string x : {"--schedule", schedule}) cmd.push_back(x);
     cmd.push_back("--pp");
