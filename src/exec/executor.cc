@@ -4,6 +4,8 @@
 
 #include <ATen/ATen.h>
 
+#include <unordered_set>
+
 #include "exec/replay.h"
 #include "pipeplan/error.h"
 
@@ -17,7 +19,8 @@ Executor::Impl::Impl(const Plan& p, int r, int w, ExecOptions o)
       num_stages(plan.meta.num_stages()),
       num_mb(plan.meta.num_microbatches),
       transfers(plan.meta, rank, opt),
-      stages(plan.meta, rank) {
+      stages(plan.meta, rank),
+      ties(plan.meta, rank, opt.ties) {
   for (const InputRoute& route : opt.input_stages) {
     if (route.stages.empty())
       throw InputError("ExecOptions::input_stages: an input routed to no stage");
@@ -73,6 +76,7 @@ void Executor::Impl::connect(std::shared_ptr<Communicator> c) {
   for (const auto& r : routes) options += "[" + detail::join(r) + "]";
   for (const auto& [s, spec] : opt.output_specs)
     options += std::to_string(s) + ":" + to_string(spec) + ";";
+  options += ties.describe();
   std::uint64_t h = 1469598103934665603ULL;
   for (unsigned char ch : options) h = (h ^ ch) * 1099511628211ULL;
   const std::int64_t fp = detail::fingerprint(plan);
@@ -90,8 +94,8 @@ void Executor::Impl::connect(std::shared_ptr<Communicator> c) {
   if (at_(2) != flags || -at_(3) != flags)
     throw InputError(me() +
                      "the ranks were given different executor options (output_specs, "
-                     "reexchange_shapes, input_stages, loss_reduction or "
-                     "loss_on_every_rank); give every rank the same");
+                     "reexchange_shapes, input_stages, loss_reduction, "
+                     "loss_on_every_rank or ties); give every rank the same");
   comm = std::move(c);
   transfers.use(comm.get());
   closed = false;
@@ -238,6 +242,7 @@ StepResult Executor::Impl::run_step(const Values& inputs, const Values& targets,
   if (fwd_step) prove_forward_projection();
   split_batch(inputs, targets);
   broken = true;  // until the step completes: peers would be left mid-step
+  if (!ties.empty() && !ties.checked()) ties.check_identical(*comm, stages, timeout());
   begin_step();
   hooks.step_begin(step_index, fwd_step);
   run_program(fwd_step ? fwd_program : plan.ranks[rank]);
@@ -276,6 +281,10 @@ void Executor::Impl::finish_step() {
                             std::to_string(m) + " never finished its " +
                             (sl.forward_done ? "backward" : "forward"));
     }
+  if (fwd_step) return;
+  if (!ties.empty()) ties.reduce(*comm, stages, timeout());
+  for (int s : ready_after_ties) hooks.stage_grads_ready(s, stages.trainable(s));
+  ready_after_ties.clear();
 }
 
 // The step's loss (on every rank with loss_on_every_rank) and, forward-only,
@@ -327,7 +336,9 @@ Executor::Executor(Executor&&) noexcept = default;
 Executor& Executor::operator=(Executor&&) noexcept = default;
 
 void Executor::set_stage(int stage, StageModule module) {
+  const std::map<std::string, at::Tensor> tied = module.tied;
   impl_->stages.set(stage, std::move(module));
+  impl_->ties.attach(stage, tied, impl_->stages);
 }
 
 void Executor::set_stages(const std::vector<StageModule>& all) {
@@ -381,6 +392,16 @@ bool Executor::forward_only_plan() const { return impl_->plan_forward_only; }
 const Plan& Executor::plan() const { return impl_->plan; }
 int Executor::rank() const { return impl_->rank; }
 const std::vector<int>& Executor::local_stages() const { return impl_->stages.stages(); }
+std::vector<at::Tensor> Executor::local_parameters() const {
+  std::vector<at::Tensor> all;
+  std::unordered_set<const void*> seen;
+  for (int s : impl_->stages.stages()) {
+    if (!impl_->stages.registered(s)) continue;
+    for (const at::Tensor& p : impl_->stages.trainable(s))
+      if (seen.insert(p.unsafeGetTensorImpl()).second) all.push_back(p);
+  }
+  return all;
+}
 bool Executor::holds_last_stage() const { return impl_->holds_last(); }
 BoundarySpec Executor::output_spec(int stage) const {
   if (stage < 0 || stage >= impl_->num_stages || !impl_->transfers.spec(stage)) return {};

@@ -16,6 +16,7 @@
 #include "exec/boundary.h"
 #include "exec/hooks.h"
 #include "exec/stages.h"
+#include "exec/ties.h"
 #include "exec/transfers.h"
 #include "pipeplan/exec/executor.h"
 
@@ -55,6 +56,8 @@ struct Executor::Impl {
   std::shared_ptr<Communicator> comm;
   detail::Transfers transfers;
   detail::LocalStages stages;
+  detail::Ties ties;
+  std::vector<int> ready_after_ties;  // local stages whose grads-ready waits for the tie sums
   detail::Hooks hooks;
 
   // Lifetime.

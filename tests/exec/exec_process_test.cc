@@ -283,6 +283,28 @@ TEST_CASE("exec: a wrong output_specs fails the step naming the mismatch and the
   CHECK((waited || posted));
 }
 
+TEST_CASE("exec: tied parameters across ranks match the tied unpipelined model", "[exec]") {
+  // Stage 0's weight tied to the last stage's, on different ranks: the
+  // worker compares every local gradient (each copy against the one shared
+  // tensor of the reference) after each of 3 steps.
+  const std::string dir = make_temp_dir("pipeplan-exec-tied");
+  exec::LaunchOptions lo;
+  lo.nproc = 2;
+  lo.grace = std::chrono::milliseconds(40000);
+  exec::LaunchResult r = exec::launch_local(
+      {kWorker, "--schedules", "1f1b,interleaved-1f1b,zbv", "--steps", "3", "--out", dir,
+       "--timeout", "30", "--tied", "1"},
+      lo);
+  CHECK(r.exit_code() == 0);
+  for (int k = 0; k < 2; ++k) {
+    const std::string lines = slurp(dir + "/rank" + std::to_string(k) + ".txt");
+    INFO("rank " << k << ": " << lines);
+    for (const std::string name : {"1f1b", "interleaved-1f1b", "zbv"})
+      CHECK(lines.find("ok " + name + " p=2") != std::string::npos);
+    CHECK(lines.find("FAIL") == std::string::npos);
+  }
+}
+
 TEST_CASE("exec: a throwing stage is reported with its context on every rank", "[exec]") {
   // Plain and batched (BATCH_P2P groups) plans: a peer failing inside a group
   // names the group.

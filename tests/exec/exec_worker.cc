@@ -31,6 +31,7 @@ struct Args {
   bool bad_spec = false;   // output_specs[0] given wrong: the step must fail and say so
   int throw_at = -1;       // this rank's first stage throws on microbatch 1 of step 1
   bool batch_p2p = false;  // the batched lowering (BATCH_P2P groups)
+  bool tied = false;       // the last stage's weight tied to stage 0's (outputs = width)
   bool expect_error() const { return bad_spec || throw_at >= 0; }
 };
 
@@ -51,6 +52,8 @@ Args parse(int argc, char** argv) {
       a.dynamic = v == "1";
     } else if (k == "--bad-spec") {
       a.bad_spec = v == "1";
+    } else if (k == "--tied") {
+      a.tied = v == "1";
     } else if (k == "--throw-at") {
       a.throw_at = std::stoi(v);
     } else if (k == "--batch-p2p") {
@@ -94,20 +97,29 @@ std::string run_one(const std::string& name, int index, const Args& a, const Dis
   DemoConfig c;
   c.num_stages = plan.meta.num_stages();
   c.seed = 1000 + index;
+  const int last = c.num_stages - 1;
+  if (a.tied) c.outputs = c.width;
   ExecOptions opts;
   opts.timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
   opts.input_stages = demo_input_stages(c);
   opts.reexchange_shapes = a.dynamic;
+  if (a.tied) opts.ties = {Tie{"w", {0, last}}};
   if (a.bad_spec)  // the real boundary is Float[2, 16], Float[2, 16], int
     opts.output_specs[0] = {{false, at::kFloat, {2, 8}}, {false, at::kFloat, {2, 16}}, {true}};
   Executor ex(plan, env.rank, env.world_size, opts);
   auto pipe_params = demo_parameters(c);
   auto ref_params = demo_parameters(c);
+  if (a.tied) {  // the pipeline's copies start equal; the reference uses one tensor twice
+    c10::NoGradGuard no_grad;
+    pipe_params[last][0].copy_(pipe_params[0][0]);
+    ref_params[last][0] = ref_params[0][0];
+  }
   std::vector<at::Tensor> pipe_local, ref_all;
   // Counts stage forwards: shapes must be learned without an extra forward.
   auto forwards = std::make_shared<long>(0);
   for (int s : ex.local_stages()) {
     StageModule st = demo_stage(c, s, pipe_params[s]);
+    if (a.tied && (s == 0 || s == last)) st.tied["w"] = pipe_params[s][0];
     const bool throws = env.rank == a.throw_at && s == ex.local_stages().front();
     st.forward = [inner = st.forward, forwards, throws, s](const Values& in) {
       if (++*forwards == 2 && throws)

@@ -96,6 +96,22 @@ struct StageModule {
   /// only reads): they may receive no gradient (the previous stage then gets
   /// zeros for them).
   std::vector<int> unused_inputs;
+  /// This stage's copy of each shared parameter it is in (ExecOptions::ties),
+  /// by tie name; each must be one of `parameters`.
+  std::map<std::string, at::Tensor> tied;
+};
+
+/// A shared (tied) parameter: each of `stages` holds its own copy (the token
+/// embedding of stage 0 and the LM head of the last stage, on different
+/// ranks). The executor sums the copies' gradients of a step across the
+/// owning stages and ranks, once every rank ran its program, and adds the sum
+/// to every copy's .grad, so the copies stay equal under any optimizer that
+/// treats them alike, exactly like the tied unpipelined model. Before the
+/// first step, one allreduce checks that every copy has the same shape,
+/// dtype and values (identical initialisation).
+struct Tie {
+  std::string name;
+  std::vector<int> stages;
 };
 
 /// When the executor checks that every listed parameter of a local stage
@@ -168,6 +184,8 @@ struct ExecOptions {
   bool loss_on_every_rank = false;
   /// When every listed parameter must have received a gradient (StageModule).
   GradientCheck gradient_check = GradientCheck::EveryStep;
+  /// Shared parameters (see Tie). Give the same on all ranks.
+  std::vector<Tie> ties;
 };
 
 /// What a step produced on this rank.
@@ -263,6 +281,11 @@ class Executor {
   int rank() const;
   /// Stages this rank owns, ascending.
   const std::vector<int>& local_stages() const;
+  /// The trainable parameters of this rank's stages, each tensor once (a
+  /// parameter two local stages share, counted once): what the optimizer
+  /// of this rank takes. The copies of a tie on different stages are
+  /// different tensors and all listed.
+  std::vector<at::Tensor> local_parameters() const;
   /// True when this rank owns the last stage (and so reports the loss).
   bool holds_last_stage() const;
   /// Output spec of a local stage, once learned (empty before the first step).
