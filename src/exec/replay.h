@@ -51,6 +51,10 @@ struct Executor::Impl {
   bool fwd_program_proved = false;       // the projection of every rank verified
   std::vector<std::vector<int>> routes;  // per user input, its stages
   std::vector<int> local_inputs;         // inputs some local stage consumes
+  std::vector<bool> replicated;          // per user input: handed whole to every microbatch
+  std::int64_t step_batch = -1;    // this step's batch (sliced inputs, targets); -1: none here
+  std::string step_batch_what;     // which value gave it
+  std::int64_t agreed_batch = -1;  // the batch all ranks agreed on (check_batch)
 
   // The layers below the loop.
   std::shared_ptr<Communicator> comm;
@@ -92,6 +96,7 @@ struct Executor::Impl {
   void prove_forward_projection();
   StepResult run(const Values& inputs, const Values& targets, bool forward_only);
   StepResult run_step(const Values& inputs, const Values& targets, bool forward_only);
+  void check_batch();
   void begin_step();
   void finish_step();
   StepResult step_result();

@@ -143,9 +143,12 @@ void Ties::reduce(Communicator& comm, LocalStages& stages, std::chrono::millisec
                                                   ties_[t].name + "' across the ranks of stages " +
                                                   join(ties_[t].stages));
     }
-    if (!sum.defined()) continue;  // every copy opted out and got none
+    if (!sum.defined()) continue;   // every copy opted out and got none
+    std::vector<const void*> done;  // one tensor two local stages share gets the sum once
     for (const Copy& c : copies_[t]) {
       const at::Tensor& p = stages.trainable(c.stage)[c.index];
+      if (std::find(done.begin(), done.end(), p.unsafeGetTensorImpl()) != done.end()) continue;
+      done.push_back(p.unsafeGetTensorImpl());
       at::Tensor add = sum.view(p.sizes()).to(p.device());
       at::Tensor& g = const_cast<at::Tensor&>(p).mutable_grad();
       if (g.defined()) g.add_(add);

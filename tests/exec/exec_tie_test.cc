@@ -130,6 +130,22 @@ TEST_CASE("exec ties: two copies of a tied embedding train exactly like one shar
   }
 }
 
+TEST_CASE("exec ties: a tie whose local stages share one tensor sums into it once", "[exec][tie]") {
+  Plan p = plan(Problem{"interleaved-1f1b", 1, 4, 2});
+  TiedModel ref(8), pipe(ref);
+  Executor ex(p, solo_group(), tied_options());
+  ex.set_stage(0, pipe.stage0(pipe.embed));
+  ex.set_stage(1, pipe.stage1(pipe.embed));
+  ex.set_loss(cross_entropy());
+  CHECK(ex.local_parameters().size() == 3);
+  const std::vector<StageModule> ref_stages{ref.stage0(ref.embed), ref.stage1(ref.embed)};
+  at::Tensor tokens = torch::randint(16, {8, 3}, torch::kLong);
+  at::Tensor labels = torch::randint(16, {8, 3}, torch::kLong);
+  ex.step({tokens}, {labels});
+  run_unpipelined(ref_stages, cross_entropy(), {}, {tokens}, {labels});
+  CHECK(at::allclose(pipe.embed.grad(), ref.embed.grad(), 1e-12, 1e-12));
+}
+
 TEST_CASE("exec ties: declarations and identical initialisation are checked", "[exec][tie]") {
   Plan p = plan(Problem{"interleaved-1f1b", 1, 2, 2});
   TiedModel m(6);
