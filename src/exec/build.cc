@@ -3,7 +3,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/detail/CUDAHooksInterface.h>
-#include <torch/random.h>
 
 #include <mutex>
 #include <string>
@@ -48,7 +47,10 @@ void with_seed(std::uint64_t seed, const std::function<void()>& body) {
       gens[i].set_state(saved[i]);
     }
   };
-  torch::manual_seed(seed);
+  for (at::Generator& g : gens) {
+    std::lock_guard<std::mutex> lock(g.mutex());
+    g.set_current_seed(seed);
+  }
   try {
     body();
   } catch (...) {
