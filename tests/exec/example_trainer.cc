@@ -1,6 +1,7 @@
 // A complete trainer on pipeplan's executor (shown in docs/executor.md):
-// a torch::nn::Sequential language-model toy split into the plan's stages,
-// inputs on the first stage's rank, targets on the last stage's, SGD.
+// a torch::nn::Sequential language-model toy, each rank building only its
+// stages of the plan; inputs on the first stage's rank, targets on the last
+// stage's, SGD.
 //
 //   example_trainer PLAN [STEPS]   (one rank; RANK/WORLD_SIZE/MASTER_* set)
 //
@@ -13,6 +14,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "pipeplan/exec/build.h"
 #include "pipeplan/exec/comm.h"
 #include "pipeplan/exec/executor.h"
 #include "pipeplan/exec/module.h"
@@ -44,23 +46,25 @@ int main(int argc, char** argv) {
     options.loss_on_every_rank = true;  // every rank may log the loss
     px::Executor executor(plan, group, options);
 
-    // 3. The whole model on every rank, from one seed, so each stage has the
-    //    same weights whichever rank owns it; register this rank's stages.
-    torch::manual_seed(0);
-    torch::nn::Sequential model(torch::nn::Embedding(64, 32));
-    for (int i = 0; i < 4; ++i) {
-      model->push_back(torch::nn::Linear(32, 32));
-      model->push_back(torch::nn::Functional(torch::gelu, "none"));
-      model->push_back(torch::nn::LayerNorm(torch::nn::LayerNormOptions({32})));
-    }
-    model->push_back(torch::nn::Linear(32, 64));
-    executor.set_stages(px::split_sequential(model, plan.meta.num_stages()));
+    // 3. Only this rank's stages are built. Layer i is built from its own
+    //    seed, so a stage has the same weights whichever rank builds it, the
+    //    same as in the whole model (build_sequential) built in one process.
+    auto layer = [](int i) -> torch::nn::AnyModule {
+      if (i == 0) return torch::nn::AnyModule(torch::nn::Embedding(64, 32));
+      if (i == 13) return torch::nn::AnyModule(torch::nn::Linear(32, 64));
+      if (i % 3 == 1) return torch::nn::AnyModule(torch::nn::Linear(32, 32));
+      if (i % 3 == 2) return torch::nn::AnyModule(torch::nn::Functional(torch::gelu, "none"));
+      return torch::nn::AnyModule(torch::nn::LayerNorm(torch::nn::LayerNormOptions({32})));
+    };
+    executor.set_stages(px::sequential_stages(layer, 14, plan.meta.num_stages(), /*seed=*/0),
+                        /*seed=*/0);
     executor.set_loss([](const px::Values& out, const px::Values& targets) {
       const at::Tensor& logits = std::get<at::Tensor>(out[0]);
       return torch::nn::functional::cross_entropy(logits.reshape({-1, 64}),
                                                   std::get<at::Tensor>(targets[0]).reshape(-1));
     });
-    torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.5));
+    // The optimizer takes exactly this rank's parameters.
+    torch::optim::SGD optimizer(executor.local_parameters(), torch::optim::SGDOptions(0.5));
 
     // 4. Train: the first stage's rank passes the tokens, the last stage's
     //    rank the labels, any other rank nothing.
@@ -76,7 +80,7 @@ int main(int argc, char** argv) {
       if (last) targets.push_back(labels);
       optimizer.zero_grad();
       std::optional<double> loss = executor.step(inputs, targets);
-      optimizer.step();  // parameters of other ranks' stages have no gradient: untouched
+      optimizer.step();
       std::printf("step %d loss %.9f\n", step, *loss);
     }
     // 5. Leave together (also what the destructor does).
