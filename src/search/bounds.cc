@@ -185,10 +185,15 @@ Term chain_term(const LayerProfile& profile, int p, double transfer) {
 // for the j that gives the least): a microbatch holds their activations from
 // its F there until its backward there ends, at least a round trip R_j, and
 // at most K_j = floor(budget / their activations) do at once, so some K_j-th
-// of the microbatches run their round trips one after another.
-Term memory_term(const LayerProfile& profile, int p, int m, double transfer, double budget) {
+// of the microbatches run their round trips one after another. A microbatch
+// whose first stage recomputes holds at least the stage's input for as long
+// (then K_j counts stays of min(A_j, input)); one that may be offloaded can
+// leave the device between its F and its backward, so the term is left out.
+Term memory_term(const LayerProfile& profile, int p, int m, double transfer, double budget,
+                 BoundMemoryActions actions) {
   const std::size_t L = profile.size();
-  if (!std::isfinite(budget) || L == 0) return {0.0, ""};
+  if (!std::isfinite(budget) || L == 0 || actions.offload) return {0.0, ""};
+  const double input = profile.layers.front().input_size();
   double rest = 0;  // F + I of the layers after the first stage
   for (const Layer& l : profile.layers) rest += l.f + l.i();
   double best = std::numeric_limits<double>::infinity(), head = 0, back = 0, held = 0;
@@ -196,30 +201,34 @@ Term memory_term(const LayerProfile& profile, int p, int m, double transfer, dou
   for (std::size_t j = 1; j + static_cast<std::size_t>(p - 1) <= L; ++j) {
     const Layer& l = profile.layers[j - 1];
     head += l.f, back += l.b, held += l.activation, rest -= l.f + l.i();
-    if (held <= 0) return {0.0, ""};  // nothing held: no limit on microbatches in flight
-    const double in_flight = std::floor(budget / held + kEps);
+    const double stay = actions.recompute ? std::min(held, input) : held;
+    if (stay <= 0) return {0.0, ""};  // nothing held: no limit on microbatches in flight
+    const double in_flight = std::floor(budget / stay + kEps);
     if (in_flight < 1) break;  // a first stage this long cannot fit: nor can longer ones
     const double trip = rest + back + 2.0 * (p - 1) * transfer;
     const double value = head + std::ceil(m / in_flight - kEps) * trip;
     if (value < best) best = value, best_j = j;
   }
   if (!std::isfinite(best)) return {0.0, ""};
-  return {best,
-          "memory: the first stage's microbatches in flight within the budget, each "
-          "held for a round trip (least over its first " +
-              std::to_string(best_j) + " layer(s)) = " + detail::format_number(best)};
+  return {best, std::string("memory: the first stage's microbatches in flight within the budget, "
+                            "each holding ") +
+                    (actions.recompute ? "its activations or, recomputed, its input"
+                                       : "its activations") +
+                    " for a round trip (least over its first " + std::to_string(best_j) +
+                    " layer(s)) = " + detail::format_number(best)};
 }
 
 }  // namespace
 
 double makespan_lower_bound(const LayerProfile& profile, int pp_degree, int num_microbatches,
-                            double transfer_time, std::string* reason, double memory_limit) {
+                            double transfer_time, std::string* reason, double memory_limit,
+                            BoundMemoryActions actions) {
   const Term terms[] = {
       balance_term(profile, pp_degree, num_microbatches, transfer_time),
       layer_term(profile, pp_degree, num_microbatches, transfer_time),
       drain_term(profile, pp_degree, num_microbatches, transfer_time),
       chain_term(profile, pp_degree, transfer_time),
-      memory_term(profile, pp_degree, num_microbatches, transfer_time, memory_limit)};
+      memory_term(profile, pp_degree, num_microbatches, transfer_time, memory_limit, actions)};
   const Term* best = &terms[0];
   for (const Term& t : terms)
     if (t.value > best->value + kEps) best = &t;
