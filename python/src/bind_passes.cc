@@ -239,7 +239,8 @@ lowering        None (the schedule's own: seed for gpipe/1f1b, else
 prefetch        latency hiding: most receives a rank posts ahead of their
                 consumers (buffers held before use); 0 = no limit
 serial_safe     one transfer order per rank across its peers, so the plan
-                also runs under the serial model
+                also runs under the serial model (without cost keywords
+                every schedule's default plan already does)
 batch_p2p       the batched lowering (Megatron-LM's batch_p2p_comm): each
                 RECV right before its consumer, and a send posted together
                 with the receive from the same peer it meets as one
