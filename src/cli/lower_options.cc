@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <optional>
 #include <string>
 
 #include "cli/common.h"
@@ -64,13 +65,9 @@ void add_memory_options(CLI::App& app, MemoryArgs& args) {
 }
 
 MemoryPolicy memory_policy(const MemoryArgs& args) {
-  MemoryPolicy policy;
-  if (!args.recompute.empty()) policy.recompute = parse_stage_set(args.recompute, "--recompute");
-  if (!args.offload.empty()) policy.offload = parse_stage_set(args.offload, "--offload");
-  if (args.lead_given && policy.offload.empty())
-    throw InputError("--offload-lead places the RELOADs of --offload: give --offload too");
-  policy.offload_lead = args.offload_lead;
-  return policy;
+  return memory_policy_from(args.recompute, args.offload,
+                            args.lead_given ? std::optional<int>(args.offload_lead) : std::nullopt,
+                            "--");
 }
 
 }  // namespace pipeplan::cli
