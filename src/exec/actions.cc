@@ -230,8 +230,9 @@ void Executor::Impl::weight_grads_done(int stage) {
   const double scale = opt.loss_reduction == LossReduction::Mean ? 1.0 / num_mb : 1.0;
   const bool check = opt.gradient_check == GradientCheck::EveryStep ||
                      (opt.gradient_check == GradientCheck::FirstStep && training_steps == 0);
-  if (stages.weight_grads_done(stage, scale, check, step_index))
-    hooks.stage_grads_ready(stage, stages.trainable(stage));
+  if (!stages.weight_grads_done(stage, scale, check, step_index)) return;
+  if (stages.holds_any(stage)) ready_after_ties.push_back(stage);
+  else hooks.stage_grads_ready(stage, stages.trainable(stage));
 }
 
 void Executor::Impl::pass_through(const Action& a) {

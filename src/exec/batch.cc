@@ -53,8 +53,10 @@ void Executor::Impl::split_batch(const Values& inputs, const Values& targets) {
       if (stages.owns(s)) return true;
     return false;
   };
+  auto whole = [&](int input) { return !replicated.empty() && replicated[input]; };
   for (std::size_t k = 0; k < inputs.size(); ++k)
-    if (consumed_here(index_of[k])) visit(inputs[k], "input " + std::to_string(index_of[k]));
+    if (consumed_here(index_of[k]) && !whole(index_of[k]))
+      visit(inputs[k], "input " + std::to_string(index_of[k]));
   if (have_targets)
     for (std::size_t i = 0; i < targets.size(); ++i)
       visit(targets[i], "target " + std::to_string(i));
@@ -66,6 +68,8 @@ void Executor::Impl::split_batch(const Values& inputs, const Values& targets) {
                          detail::join(routes[i]) + " on this rank; pass it to step() here");
   if (train && holds_last() && !stages.loss())
     throw InputError(me() + "holds the last stage but no loss function was set (set_loss)");
+  step_batch = batch;
+  step_batch_what = first;
   std::int64_t rows = 0;
   if (batch >= 0) {
     if (batch % num_mb != 0)
@@ -82,7 +86,8 @@ void Executor::Impl::split_batch(const Values& inputs, const Values& targets) {
     for (int s : to) {
       const int li = stages.index(s);
       if (li < 0) continue;
-      for (int m = 0; m < num_mb; ++m) owned[li][m].push_back(detail::slice(inputs[k], m, rows));
+      for (int m = 0; m < num_mb; ++m)
+        owned[li][m].push_back(whole(i) ? inputs[k] : detail::slice(inputs[k], m, rows));
     }
   }
   mb_targets.assign(num_mb, {});

@@ -4,8 +4,12 @@
 
 #include <ATen/ATen.h>
 
+#include <limits>
+#include <unordered_set>
+
 #include "exec/replay.h"
 #include "pipeplan/error.h"
+#include "pipeplan/exec/build.h"
 
 namespace pipeplan::exec {
 
@@ -17,7 +21,8 @@ Executor::Impl::Impl(const Plan& p, int r, int w, ExecOptions o)
       num_stages(plan.meta.num_stages()),
       num_mb(plan.meta.num_microbatches),
       transfers(plan.meta, rank, opt),
-      stages(plan.meta, rank) {
+      stages(plan.meta, rank),
+      ties(plan.meta, rank, opt.ties) {
   for (const InputRoute& route : opt.input_stages) {
     if (route.stages.empty())
       throw InputError("ExecOptions::input_stages: an input routed to no stage");
@@ -26,6 +31,7 @@ Executor::Impl::Impl(const Plan& p, int r, int w, ExecOptions o)
         throw InputError("ExecOptions::input_stages names stage " + std::to_string(s) +
                          " but the plan has stages 0.." + std::to_string(num_stages - 1));
     routes.push_back(route.stages);
+    replicated.push_back(route.replicated);
   }
   for (std::size_t i = 0; i < routes.size(); ++i)
     for (int s : routes[i])
@@ -70,9 +76,11 @@ void Executor::Impl::connect(std::shared_ptr<Communicator> c) {
   std::string options = std::to_string(opt.reexchange_shapes) + "/" +
                         std::to_string(static_cast<int>(opt.loss_reduction)) + "/" +
                         std::to_string(opt.loss_on_every_rank) + "/";
-  for (const auto& r : routes) options += "[" + detail::join(r) + "]";
+  for (std::size_t i = 0; i < routes.size(); ++i)
+    options += "[" + detail::join(routes[i]) + (replicated[i] ? "]r" : "]");
   for (const auto& [s, spec] : opt.output_specs)
     options += std::to_string(s) + ":" + to_string(spec) + ";";
+  options += ties.describe();
   std::uint64_t h = 1469598103934665603ULL;
   for (unsigned char ch : options) h = (h ^ ch) * 1099511628211ULL;
   const std::int64_t fp = detail::fingerprint(plan);
@@ -90,8 +98,8 @@ void Executor::Impl::connect(std::shared_ptr<Communicator> c) {
   if (at_(2) != flags || -at_(3) != flags)
     throw InputError(me() +
                      "the ranks were given different executor options (output_specs, "
-                     "reexchange_shapes, input_stages, loss_reduction or "
-                     "loss_on_every_rank); give every rank the same");
+                     "reexchange_shapes, input_stages, loss_reduction, "
+                     "loss_on_every_rank or ties); give every rank the same");
   comm = std::move(c);
   transfers.use(comm.get());
   closed = false;
@@ -238,6 +246,8 @@ StepResult Executor::Impl::run_step(const Values& inputs, const Values& targets,
   if (fwd_step) prove_forward_projection();
   split_batch(inputs, targets);
   broken = true;  // until the step completes: peers would be left mid-step
+  check_batch();
+  if (!ties.empty() && !ties.checked()) ties.check_identical(*comm, stages, timeout());
   begin_step();
   hooks.step_begin(step_index, fwd_step);
   run_program(fwd_step ? fwd_program : plan.ranks[rank]);
@@ -254,6 +264,43 @@ StepResult Executor::Impl::run_step(const Values& inputs, const Values& targets,
   if (!fwd_step) ++training_steps;
   broken = false;
   return result;
+}
+
+// Every rank's sliced inputs and targets must share one batch size, also
+// across ranks (a rank whose only sliced input is a wrong one cannot tell
+// alone). One allreduce on the first step and on every step that learns
+// shapes again (reexchange_shapes), the steps where the batch may change; on
+// the others each rank compares its batch with the agreed one, without
+// communicating. A world of one has nothing to compare.
+void Executor::Impl::check_batch() {
+  const bool agree = agreed_batch < 0 || opt.reexchange_shapes;
+  if (world == 1 || (!agree && step_batch < 0)) return;
+  if (!agree) {
+    if (step_batch != agreed_batch)
+      throw InputError(me() + step_batch_what + " has " + std::to_string(step_batch) +
+                       " rows but the batch of the first step had " + std::to_string(agreed_batch) +
+                       " samples; a batch size that changes between steps needs "
+                       "ExecOptions::reexchange_shapes");
+    return;
+  }
+  constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::min();
+  const bool here = step_batch >= 0;
+  at::Tensor t =
+      at::tensor(std::vector<std::int64_t>{here ? step_batch : kNone, here ? -step_batch : kNone},
+                 at::TensorOptions().dtype(at::kLong))
+          .to(comm->device());
+  comm->allreduce_max(t, timeout());
+  t = t.to(at::kCPU);
+  const std::int64_t most = t[0].item<std::int64_t>(), neg_least = t[1].item<std::int64_t>();
+  if (most == kNone) return;  // no rank slices anything
+  if (most != -neg_least)
+    throw InputError(me() + "the ranks were given different batch sizes (between " +
+                     std::to_string(-neg_least) + " and " + std::to_string(most) + " samples; " +
+                     (step_batch < 0
+                          ? std::string("this rank slices no input")
+                          : "here " + step_batch_what + " has " + std::to_string(step_batch)) +
+                     "); every rank's sliced inputs and targets must share the batch dimension");
+  agreed_batch = most;
 }
 
 void Executor::Impl::begin_step() {
@@ -276,6 +323,10 @@ void Executor::Impl::finish_step() {
                             std::to_string(m) + " never finished its " +
                             (sl.forward_done ? "backward" : "forward"));
     }
+  if (fwd_step) return;
+  if (!ties.empty()) ties.reduce(*comm, stages, timeout());
+  for (int s : ready_after_ties) hooks.stage_grads_ready(s, stages.trainable(s));
+  ready_after_ties.clear();
 }
 
 // The step's loss (on every rank with loss_on_every_rank) and, forward-only,
@@ -327,7 +378,9 @@ Executor::Executor(Executor&&) noexcept = default;
 Executor& Executor::operator=(Executor&&) noexcept = default;
 
 void Executor::set_stage(int stage, StageModule module) {
+  const std::map<std::string, at::Tensor> tied = module.tied;
   impl_->stages.set(stage, std::move(module));
+  impl_->ties.attach(stage, tied, impl_->stages);
 }
 
 void Executor::set_stages(const std::vector<StageModule>& all) {
@@ -335,6 +388,10 @@ void Executor::set_stages(const std::vector<StageModule>& all) {
     throw InputError("set_stages: got " + std::to_string(all.size()) + " stages but the plan has " +
                      std::to_string(impl_->num_stages));
   for (int s : impl_->stages.stages()) set_stage(s, all[s]);
+}
+
+void Executor::set_stages(const StageFactory& factory, std::uint64_t seed) {
+  for (int s : impl_->stages.stages()) set_stage(s, build_stage(factory, s, seed));
 }
 
 void Executor::set_loss(LossFn loss) { impl_->stages.set_loss(std::move(loss)); }
@@ -381,6 +438,16 @@ bool Executor::forward_only_plan() const { return impl_->plan_forward_only; }
 const Plan& Executor::plan() const { return impl_->plan; }
 int Executor::rank() const { return impl_->rank; }
 const std::vector<int>& Executor::local_stages() const { return impl_->stages.stages(); }
+std::vector<at::Tensor> Executor::local_parameters() const {
+  std::vector<at::Tensor> all;
+  std::unordered_set<const void*> seen;
+  for (int s : impl_->stages.stages()) {
+    if (!impl_->stages.registered(s)) continue;
+    for (const at::Tensor& p : impl_->stages.trainable(s))
+      if (seen.insert(p.unsafeGetTensorImpl()).second) all.push_back(p);
+  }
+  return all;
+}
 bool Executor::holds_last_stage() const { return impl_->holds_last(); }
 BoundarySpec Executor::output_spec(int stage) const {
   if (stage < 0 || stage >= impl_->num_stages || !impl_->transfers.spec(stage)) return {};

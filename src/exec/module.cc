@@ -7,6 +7,7 @@
 
 #include "exec/boundary.h"
 #include "pipeplan/error.h"
+#include "pipeplan/exec/build.h"
 
 namespace pipeplan::exec {
 
@@ -67,11 +68,10 @@ std::vector<StageModule> split_sequential(const torch::nn::Sequential& model, in
     throw InputError("split_sequential: cannot split " + std::to_string(n) + " children into " +
                      std::to_string(num_stages) + " non-empty stages");
   std::vector<std::size_t> points;
-  int at = 0;
-  for (int k = 0; k + 1 < num_stages; ++k) {
-    at += n / num_stages + (k < n % num_stages ? 1 : 0);
-    points.push_back(static_cast<std::size_t>(at));
-  }
+  std::size_t at = 0;
+  const std::vector<int> counts = balanced_partition(n, num_stages);
+  for (std::size_t k = 0; k + 1 < counts.size(); ++k)
+    points.push_back(at += static_cast<std::size_t>(counts[k]));
   return split_sequential(model, points);
 }
 

@@ -16,6 +16,7 @@
 #include "exec/boundary.h"
 #include "exec/hooks.h"
 #include "exec/stages.h"
+#include "exec/ties.h"
 #include "exec/transfers.h"
 #include "pipeplan/exec/executor.h"
 
@@ -50,11 +51,17 @@ struct Executor::Impl {
   bool fwd_program_proved = false;       // the projection of every rank verified
   std::vector<std::vector<int>> routes;  // per user input, its stages
   std::vector<int> local_inputs;         // inputs some local stage consumes
+  std::vector<bool> replicated;          // per user input: handed whole to every microbatch
+  std::int64_t step_batch = -1;    // this step's batch (sliced inputs, targets); -1: none here
+  std::string step_batch_what;     // which value gave it
+  std::int64_t agreed_batch = -1;  // the batch all ranks agreed on (check_batch)
 
   // The layers below the loop.
   std::shared_ptr<Communicator> comm;
   detail::Transfers transfers;
   detail::LocalStages stages;
+  detail::Ties ties;
+  std::vector<int> ready_after_ties;  // local stages whose grads-ready waits for the tie sums
   detail::Hooks hooks;
 
   // Lifetime.
@@ -89,6 +96,7 @@ struct Executor::Impl {
   void prove_forward_projection();
   StepResult run(const Values& inputs, const Values& targets, bool forward_only);
   StepResult run_step(const Values& inputs, const Values& targets, bool forward_only);
+  void check_batch();
   void begin_step();
   void finish_step();
   StepResult step_result();

@@ -21,6 +21,8 @@ LocalStages::LocalStages(const PlanMeta& meta, int rank)
   trainable_.resize(local_.size());
   names_.resize(local_.size());
   may_be_unused_.resize(local_.size());
+  held_.resize(local_.size());
+  held_sums_.resize(local_.size());
   no_grad_.resize(local_.size());
   params_checked_.assign(local_.size(), false);
 }
@@ -49,6 +51,7 @@ void LocalStages::set(int stage, StageModule module) {
     may_be_unused_[li].push_back(unused.count(p.unsafeGetTensorImpl()) > 0);
   }
   no_grad_[li].clear();
+  held_[li].assign(trainable_[li].size(), false);
   params_checked_[li] = false;
   modules_[li] = std::move(module);
 }
@@ -99,6 +102,8 @@ void LocalStages::begin_step(int num_microbatches) {
   grad_sums_.assign(n, {});
   backward_left_.assign(n, num_microbatches);
   for (std::size_t i = 0; i < n; ++i) grad_sums_[i].resize(trainable_[i].size());
+  held_sums_.assign(n, {});
+  for (std::size_t i = 0; i < n; ++i) held_sums_[i].resize(trainable_[i].size());
 }
 
 void LocalStages::accumulate(int stage, const std::vector<at::Tensor>& grads, std::size_t offset) {
@@ -127,6 +132,11 @@ bool LocalStages::weight_grads_done(int stage, double scale, bool check, int ste
     at::Tensor& sum = grad_sums_[li][p];
     if (!sum.defined()) continue;
     if (scale != 1.0) sum.mul_(scale);
+    if (held_[li][p]) {
+      held_sums_[li][p] = std::move(sum);
+      sum = at::Tensor();
+      continue;
+    }
     at::Tensor& g = trainable_[li][p].mutable_grad();
     if (g.defined()) g.add_(sum);
     else g = std::move(sum);
@@ -150,6 +160,19 @@ std::string LocalStages::no_grad_message(int li, int step) const {
          "outside autograd cut the graph, or the forward never uses it); fix the forward, or "
          "if the parameter is really unused list it in StageModule::unused_parameters "
          "(allow_unused(stage, name) for a module stage)";
+}
+
+void LocalStages::hold(int stage, std::size_t p) { held_[index(stage)].at(p) = true; }
+
+bool LocalStages::holds_any(int stage) const {
+  const std::vector<bool>& h = held_[index(stage)];
+  return std::find(h.begin(), h.end(), true) != h.end();
+}
+
+at::Tensor LocalStages::take_held(int stage, std::size_t p) {
+  const int li = index(stage);
+  if (held_sums_[li].empty()) return {};
+  return std::move(held_sums_[li].at(p));
 }
 
 void LocalStages::check_gradients() const {

@@ -29,6 +29,7 @@ class LocalStages {
   void set(int stage, StageModule module);
   void set_loss(LossFn loss) { loss_ = std::move(loss); }
   const LossFn& loss() const { return loss_; }
+  bool registered(int stage) const { return modules_[index(stage)].has_value(); }
   /// The first local stage without a module, if any.
   std::optional<int> missing_module() const;
   /// train()/eval() on every registered torch module.
@@ -58,6 +59,12 @@ class LocalStages {
   /// `check`, the first of them is refused (InputError) before any .grad changes.
   bool weight_grads_done(int stage, double scale, bool check, int step);
   void end_step() { grad_sums_.clear(); }
+  /// Keeps trainable parameter `index` of `stage` out of weight_grads_done's
+  /// .grad update: its step gradient is held for take_held() (ties).
+  void hold(int stage, std::size_t p);
+  bool holds_any(int stage) const;
+  /// The held step gradient (scaled), once; undefined when it got none.
+  at::Tensor take_held(int stage, std::size_t p);
   /// check_gradients(): refuses the first parameter recorded without a gradient.
   void check_gradients() const;
 
@@ -74,6 +81,8 @@ class LocalStages {
   std::vector<std::vector<at::Tensor>> trainable_;  // [local index]: parameters requiring grad
   std::vector<std::vector<std::string>> names_;     // [local index][trainable]: for errors
   std::vector<std::vector<bool>> may_be_unused_;    // [local index][trainable]: opted out
+  std::vector<std::vector<bool>> held_;             // [local index][trainable]: tied
+  std::vector<std::vector<at::Tensor>> held_sums_;  // [local index][trainable]: this step
   std::vector<std::vector<int>> no_grad_;           // [local index]: trainable without a gradient
   int no_grad_step_ = -1;                           // the step no_grad_ describes
   std::string no_grad_message(int li, int step) const;

@@ -1,7 +1,8 @@
 // A complete trainer on pipeplan's executor (shown in docs/executor.md):
-// a torch::nn::Sequential language-model toy split into the plan's stages
-// (the plan's partition when it records one, as `pipeplan search` plans do),
-// inputs on the first stage's rank, targets on the last stage's, SGD.
+// a torch::nn::Sequential language-model toy, each rank building only its
+// stages of the plan (cut by the plan's partition when it records one, as
+// `pipeplan search` plans do); inputs on the first stage's rank, targets on
+// the last stage's, SGD.
 //
 //   example_trainer PLAN [STEPS]        (one rank; RANK/WORLD_SIZE/MASTER_* set)
 //   example_trainer --profile LAYERS    (profile the model for pipeplan search)
@@ -13,9 +14,12 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <numeric>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
+#include "pipeplan/exec/build.h"
 #include "pipeplan/exec/comm.h"
 #include "pipeplan/exec/executor.h"
 #include "pipeplan/exec/module.h"
@@ -25,25 +29,21 @@
 
 namespace px = pipeplan::exec;
 
-// The whole model, from one seed, so each stage has the same weights
-// whichever rank owns it.
-torch::nn::Sequential make_model() {
-  torch::manual_seed(0);
-  torch::nn::Sequential model(torch::nn::Embedding(64, 32));
-  for (int i = 0; i < 4; ++i) {
-    model->push_back(torch::nn::Linear(32, 32));
-    model->push_back(torch::nn::Functional(torch::gelu, "none"));
-    model->push_back(torch::nn::LayerNorm(torch::nn::LayerNormOptions({32})));
-  }
-  model->push_back(torch::nn::Linear(32, 64));
-  return model;
+// The model's layers: layer i of 14, built under its own seed (build.h).
+constexpr int kLayers = 14;
+torch::nn::AnyModule layer(int i) {
+  if (i == 0) return torch::nn::AnyModule(torch::nn::Embedding(64, 32));
+  if (i == kLayers - 1) return torch::nn::AnyModule(torch::nn::Linear(32, 64));
+  if (i % 3 == 1) return torch::nn::AnyModule(torch::nn::Linear(32, 32));
+  if (i % 3 == 2) return torch::nn::AnyModule(torch::nn::Functional(torch::gelu, "none"));
+  return torch::nn::AnyModule(torch::nn::LayerNorm(torch::nn::LayerNormOptions({32})));
 }
 
 // Profile -> search: one microbatch (4 sequences of 6 tokens) through every
 // layer, written as the layer profile `pipeplan search --layers` reads.
 int profile(const char* path) {
   torch::set_num_threads(1);
-  torch::nn::Sequential model = make_model();
+  torch::nn::Sequential model = px::build_sequential(layer, kLayers, /*seed=*/0);
   const pipeplan::LayerProfile layers = px::profile_layers(model, torch::randint(64, {4, 6}));
   std::ofstream out(path);
   pipeplan::write_layer_profile(layers, out, px::profile_comment({}));
@@ -75,16 +75,25 @@ int main(int argc, char** argv) {
     options.loss_on_every_rank = true;  // every rank may log the loss
     px::Executor executor(plan, group, options);
 
-    // 3. The whole model on every rank; register this rank's stages, split
-    //    by the plan's partition (balanced when it records none).
-    torch::nn::Sequential model = make_model();
-    executor.set_stages(px::split_sequential(model, plan));
+    // 3. Only this rank's stages are built, cut by the plan's partition
+    //    (balanced when it records none). Layer i is built from its own seed,
+    //    so a stage has the same weights whichever rank builds it, the same as
+    //    in the whole model (build_sequential) built in one process.
+    const std::vector<int>& partition = plan.meta.partition;
+    if (!partition.empty() && std::accumulate(partition.begin(), partition.end(), 0) != kLayers)
+      throw std::runtime_error("the plan's partition is not of this model's " +
+                               std::to_string(kLayers) + " layers");
+    executor.set_stages(partition.empty()
+                            ? px::sequential_stages(layer, kLayers, plan.meta.num_stages(), 0)
+                            : px::sequential_stages(layer, partition, /*seed=*/0),
+                        /*seed=*/0);
     executor.set_loss([](const px::Values& out, const px::Values& targets) {
       const at::Tensor& logits = std::get<at::Tensor>(out[0]);
       return torch::nn::functional::cross_entropy(logits.reshape({-1, 64}),
                                                   std::get<at::Tensor>(targets[0]).reshape(-1));
     });
-    torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.5));
+    // The optimizer takes exactly this rank's parameters.
+    torch::optim::SGD optimizer(executor.local_parameters(), torch::optim::SGDOptions(0.5));
 
     // 4. Train: the first stage's rank passes the tokens, the last stage's
     //    rank the labels, any other rank nothing.
@@ -100,7 +109,7 @@ int main(int argc, char** argv) {
       if (last) targets.push_back(labels);
       optimizer.zero_grad();
       std::optional<double> loss = executor.step(inputs, targets);
-      optimizer.step();  // parameters of other ranks' stages have no gradient: untouched
+      optimizer.step();
       std::printf("step %d loss %.9f\n", step, *loss);
     }
     // 5. Leave together (also what the destructor does).

@@ -283,6 +283,54 @@ TEST_CASE("exec: a wrong output_specs fails the step naming the mismatch and the
   CHECK((waited || posted));
 }
 
+// Stage 0's weight tied to the last stage's, on different ranks (1f1b,
+// interleaved-1f1b) and on one (zbv's V): the worker compares the loss and
+// every local gradient (each copy against the one shared tensor of the
+// reference) after each of 3 steps. With --dp 2 the world holds two replicas
+// of the pipeline (DP x PP): the tie is summed in each replica, then averaged
+// across them, equal to the tied model trained on the global batch.
+TEST_CASE("exec: tied parameters across ranks match the tied unpipelined model", "[exec][tie]") {
+  for (const char* dp : {"1", "2"}) {
+    const int world = 2 * std::stoi(dp);
+    const std::string dir = make_temp_dir("pipeplan-exec-tied");
+    exec::LaunchOptions lo;
+    lo.nproc = world;
+    lo.grace = std::chrono::milliseconds(40000);
+    exec::LaunchResult r =
+        exec::launch_local({kWorker, "--schedules", "1f1b,interleaved-1f1b,zbv", "--steps", "3",
+                            "--out", dir, "--timeout", "30", "--tied", "1", "--dp", dp},
+                           lo);
+    CHECK(r.exit_code() == 0);
+    for (int k = 0; k < world; ++k) {
+      const std::string lines = slurp(dir + "/rank" + std::to_string(k) + ".txt");
+      INFO("dp " << dp << " rank " << k << ": " << lines);
+      for (const std::string name : {"1f1b", "interleaved-1f1b", "zbv"})
+        CHECK(lines.find("ok " + name + " p=2") != std::string::npos);
+      CHECK(lines.find("FAIL") == std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("exec: the batch size is checked across ranks", "[exec]") {
+  // Rank 0 slices x (10 rows), rank 1 the scale and the targets (15 rows):
+  // each rank's values agree and divide into the 5 microbatches, so only a
+  // check across the ranks sees the mismatch. Both ranks fail, before any
+  // action.
+  const std::string dir = make_temp_dir("pipeplan-exec-bad-batch");
+  exec::LaunchOptions lo;
+  lo.nproc = 2;
+  lo.grace = std::chrono::milliseconds(30000);
+  exec::LaunchResult r = exec::launch_local({kWorker, "--schedules", "1f1b", "--steps", "1",
+                                             "--out", dir, "--timeout", "30", "--bad-batch", "1"},
+                                            lo);
+  CHECK(r.exit_code() == 0);
+  const std::string why = "the ranks were given different batch sizes (between 10 and 15 samples; ";
+  const std::string tail =
+      "); every rank's sliced inputs and targets must share the batch dimension\n";
+  CHECK(slurp(dir + "/rank0.txt") == "error rank 0: " + why + "here input 0 has 10" + tail);
+  CHECK(slurp(dir + "/rank1.txt") == "error rank 1: " + why + "here input 1 has 15" + tail);
+}
+
 TEST_CASE("exec: a throwing stage is reported with its context on every rank", "[exec]") {
   // Plain and batched (BATCH_P2P groups) plans: a peer failing inside a group
   // names the group.

@@ -219,3 +219,62 @@ TEST_CASE("exec: runs on a wrapped c10d process group and on a subgroup of it", 
     CHECK(error_of([&] { ex.step(b.inputs, b.targets); }) == "rank 0: the executor was shut down");
   }
 }
+
+// A replicated input: one [T, T] causal mask, not sliced, handed whole to
+// both stages of every microbatch (routed as replicated_input({0, 1})),
+// against the unpipelined model on the whole batch.
+TEST_CASE("exec: a replicated [T, T] mask reaches every stage of every microbatch", "[exec]") {
+  Plan p = plan(Problem{"interleaved-1f1b", 1, 4, 2});  // 2 stages on one rank
+  constexpr std::int64_t kB = 8, kT = 6, kH = 4;
+  auto o = at::TensorOptions().dtype(at::kDouble);
+  at::manual_seed(3);
+  std::vector<at::Tensor> pipe_w, ref_w;
+  for (int s = 0; s < 2; ++s) {
+    pipe_w.push_back((at::randn({kH, kH}, o) / 2).requires_grad_());
+    ref_w.push_back(pipe_w.back().detach().clone().requires_grad_());
+  }
+  // Causal averaging over earlier positions: rows of the mask sum to one.
+  at::Tensor mask = at::tril(at::ones({kT, kT}, o));
+  mask = mask / mask.sum(1, true);
+  auto stages_of = [](const std::vector<at::Tensor>& w) {
+    std::vector<StageModule> st;
+    for (int s = 0; s < 2; ++s) {
+      StageModule m;
+      m.forward = [w = w[s]](const Values& in) -> Values {
+        const at::Tensor& x = std::get<at::Tensor>(in[0]);   // [b, T, H]
+        const at::Tensor& mk = std::get<at::Tensor>(in[1]);  // after the boundary value (or x)
+        if (mk.sizes() != at::IntArrayRef{kT, kT}) throw std::runtime_error("mask sliced");
+        return {at::tanh(at::matmul(mk, at::matmul(x, w)))};
+      };
+      m.parameters = {w[s]};
+      st.push_back(m);
+    }
+    return st;
+  };
+  LossFn loss = [](const Values& out, const Values& t) {
+    return (std::get<at::Tensor>(out[0]) - std::get<at::Tensor>(t[0])).pow(2).mean();
+  };
+  ExecOptions opts;
+  opts.input_stages = {0, replicated_input({0, 1})};
+  Executor ex(p, solo_group(), opts);
+  ex.set_stages(stages_of(pipe_w));
+  ex.set_loss(loss);
+  const at::Tensor x = at::randn({kB, kT, kH}, o), y = at::randn({kB, kT, kH}, o);
+  std::optional<double> got = ex.step({x, mask}, {y});
+  const double want = run_unpipelined(stages_of(ref_w), loss, opts.input_stages, {x, mask}, {y});
+  REQUIRE(got.has_value());
+  CHECK(*got == Approx(want).epsilon(1e-12));
+  for (int s = 0; s < 2; ++s) CHECK(at::allclose(pipe_w[s].grad(), ref_w[s].grad(), 1e-12, 1e-12));
+  // Routed as a sliced input, the [T, T] mask would be cut into microbatches:
+  // its 6 rows are refused as a batch dimension against x's 8.
+  ExecOptions sliced;
+  sliced.input_stages = {0, {0, 1}};
+  Executor wrong(p, solo_group(), sliced);
+  wrong.set_stages(stages_of(pipe_w));
+  wrong.set_loss(loss);
+  CHECK(error_of([&] {
+          wrong.step({x, mask}, {y});
+        }) ==
+        "input 1 has 6 rows but input 0 has 8; every tensor input and target must share the "
+        "batch dimension");
+}

@@ -3,6 +3,9 @@
 // unpipelined reference, and compares the loss and every local parameter
 // gradient after each step. Results go to <out>/rank<R>.txt, one line per
 // schedule: "ok NAME ...", "skip NAME: why" (shape refused) or "FAIL NAME: why".
+// With --dp D the world holds D replicas of the pipeline (DP x PP): each
+// replica steps on its slice of the global batch, a GradientAverager averages
+// the gradients, and the reference trains on the global batch.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -13,6 +16,7 @@
 
 #include "pipeplan/error.h"
 #include "pipeplan/exec/comm.h"
+#include "pipeplan/exec/data_parallel.h"
 #include "pipeplan/exec/demo.h"
 #include "pipeplan/exec/executor.h"
 #include "pipeplan/planner.h"
@@ -31,7 +35,10 @@ struct Args {
   bool bad_spec = false;   // output_specs[0] given wrong: the step must fail and say so
   int throw_at = -1;       // this rank's first stage throws on microbatch 1 of step 1
   bool batch_p2p = false;  // the batched lowering (BATCH_P2P groups)
-  bool expect_error() const { return bad_spec || throw_at >= 0; }
+  bool tied = false;       // the last stage's weight tied to stage 0's (outputs = width)
+  int dp = 1;              // data-parallel replicas of the pipeline
+  bool bad_batch = false;  // rank 1 passes a batch of 3 rows per microbatch, rank 0 of 2
+  bool expect_error() const { return bad_spec || throw_at >= 0 || bad_batch; }
 };
 
 Args parse(int argc, char** argv) {
@@ -51,6 +58,12 @@ Args parse(int argc, char** argv) {
       a.dynamic = v == "1";
     } else if (k == "--bad-spec") {
       a.bad_spec = v == "1";
+    } else if (k == "--tied") {
+      a.tied = v == "1";
+    } else if (k == "--bad-batch") {
+      a.bad_batch = v == "1";
+    } else if (k == "--dp") {
+      a.dp = std::stoi(v);
     } else if (k == "--throw-at") {
       a.throw_at = std::stoi(v);
     } else if (k == "--batch-p2p") {
@@ -82,10 +95,24 @@ std::optional<Problem> pick_problem(const std::string& name, int p, std::string&
   return std::nullopt;
 }
 
-std::string run_one(const std::string& name, int index, const Args& a, const DistEnv& env,
-                    const std::shared_ptr<Communicator>& comm) {
+// Replica `replica`'s rows of a global batch of `dp` equal slices.
+Values slice(const Values& global, int replica, int dp) {
+  Values out;
+  for (const Value& v : global) {
+    const at::Tensor* t = std::get_if<at::Tensor>(&v);
+    if (t == nullptr) {
+      out.push_back(v);
+      continue;
+    }
+    const std::int64_t rows = t->size(0) / dp;
+    out.push_back(t->narrow(0, replica * rows, rows));
+  }
+  return out;
+}
+
+std::string run_one(const std::string& name, int index, const Args& a, const ParallelGroups& g) {
   std::string why;
-  std::optional<Problem> pr = pick_problem(name, env.world_size, why);
+  std::optional<Problem> pr = pick_problem(name, g.pipeline->size(), why);
   if (!pr) return "skip " + name + ": " + why;
   Planner planner(*pr);
   LoweringChoice choice;
@@ -94,21 +121,31 @@ std::string run_one(const std::string& name, int index, const Args& a, const Dis
   DemoConfig c;
   c.num_stages = plan.meta.num_stages();
   c.seed = 1000 + index;
+  const int last = c.num_stages - 1;
+  if (a.tied) c.outputs = c.width;
   ExecOptions opts;
   opts.timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
   opts.input_stages = demo_input_stages(c);
   opts.reexchange_shapes = a.dynamic;
+  if (a.tied) opts.ties = {Tie{"w", {0, last}}};
   if (a.bad_spec)  // the real boundary is Float[2, 16], Float[2, 16], int
     opts.output_specs[0] = {{false, at::kFloat, {2, 8}}, {false, at::kFloat, {2, 16}}, {true}};
-  Executor ex(plan, env.rank, env.world_size, opts);
+  Executor ex(plan, g.pipeline_rank, g.pipeline->size(), opts);
+  if (a.dp > 1) ex.add_observer(std::make_shared<GradientAverager>(g.data, opts.timeout));
   auto pipe_params = demo_parameters(c);
   auto ref_params = demo_parameters(c);
+  if (a.tied) {  // the pipeline's copies start equal; the reference uses one tensor twice
+    c10::NoGradGuard no_grad;
+    pipe_params[last][0].copy_(pipe_params[0][0]);
+    ref_params[last][0] = ref_params[0][0];
+  }
   std::vector<at::Tensor> pipe_local, ref_all;
   // Counts stage forwards: shapes must be learned without an extra forward.
   auto forwards = std::make_shared<long>(0);
   for (int s : ex.local_stages()) {
     StageModule st = demo_stage(c, s, pipe_params[s]);
-    const bool throws = env.rank == a.throw_at && s == ex.local_stages().front();
+    if (a.tied && (s == 0 || s == last)) st.tied["w"] = pipe_params[s][0];
+    const bool throws = g.pipeline_rank == a.throw_at && s == ex.local_stages().front();
     st.forward = [inner = st.forward, forwards, throws, s](const Values& in) {
       if (++*forwards == 2 && throws)
         throw std::runtime_error("stage " + std::to_string(s) + " refuses microbatch 1");
@@ -123,16 +160,22 @@ std::string run_one(const std::string& name, int index, const Args& a, const Dis
     for (auto& t : ref_params[s]) ref_all.push_back(t);
   }
   ex.set_loss(demo_loss(c));
-  ex.connect(comm);
+  ex.connect(g.pipeline);
 
   double loss_err = 0, grad_err = 0;
   int compared = 0;
   for (int k = 1; k <= a.steps; ++k) {
     const int m = plan.meta.num_microbatches;
-    DemoBatch b = demo_batch(c, (a.dynamic ? k : 2) * m, k);
+    const int rows = a.dynamic ? k : (a.bad_batch && g.pipeline_rank == 1 ? 3 : 2);
+    DemoBatch b = demo_batch(c, rows * m * a.dp, k);  // the global batch
     std::optional<double> loss;
     try {
-      loss = ex.step(b.inputs, b.targets);
+      loss = ex.step(slice(b.inputs, g.replica, a.dp), slice(b.targets, g.replica, a.dp));
+      if (loss && a.dp > 1) {  // the global batch's mean loss: the replicas' mean
+        at::Tensor t = at::tensor({*loss}, at::kDouble);
+        g.data->iallreduce_sum(t)->wait(opts.timeout, "summing the replicas' losses");
+        loss = t.item<double>() / a.dp;
+      }
     } catch (const std::exception& e) {
       if (a.expect_error()) return std::string("error ") + e.what();
       throw;
@@ -162,9 +205,10 @@ std::string run_one(const std::string& name, int index, const Args& a, const Dis
   std::ostringstream line;
   line << (loss_err <= 1e-5 && grad_err <= 1e-5 ? "ok " : "FAIL ") << name
        << " p=" << plan.meta.pp_degree << " m=" << plan.meta.num_microbatches
-       << " v=" << plan.meta.stages_per_rank << " rank=" << env.rank
-       << " stages=" << ex.local_stages().size() << " grads_compared=" << compared
-       << " loss_rel_err=" << loss_err << " grad_rel_err=" << grad_err;
+       << " v=" << plan.meta.stages_per_rank << " rank=" << g.pipeline_rank
+       << " replica=" << g.replica << " stages=" << ex.local_stages().size()
+       << " grads_compared=" << compared << " loss_rel_err=" << loss_err
+       << " grad_rel_err=" << grad_err;
   return line.str();
 }
 
@@ -189,14 +233,22 @@ int main(int argc, char** argv) {
       throw;
     }
     std::ofstream out(a.out + "/rank" + std::to_string(env.rank) + ".txt");
+    const std::chrono::milliseconds timeout(static_cast<long long>(a.timeout_s * 1000));
+    ParallelGroups groups;
+    if (a.dp > 1) {
+      groups = make_parallel_groups(comm, env.world_size / a.dp, a.dp, timeout);
+    } else {
+      groups.pipeline = comm;
+      groups.pipeline_rank = env.rank;
+    }
     bool ok = true;
     for (std::size_t i = 0; i < a.schedules.size(); ++i) {
-      std::string line = run_one(a.schedules[i], static_cast<int>(i), a, env, comm);
+      std::string line = run_one(a.schedules[i], static_cast<int>(i), a, groups);
       ok = ok && line.rfind("FAIL", 0) != 0;
       out << line << "\n" << std::flush;
       if (a.expect_error()) std::_Exit(0);  // the peers are mid-step
     }
-    comm->barrier(std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000)));
+    comm->barrier(timeout);
     std::fflush(stdout);
     std::_Exit(ok ? 0 : 1);
   } catch (const std::exception& e) {

@@ -96,6 +96,26 @@ struct StageModule {
   /// only reads): they may receive no gradient (the previous stage then gets
   /// zeros for them).
   std::vector<int> unused_inputs;
+  /// This stage's copy of each shared parameter it is in (ExecOptions::ties),
+  /// by tie name; each must be one of `parameters`.
+  std::map<std::string, at::Tensor> tied;
+};
+
+/// Builds stage `stage` from scratch (local-only construction: called only
+/// for the stages this rank owns; Executor::set_stages(factory, seed)).
+using StageFactory = std::function<StageModule(int stage)>;
+
+/// A shared (tied) parameter: each of `stages` holds its own copy (the token
+/// embedding of stage 0 and the LM head of the last stage, on different
+/// ranks). The executor sums the copies' gradients of a step across the
+/// owning stages and ranks, once every rank ran its program, and adds the sum
+/// to every copy's .grad, so the copies stay equal under any optimizer that
+/// treats them alike, exactly like the tied unpipelined model. Before the
+/// first step, one allreduce checks that every copy has the same shape,
+/// dtype and values (identical initialisation).
+struct Tie {
+  std::string name;
+  std::vector<int> stages;
 };
 
 /// When the executor checks that every listed parameter of a local stage
@@ -112,10 +132,22 @@ enum class GradientCheck : std::uint8_t {
 /// list (`{0, 3}`), e.g. an attention mask every stage reads.
 struct InputRoute {
   std::vector<int> stages;
+  /// The same whole tensor, unsliced, for the consuming stages of every
+  /// microbatch (an attention mask [T, T], a rotary table): it has no batch
+  /// dimension and takes no part in the batch-size checks. Build with
+  /// replicated_input().
+  bool replicated = false;
   InputRoute(int stage) : stages{stage} {}  // NOLINT(google-explicit-constructor)
   InputRoute(std::initializer_list<int> s) : stages(s) {}
-  explicit InputRoute(std::vector<int> s) : stages(std::move(s)) {}
+  explicit InputRoute(std::vector<int> s, bool replicate = false)
+      : stages(std::move(s)), replicated(replicate) {}
 };
+
+/// A route handing one input, whole, to `stages` for every microbatch
+/// (InputRoute::replicated): `opts.input_stages = {0, replicated_input({0, 1, 2, 3})}`.
+inline InputRoute replicated_input(std::vector<int> stages) {
+  return InputRoute(std::move(stages), /*replicate=*/true);
+}
 
 /// How microbatch losses combine into the step loss (and the gradients).
 enum class LossReduction : std::uint8_t {
@@ -168,6 +200,8 @@ struct ExecOptions {
   bool loss_on_every_rank = false;
   /// When every listed parameter must have received a gradient (StageModule).
   GradientCheck gradient_check = GradientCheck::EveryStep;
+  /// Shared parameters (see Tie). Give the same on all ranks.
+  std::vector<Tie> ties;
 };
 
 /// What a step produced on this rank.
@@ -210,6 +244,12 @@ class Executor {
   /// Registers this rank's stages from a list of every stage (index = stage),
   /// as split_sequential() returns; InputError unless it has num_stages entries.
   void set_stages(const std::vector<StageModule>& all);
+  /// Local-only construction: builds and registers this rank's stages only,
+  /// each by `factory(stage)` under torch's default generator seeded from
+  /// (seed, stage) (build_stage() in pipeplan/exec/build.h), so a stage gets
+  /// the same weights whichever rank builds it, and the same as
+  /// build_stages(factory, num_stages, seed) builds in one process.
+  void set_stages(const StageFactory& factory, std::uint64_t seed);
   /// Sets the loss; required on the rank holding the last stage.
   void set_loss(LossFn loss);
   /// Attaches the group and checks (one allreduce) that every rank runs the
@@ -264,6 +304,11 @@ class Executor {
   int rank() const;
   /// Stages this rank owns, ascending.
   const std::vector<int>& local_stages() const;
+  /// The trainable parameters of this rank's stages, each tensor once (a
+  /// parameter two local stages share, counted once): what the optimizer
+  /// of this rank takes. The copies of a tie on different stages are
+  /// different tensors and all listed.
+  std::vector<at::Tensor> local_parameters() const;
   /// True when this rank owns the last stage (and so reports the loss).
   bool holds_last_stage() const;
   /// Output spec of a local stage, once learned (empty before the first step).

@@ -61,7 +61,9 @@ class Observer {
   /// After the last B or W of local stage `stage` in a training step: the
   /// stage's gradients of this step are now added to each parameter's .grad.
   /// `parameters` are the stage's trainable parameters. Fires before the
-  /// on_exit of that action, so work started here overlaps later actions.
+  /// on_exit of that action, so work started here overlaps later actions;
+  /// for a stage holding a copy of a tied parameter (ExecOptions::ties), at
+  /// the end of the step once the tie's gradients are summed.
   virtual void on_stage_grads_ready(int /*stage*/, const std::vector<at::Tensor>& /*parameters*/) {}
   /// After every action ran and every send completed, before step() returns.
   virtual void on_step_end(int /*step*/, bool /*forward_only*/) {}
