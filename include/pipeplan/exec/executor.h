@@ -138,6 +138,16 @@ struct ExecOptions {
   /// Return the step loss on every rank (one allreduce per step), not only
   /// on the rank holding the last stage.
   bool loss_on_every_rank = false;
+  /// Release a forward output's data once it was delivered (its SEND_F
+  /// posted, or handed to the next stage on this rank): the backward starts
+  /// from the output's graph node, not its values, so only the graph stays
+  /// (what PaddlePaddle's pipeline driver does). The message keeps the data
+  /// until the send completed. Views and pass-through inputs are kept.
+  bool free_sent_outputs = true;
+  /// Forward-only steps: the last stage's outputs (StepResult::outputs) are
+  /// moved to host memory as each microbatch produces them, so the device
+  /// does not hold the whole batch's outputs.
+  bool outputs_on_host = false;
 };
 
 /// What a step produced on this rank.
