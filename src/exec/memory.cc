@@ -2,12 +2,16 @@
 // RNG states for recompute, saved-tensor hooks, moves to host and back.
 #include "exec/memory.h"
 
+#include "exec/memory_meter.h"
+
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/saved_variable_hooks.h>
 
+#include <map>
 #include <mutex>
+#include <optional>
 
 #ifdef PIPEPLAN_EXEC_CUDA
 #include <ATen/cuda/CUDAEvent.h>
@@ -194,7 +198,13 @@ at::Tensor Mover::copy(const at::Tensor& t) {
     return out;
   }
 #endif
-  out = at::empty(t.sizes(), t.options().device(to_host_ ? at::Device(at::kCPU) : device_));
+  {
+    // On a CPU rank the host copy is host memory all the same: the bytes
+    // the tracer counts for the device leave with the OFFLOAD.
+    std::optional<Unmetered> host;
+    if (to_host_) host.emplace();
+    out = at::empty(t.sizes(), t.options().device(to_host_ ? at::Device(at::kCPU) : device_));
+  }
   out.copy_(t);
   done_.emplace_back(t, out);
   bytes_ += static_cast<std::int64_t>(out.nbytes());
