@@ -40,6 +40,7 @@ class TracedOp : public PendingOp {
     s_->end_wait();
     s_->waited(owner_, step_, t0, s_->now_ms());
   }
+  bool done() override { return inner_->done(); }
 
  private:
   std::unique_ptr<PendingOp> inner_;
