@@ -277,6 +277,36 @@ TEST_CASE("search: the memory term of the lower bound", "[search]") {
   CHECK(r.lower_bound == Approx(makespan_lower_bound(prof, 2, 4, 0.5, nullptr, 2.0)));
 }
 
+TEST_CASE("search: the whole-layer term of the lower bound", "[search]") {
+  // Three equal layers (F 1, B 2) on two ranks, m = 4: one rank holds two
+  // layers, 2 x 4 x 3 = 24 of work, however the ranks' starts fall; the
+  // spread-out work with the fill says only (36 + 1) / 2.
+  LayerProfile three;
+  for (int l = 0; l < 3; ++l) three.layers.push_back({"l" + std::to_string(l), 1, 2, 1, 1, {}, {}});
+  std::string why;
+  CHECK(makespan_lower_bound(three, 2, 4, 0.0, &why) == Approx(24));
+  CHECK(why.find("whole layers") != std::string::npos);
+  // The sail-sg grid's p = 4, m = 8, F = 1, I = 2, W = 1: every rank holds
+  // two of the eight layers and the last to start waits three layers' F and
+  // transfers: 3 x (0.5 + t) + 8 x 4. At 2x 1F1B's budget the search's plan
+  // is there (an optimum).
+  for (double t : {0.0, 0.25}) {
+    CAPTURE(t);
+    const LayerProfile prof = uniform_stages(4, 2);
+    CHECK(makespan_lower_bound(prof, 4, 8, t, &why, 8.0) == Approx(3 * (0.5 + t) + 32));
+    CHECK(why.find("whole layers") != std::string::npos);
+    SearchOptions o;
+    o.pp_degree = 4;
+    o.num_microbatches = 8;
+    o.comm.comm_latency = t;
+    o.memory_limit = 8.0;
+    o.time_limit = 60;
+    const SearchResult r = search(prof, o);
+    CHECK(r.makespan == Approx(r.lower_bound));
+    CHECK(r.gap() == Approx(0).margin(1e-9));
+  }
+}
+
 TEST_CASE("search: the exact search runs within the time limit", "[search]") {
   // Eight uneven layers, p = 2, m = 4, transfer 0.5: 6.3 million nodes
   // (about half a second); more than the former fixed budget of 4 million.

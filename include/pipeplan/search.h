@@ -123,9 +123,11 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& options);
 /// budget). The largest of: the busiest rank, (m x total work + the fill) /
 /// p, the fill summing what the k-th rank to start waits (the first k
 /// layers' F and k transfers); one microbatch's F + I chain through every
-/// layer, the first layer's W and the 2(p-1) transfers it must cross; and
-/// the memory term, the round trips of the microbatches the first stage can
-/// hold at once run one after another. See docs/search.md for the proof.
+/// layer, the first layer's W and the 2(p-1) transfers it must cross; whole
+/// layers, the k-th rank to start doing m(F + B) of each layer it holds
+/// after that wait (each rank holds one layer at least); and the memory
+/// term, the round trips of the microbatches the first stage can hold at
+/// once run one after another. See docs/search.md for the proof.
 double makespan_lower_bound(const LayerProfile& profile, int pp_degree, int num_microbatches,
                             double transfer_time, std::string* reason = nullptr,
                             double memory_limit = std::numeric_limits<double>::infinity());

@@ -71,10 +71,12 @@ Values Executor::Impl::forward_inputs(int stage, int mb, Slot& sl) {
     }
     // Each stage differentiates from its own leaves, so a boundary is the
     // same whether it crossed ranks or not.
-    for (Value& v : boundary) {
+    for (std::size_t i = 0; i < boundary.size(); ++i) {
+      Value& v = boundary[i];
       if (grad && detail::is_differentiable(v)) {
         at::Tensor leaf = std::get<at::Tensor>(v).detach().requires_grad_(true);
         sl.leaves.push_back(leaf);
+        sl.leaf_pos.push_back(static_cast<int>(i));
         in.emplace_back(std::move(leaf));
       } else {
         in.push_back(std::move(v));
@@ -185,6 +187,7 @@ void Executor::Impl::backward(int stage, int mb, bool full) {
     targets.insert(targets.end(), params.begin(), params.end());
   }
   std::vector<at::Tensor> grads = differentiate(sl, targets, /*keep_graph=*/!full);
+  check_input_grads(stage, mb, sl, grads);
   sl.in_grads.clear();
   for (std::size_t i = 0; i < sl.leaves.size(); ++i)
     sl.in_grads.push_back(grads[i].defined() ? grads[i] : at::zeros_like(sl.leaves[i]));
@@ -193,6 +196,7 @@ void Executor::Impl::backward(int stage, int mb, bool full) {
   sl.outputs.clear();
   const std::size_t num_leaves = sl.leaves.size();
   sl.leaves.clear();
+  sl.leaf_pos.clear();
   if (full) {
     stages.accumulate(stage, grads, num_leaves);
     sl.roots.clear();
@@ -215,12 +219,34 @@ void Executor::Impl::weight(int stage, int mb) {
   weight_grads_done(stage);
 }
 
+// A differentiable boundary input that got no gradient: the stage's graph
+// does not reach it, so the previous stage would silently train on zeros.
+void Executor::Impl::check_input_grads(int stage, int mb, const Slot& sl,
+                                       const std::vector<at::Tensor>& grads) const {
+  for (std::size_t i = 0; i < sl.leaves.size(); ++i) {
+    if (grads[i].defined() || stages.input_may_be_unused(stage, sl.leaf_pos[i])) continue;
+    throw InputError(
+        me() + "stage " + std::to_string(stage) + " microbatch " + std::to_string(mb) +
+        ": the backward produced no gradient for boundary input " + std::to_string(sl.leaf_pos[i]) +
+        " (" + to_string(detail::spec_of({sl.leaves[i]}, stage)) +
+        "), which requires one: the stage's outputs do not depend on it (a detach(), a "
+        "NoGradGuard or a recompute from a detached copy, as a ported activation checkpoint "
+        "does, cut the graph), so stage " +
+        std::to_string(stage - 1) +
+        " would get a zero gradient; fix the forward, or if the stage really does not "
+        "differentiate this input list " +
+        std::to_string(sl.leaf_pos[i]) + " in StageModule::unused_inputs");
+  }
+}
+
 // Every microbatch's weight gradient of a stage is in: its .grad is
 // complete, so observers (data-parallel averaging) can start while the rest
 // of the backward runs.
 void Executor::Impl::weight_grads_done(int stage) {
   const double scale = opt.loss_reduction == LossReduction::Mean ? 1.0 / num_mb : 1.0;
-  if (stages.weight_grads_done(stage, scale))
+  const bool check = opt.gradient_check == GradientCheck::EveryStep ||
+                     (opt.gradient_check == GradientCheck::FirstStep && training_steps == 0);
+  if (stages.weight_grads_done(stage, scale, check, step_index))
     hooks.stage_grads_ready(stage, stages.trainable(stage));
 }
 

@@ -1,6 +1,7 @@
 #include "exec/boundary.h"
 
 #include <ATen/ATen.h>
+#include <c10/util/Exception.h>
 
 #include <limits>
 #include <sstream>
@@ -26,6 +27,11 @@ std::string to_string(const BoundarySpec& spec) {
 }
 
 namespace detail {
+
+std::string message_of(const std::exception& e) {
+  if (const auto* ce = dynamic_cast<const c10::Error*>(&e)) return ce->what_without_backtrace();
+  return e.what();
+}
 
 BoundarySpec spec_of(const Values& values, int stage) {
   if (values.size() > static_cast<std::size_t>(kMaxValues))

@@ -4,6 +4,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <exception>
 #include <string>
 
 #include "pipeplan/exec/executor.h"
@@ -52,6 +53,9 @@ bool is_differentiable(const Value& v);
 /// Microbatch `m` of size `rows` of a user value: tensors narrowed along
 /// dim 0, scalars unchanged.
 Value slice(const Value& v, int m, std::int64_t rows);
+
+/// An exception's message; a c10::Error's without its C++ backtrace.
+std::string message_of(const std::exception& e);
 
 /// "0, 2, 5".
 std::string join(const std::vector<int>& xs);

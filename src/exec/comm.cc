@@ -23,7 +23,9 @@
 #include <cstdlib>
 #include <functional>
 #include <limits>
+#include <thread>
 
+#include "exec/boundary.h"
 #include "pipeplan/error.h"
 #include "pipeplan/exec/c10d.h"
 
@@ -32,10 +34,7 @@ namespace pipeplan::exec {
 namespace {
 
 // c10::Error::what() carries a C++ backtrace; users want the message only.
-std::string message_of(const std::exception& e) {
-  if (const auto* ce = dynamic_cast<const c10::Error*>(&e)) return ce->what_without_backtrace();
-  return e.what();
-}
+using detail::message_of;
 
 int env_int(const char* name, bool required, int fallback) {
   const char* v = std::getenv(name);
@@ -89,8 +88,10 @@ using GroupFactory = std::function<c10::intrusive_ptr<c10d::ProcessGroup>(
 class PgCommunicator : public Communicator {
  public:
   PgCommunicator(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroup> pg,
-                 Backend backend, at::Device device, GroupFactory factory)
-      : store_(std::move(store)),
+                 Backend backend, at::Device device, GroupFactory factory,
+                 bool serves_store = false)
+      : serves_store_(serves_store),
+        store_(std::move(store)),
         pg_(std::move(pg)),
         rank_(pg_->getRank()),
         size_(pg_->getSize()),
@@ -163,6 +164,43 @@ class PgCommunicator : public Communicator {
     allreduce_max(t, timeout);
   }
 
+  void report_failure(const std::string& what, bool origin) noexcept override {
+    if (!store_) return;
+    try {
+      const std::string text = std::string(origin ? "1" : "0") + what;
+      store_->set(failure_key(rank_), std::vector<std::uint8_t>(text.begin(), text.end()));
+      // A set is not acknowledged; a check is, and the store serves one
+      // client in order: the report is in before this rank goes on (exits).
+      (void)store_->check({failure_key(rank_)});
+      if (serves_store_) {
+        // The store leaves with this process: give the peers a moment to
+        // fail in turn and read the reports.
+        std::vector<std::string> keys;
+        for (int r = 0; r < size_; ++r) keys.push_back(failure_key(r));
+        store_->wait(keys, kLinger);
+      }
+    } catch (...) {  // NOLINT(bugprone-empty-catch): best effort, the step already failed
+    }
+  }
+
+  std::string reported_failure() noexcept override {
+    if (!store_) return {};
+    std::string first;
+    try {
+      for (int r = 0; r < size_; ++r) {
+        if (r == rank_ || !store_->check({failure_key(r)})) continue;
+        const std::vector<std::uint8_t> v = store_->get(failure_key(r));
+        if (v.empty()) continue;
+        const std::string text =
+            "rank " + std::to_string(r) + " failed: " + std::string(v.begin() + 1, v.end());
+        if (v[0] == '1') return text;
+        if (first.empty()) first = text;
+      }
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the store may be gone with rank 0
+    }
+    return first;
+  }
+
   std::shared_ptr<Communicator> subgroup(const std::vector<int>& ranks, const std::string& name,
                                          std::chrono::milliseconds timeout) override {
     if (ranks.empty()) throw InputError("a subgroup needs at least one rank");
@@ -180,7 +218,8 @@ class PgCommunicator : public Communicator {
     try {
       auto store = c10::make_intrusive<c10d::PrefixStore>("pipeplan/" + name, store_);
       auto pg = factory_(store, sub_rank, static_cast<int>(ranks.size()), timeout);
-      return std::make_shared<PgCommunicator>(store, pg, backend_, device_, factory_);
+      return std::make_shared<PgCommunicator>(store, pg, backend_, device_, factory_,
+                                              serves_store_);
     } catch (const std::exception& e) {
       throw CommError("rank " + std::to_string(rank_) + ": cannot form subgroup '" + name +
                       "' of " + std::to_string(ranks.size()) + " ranks: " + message_of(e));
@@ -199,11 +238,15 @@ class PgCommunicator : public Communicator {
     }
   }
 
+  static std::string failure_key(int rank) { return "pipeplan/failed/" + std::to_string(rank); }
+  static constexpr std::chrono::milliseconds kLinger{2000};
+
   std::unique_ptr<PendingOp> posted(c10::intrusive_ptr<c10d::Work> work, const at::Tensor& t) {
     if (grouping_) group_works_.push_back(work);
     return std::make_unique<WorkOp>(std::move(work), t);
   }
 
+  bool serves_store_;  // this process runs the TCPStore server
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
   bool grouping_ = false;
@@ -236,6 +279,71 @@ GroupFactory nccl_factory() {
   };
 }
 #endif
+
+// Every rank checks in at the store before the process group forms, so
+// forming it waits for no one and the whole connect() keeps one deadline.
+// Ranks poll rather than block on the store: rank 0 serves it, and when it
+// gives up it posts who is missing and waits (briefly) until the others
+// have read it, so every rank fails with the same message.
+std::string missing_ranks(c10d::Store& store, int world, const std::string& prefix,
+                          std::chrono::milliseconds timeout) {
+  std::string names;
+  int n = 0;
+  for (int r = 0; r < world; ++r)
+    if (!store.check({prefix + std::to_string(r)})) {
+      names += (names.empty() ? "" : ", ") + std::to_string(r);
+      ++n;
+    }
+  return std::to_string(world - n) + " of " + std::to_string(world) +
+         " ranks joined the group within " + std::to_string(timeout.count()) +
+         " ms; missing: " + (n > 1 ? "ranks " : "rank ") + names;
+}
+
+void join_group(c10d::Store& store, const DistEnv& env,
+                std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds timeout,
+                const std::string& where) {
+  using std::chrono::milliseconds;
+  const std::string joined = "pipeplan/joined/", failed = "pipeplan/join-failed",
+                    seen = "pipeplan/join-failure-seen/";
+  std::vector<std::string> keys;
+  for (int r = 0; r < env.world_size; ++r) keys.push_back(joined + std::to_string(r));
+  auto refuse = [&](const std::string& why) {
+    throw CommError(where + why + " (start WORLD_SIZE=" + std::to_string(env.world_size) +
+                    " processes with the same MASTER_ADDR and MASTER_PORT)");
+  };
+  std::string why;
+  try {
+    store.set(keys[env.rank], std::vector<std::uint8_t>{1});
+    while (!store.check(keys)) {
+      if (env.rank != 0 && store.check({failed})) {
+        const std::vector<std::uint8_t> v = store.get(failed);
+        store.set(seen + std::to_string(env.rank), std::vector<std::uint8_t>{1});
+        why = std::string(v.begin(), v.end());
+        break;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        why = missing_ranks(store, env.world_size, joined, timeout);
+        if (env.rank == 0) {
+          store.set(failed, std::vector<std::uint8_t>(why.begin(), why.end()));
+          const auto until = std::chrono::steady_clock::now() + milliseconds(1000);
+          for (int r = 1; r < env.world_size; ++r)
+            while (store.check({keys[r]}) && !store.check({seen + std::to_string(r)}) &&
+                   std::chrono::steady_clock::now() < until)
+              std::this_thread::sleep_for(milliseconds(10));
+        }
+        break;
+      }
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+  } catch (const std::exception& e) {
+    throw CommError(where + "cannot check in with the other ranks at " + env.master_addr + ":" +
+                    std::to_string(env.master_port) +
+                    " (rank 0, which serves the store, may "
+                    "have given up or failed): " +
+                    message_of(e));
+  }
+  if (!why.empty()) refuse(why);
+}
 
 }  // namespace
 
@@ -287,26 +395,29 @@ std::shared_ptr<Communicator> Communicator::connect(const DistEnv& env, Backend 
                      "' is not available in this LibTorch build" +
                      (backend == Backend::Nccl ? " (NCCL needs a CUDA LibTorch)" : ""));
   const std::string where = "rank " + std::to_string(env.rank) + ": ";
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   c10::intrusive_ptr<c10d::Store> store;
   try {
     c10d::TCPStoreOptions opts;
     opts.port = static_cast<std::uint16_t>(env.master_port);
     opts.isServer = env.rank == 0;
     opts.numWorkers = static_cast<std::size_t>(env.world_size);
-    opts.waitWorkers = true;
+    opts.waitWorkers = false;  // join_group() waits, naming who is missing
     opts.timeout = timeout;
     store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
   } catch (const std::exception& e) {
     throw CommError(where + "cannot form the store at " + env.master_addr + ":" +
-                    std::to_string(env.master_port) + ": " + message_of(e));
+                    std::to_string(env.master_port) + " within " + std::to_string(timeout.count()) +
+                    " ms: " + message_of(e));
   }
+  join_group(*store, env, deadline, timeout, where);
   try {
 #if defined(PIPEPLAN_EXEC_GLOO)
     if (backend == Backend::Gloo) {
       GroupFactory factory = gloo_factory(is_loopback(env.master_addr));
       auto pg = factory(store, env.rank, env.world_size, timeout);
       return std::make_shared<PgCommunicator>(store, pg, backend, at::Device(at::kCPU),
-                                              std::move(factory));
+                                              std::move(factory), env.rank == 0);
     }
 #endif
 #if defined(PIPEPLAN_EXEC_NCCL)
@@ -320,7 +431,7 @@ std::shared_ptr<Communicator> Communicator::connect(const DistEnv& env, Backend 
       auto pg = factory(store, env.rank, env.world_size, timeout);
       return std::make_shared<PgCommunicator>(
           store, pg, backend, at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank)),
-          std::move(factory));
+          std::move(factory), env.rank == 0);
     }
 #endif
   } catch (const std::exception& e) {

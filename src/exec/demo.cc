@@ -38,6 +38,8 @@ StageModule demo_stage(const DemoConfig& c, int stage, std::vector<at::Tensor> p
   at::Tensor w = params.at(0), b = params.at(1);
   StageModule m;
   m.parameters = std::move(params);
+  // The last stage does not use the residual it is handed: no gradient for it.
+  if (last && !first) m.unused_inputs = {1};
   m.forward = [first, last, w, b](const Values& in) -> Values {
     at::Tensor h, residual;
     std::int64_t rows = 0;

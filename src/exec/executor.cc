@@ -110,6 +110,49 @@ void Executor::Impl::check_ready(bool training) const {
     throw InputError(me() + "holds the last stage but no loss function was set (set_loss)");
 }
 
+std::string Executor::Impl::unprefixed(const std::exception& e) const {
+  std::string what = detail::message_of(e);
+  if (what.rfind(me(), 0) == 0) what.erase(0, me().size());
+  return what;
+}
+
+// Any error of an action (a stage's forward, the loss, a transfer) says
+// where it happened: rank, stage, microbatch and action. Its type is kept
+// (a torch error in user code becomes an InputError).
+template <class F>
+void Executor::Impl::in_context(const std::string& where, F&& body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    const std::string what = unprefixed(e);
+    const std::string ctx = me() + where + ": ";
+    if (dynamic_cast<const CommError*>(&e) != nullptr) throw CommError(ctx + what);
+    if (dynamic_cast<const InternalError*>(&e) != nullptr) throw InternalError(ctx + what);
+    if (dynamic_cast<const PlanRejected*>(&e) != nullptr) throw;
+    throw InputError(ctx + what);
+  }
+}
+
+namespace {
+
+std::string action_context(const Action& a) {
+  return "stage " + std::to_string(a.stage) + ", microbatch " + std::to_string(a.microbatch) +
+         ", action " + to_string(a);
+}
+
+// A group's own steps (its shape headers, its wait) name every member.
+std::string group_context(const Action* members, std::size_t n) {
+  std::string cell;
+  append_cell(cell, members, n);
+  return "stage " + std::to_string(members[0].stage) + ", group " + cell;
+}
+
+}  // namespace
+
+void Executor::Impl::run_in_context(const Action& a) {
+  in_context(action_context(a), [&] { run_action(a); });
+}
+
 // The hooks cost nothing without observers: no clock, no event.
 // Cell by cell: an action, or a BATCH_P2P group.
 void Executor::Impl::run_program(const std::vector<Action>& program) {
@@ -124,7 +167,7 @@ void Executor::Impl::run_program(const std::vector<Action>& program) {
 // One action, seen by the hooks when anything watches.
 void Executor::Impl::run_observed(const std::vector<Action>& program, std::size_t i) {
   if (!hooks.watching()) {
-    run_action(program[i]);
+    run_in_context(program[i]);
     return;
   }
   ActionEvent e;
@@ -136,7 +179,7 @@ void Executor::Impl::run_observed(const std::vector<Action>& program, std::size_
   e.bytes = 0;
   e.start = e.end = Clock::now();
   hooks.entry(e);
-  run_action(program[i]);
+  run_in_context(program[i]);
   e.end = Clock::now();
   if (is_comm(program[i].type)) e.bytes = transfers.last_bytes();
   if (program[i].type == ActionType::Offload || program[i].type == ActionType::Reload)
@@ -150,9 +193,12 @@ void Executor::Impl::run_observed(const std::vector<Action>& program, std::size_
 void Executor::Impl::run_group(const std::vector<Action>& program, std::size_t first,
                                std::size_t n) {
   const Action* members = program.data() + first;
+  const auto outputs = [this](int stage, int mb) -> const Values& {
+    return slot(stage, mb).outputs;
+  };
   if (comm->backend() == Backend::Nccl)
-    transfers.exchange_group_headers(
-        members, n, [this](int stage, int mb) -> const Values& { return slot(stage, mb).outputs; });
+    in_context(group_context(members, n),
+               [&] { transfers.exchange_group_headers(members, n, outputs); });
   transfers.begin_group();
   try {
     for (std::size_t k = 0; k < n; ++k) run_observed(program, first + k);
@@ -160,17 +206,32 @@ void Executor::Impl::run_group(const std::vector<Action>& program, std::size_t f
     transfers.end_group();
     throw;
   }
-  transfers.end_group();
-  transfers.await_group(members, n);
+  in_context(group_context(members, n), [&] {
+    transfers.end_group();
+    transfers.await_group(members, n);
+  });
 }
 
 StepResult Executor::Impl::run(const Values& inputs, const Values& targets, bool forward_only) {
   // Even an error found before communicating may be this rank's alone, with
   // its peers already waiting in the step: shutdown() must not wait for them.
   last_step_failed = true;
-  StepResult r = run_step(inputs, targets, forward_only);
-  last_step_failed = false;
-  return r;
+  try {
+    StepResult r = run_step(inputs, targets, forward_only);
+    last_step_failed = false;
+    return r;
+  } catch (const CommError& e) {
+    // A peer's failure seen from here: say where it started, when known.
+    if (!comm) throw;
+    // Read first: rank 0 keeps the store up until every peer reported.
+    const std::string other = comm->reported_failure();
+    comm->report_failure(unprefixed(e), /*origin=*/false);
+    if (other.empty()) throw;
+    throw CommError(std::string(e.what()) + "; " + other);
+  } catch (const std::exception& e) {
+    if (comm) comm->report_failure(unprefixed(e), /*origin=*/true);
+    throw;
+  }
 }
 
 StepResult Executor::Impl::run_step(const Values& inputs, const Values& targets,
@@ -193,6 +254,7 @@ StepResult Executor::Impl::run_step(const Values& inputs, const Values& targets,
   losses.clear();
   final_outputs.clear();
   ++step_index;
+  if (!fwd_step) ++training_steps;
   broken = false;
   return result;
 }
@@ -317,6 +379,7 @@ void Executor::shutdown() {
   im.comm->barrier(im.timeout());
 }
 
+void Executor::check_gradients() const { impl_->stages.check_gradients(); }
 bool Executor::forward_only_plan() const { return impl_->plan_forward_only; }
 const Plan& Executor::plan() const { return impl_->plan; }
 int Executor::rank() const { return impl_->rank; }

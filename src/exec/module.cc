@@ -25,7 +25,10 @@ StageModule module_stage(std::shared_ptr<torch::nn::Module> module, StageForward
   if (!module) throw InputError("module_stage: no module given");
   if (!forward) throw InputError("module_stage: no forward given");
   StageModule s;
-  s.parameters = module->parameters(/*recurse=*/true);
+  for (const auto& item : module->named_parameters(/*recurse=*/true)) {
+    s.parameters.push_back(item.value());
+    s.parameter_names.push_back(item.key());
+  }
   s.forward = std::move(forward);
   s.module = std::move(module);
   return s;
@@ -68,6 +71,18 @@ std::vector<StageModule> split_sequential(const torch::nn::Sequential& model, in
     points.push_back(static_cast<std::size_t>(at));
   }
   return split_sequential(model, points);
+}
+
+void allow_unused(StageModule& stage, const std::string& parameter_name) {
+  for (std::size_t i = 0; i < stage.parameter_names.size(); ++i)
+    if (stage.parameter_names[i] == parameter_name) {
+      stage.unused_parameters.push_back(stage.parameters.at(i));
+      return;
+    }
+  std::string names;
+  for (const std::string& n : stage.parameter_names) names += (names.empty() ? "" : ", ") + n;
+  throw InputError("allow_unused: the stage has no parameter named '" + parameter_name +
+                   "' (it has: " + (names.empty() ? "no named parameters" : names) + ")");
 }
 
 void check_parameters_covered(const torch::nn::Module& model,

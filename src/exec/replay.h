@@ -28,6 +28,7 @@ namespace detail {
 struct Slot {
   bool forward_done = false, input_grad_done = false, weight_grad_done = false;
   std::vector<at::Tensor> leaves;        // differentiable boundary inputs (I/B targets)
+  std::vector<int> leaf_pos;             // their positions among the boundary values
   Values outputs;                        // forward outputs, until sent and differentiated
   at::Tensor loss;                       // last stage only
   std::vector<at::Tensor> roots, seeds;  // backward roots and their gradients (kept for W)
@@ -52,6 +53,7 @@ struct Executor::Impl {
   int num_stages, num_mb;
   bool plan_forward_only = false;
   std::vector<Action> fwd_program;       // forward projection of plan.ranks[rank]
+  int training_steps = 0;                // training steps completed
   bool fwd_program_proved = false;       // the projection of every rank verified
   std::vector<std::vector<int>> routes;  // per user input, its stages
   std::vector<int> local_inputs;         // inputs some local stage consumes
@@ -81,6 +83,8 @@ struct Executor::Impl {
   Impl(const Plan& p, int r, int w, ExecOptions o);
 
   std::string me() const { return "rank " + std::to_string(rank) + ": "; }
+  /// An error's message without a leading me().
+  std::string unprefixed(const std::exception& e) const;
   bool on_me(int stage) const { return stages.owns(stage); }
   int last() const { return num_stages - 1; }
   bool holds_last() const { return on_me(last()); }
@@ -100,6 +104,9 @@ struct Executor::Impl {
   void run_program(const std::vector<Action>& program);
   void run_observed(const std::vector<Action>& program, std::size_t i);
   void run_group(const std::vector<Action>& program, std::size_t first, std::size_t n);
+  template <class F>
+  void in_context(const std::string& where, F&& body);
+  void run_in_context(const Action& a);
 
   // batch.cc
   void split_batch(const Values& inputs, const Values& targets);
@@ -118,6 +125,8 @@ struct Executor::Impl {
   void send_backward(int stage, int mb);
   void pass_through(const Action& a);
   void weight_grads_done(int stage);
+  void check_input_grads(int stage, int mb, const detail::Slot& sl,
+                         const std::vector<at::Tensor>& grads) const;
 
   // memory_actions.cc
   at::Device device() const;

@@ -5,6 +5,9 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
+#include <unordered_set>
+
 #include "exec/boundary.h"
 #include "pipeplan/error.h"
 
@@ -16,6 +19,9 @@ LocalStages::LocalStages(const PlanMeta& meta, int rank)
   for (std::size_t i = 0; i < local_.size(); ++i) local_index_[local_[i]] = static_cast<int>(i);
   modules_.resize(local_.size());
   trainable_.resize(local_.size());
+  names_.resize(local_.size());
+  may_be_unused_.resize(local_.size());
+  no_grad_.resize(local_.size());
   params_checked_.assign(local_.size(), false);
 }
 
@@ -24,10 +30,25 @@ void LocalStages::set(int stage, StageModule module) {
     throw InputError("stage " + std::to_string(stage) + " is not owned by rank " +
                      std::to_string(rank_) + " (it owns stages " + join(local_) + ")");
   if (!module.forward) throw InputError("stage " + std::to_string(stage) + " has no forward");
+  if (!module.parameter_names.empty() && module.parameter_names.size() != module.parameters.size())
+    throw InputError("stage " + std::to_string(stage) + " names " +
+                     std::to_string(module.parameter_names.size()) + " parameters but lists " +
+                     std::to_string(module.parameters.size()));
   const int li = index(stage);
+  std::unordered_set<const void*> unused;
+  for (const at::Tensor& p : module.unused_parameters) unused.insert(p.unsafeGetTensorImpl());
   trainable_[li].clear();
-  for (const at::Tensor& p : module.parameters)
-    if (p.requires_grad()) trainable_[li].push_back(p);
+  names_[li].clear();
+  may_be_unused_[li].clear();
+  for (std::size_t i = 0; i < module.parameters.size(); ++i) {
+    const at::Tensor& p = module.parameters[i];
+    if (!p.requires_grad()) continue;
+    trainable_[li].push_back(p);
+    names_[li].push_back(module.parameter_names.empty() ? "#" + std::to_string(i)
+                                                        : "'" + module.parameter_names[i] + "'");
+    may_be_unused_[li].push_back(unused.count(p.unsafeGetTensorImpl()) > 0);
+  }
+  no_grad_[li].clear();
   params_checked_[li] = false;
   modules_[li] = std::move(module);
 }
@@ -64,6 +85,14 @@ void LocalStages::check_parameters(int stage, const std::vector<at::Tensor>& roo
   for (const at::Tensor& p : modules_[li]->parameters) known.push_back(p);
   at::Tensor stray = unlisted_trainable(roots, known);
   if (!stray.defined()) return;
+  for (const at::Tensor& leaf : leaves)
+    if (stray.is_alias_of(leaf))
+      throw InputError(
+          me() + "stage " + std::to_string(stage) +
+          " runs on a detached copy of one of its boundary inputs (a detach().requires_grad_() "
+          "of it, as a ported activation checkpoint makes): the "
+          "gradient would stop there and never reach the previous stage; compute on the input "
+          "itself");
   std::string shape;
   for (std::int64_t d : stray.sizes()) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
   throw InputError(me() + "stage " + std::to_string(stage) + " uses a tensor of shape [" + shape +
@@ -93,9 +122,15 @@ void LocalStages::accumulate(int stage, const std::vector<at::Tensor>& grads, st
 // Every microbatch's weight gradient of a stage is in: add the step's
 // gradient to .grad now, so observers (data-parallel averaging) can start
 // while the rest of the backward runs.
-bool LocalStages::weight_grads_done(int stage, double scale) {
+bool LocalStages::weight_grads_done(int stage, double scale, bool check, int step) {
   const int li = index(stage);
   if (--backward_left_[li] != 0) return false;
+  no_grad_[li].clear();
+  for (std::size_t p = 0; p < trainable_[li].size(); ++p)
+    if (!grad_sums_[li][p].defined() && !may_be_unused_[li][p])
+      no_grad_[li].push_back(static_cast<int>(p));
+  no_grad_step_ = step;
+  if (check && !no_grad_[li].empty()) throw InputError(no_grad_message(li, step));
   for (std::size_t p = 0; p < trainable_[li].size(); ++p) {
     at::Tensor& sum = grad_sums_[li][p];
     if (!sum.defined()) continue;
@@ -106,6 +141,34 @@ bool LocalStages::weight_grads_done(int stage, double scale) {
     sum = at::Tensor();
   }
   return true;
+}
+
+std::string LocalStages::no_grad_message(int li, int step) const {
+  const std::vector<int>& missing = no_grad_[li];
+  const at::Tensor& p = trainable_[li][missing.front()];
+  std::string shape;
+  for (std::int64_t d : p.sizes()) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+  std::string more;
+  if (missing.size() > 1) more = " (and " + std::to_string(missing.size() - 1) + " more)";
+  return me() + "stage " + std::to_string(local_[li]) + " parameter " +
+         names_[li][missing.front()] + " (shape [" + shape + "])" + more +
+         " received no gradient from the stage's backward in training step " +
+         std::to_string(step) +
+         ": the stage's outputs do not depend on it (a detach(), a NoGradGuard or a recompute "
+         "outside autograd cut the graph, or the forward never uses it); fix the forward, or "
+         "if the parameter is really unused list it in StageModule::unused_parameters "
+         "(allow_unused(stage, name) for a module stage)";
+}
+
+void LocalStages::check_gradients() const {
+  for (std::size_t li = 0; li < local_.size(); ++li)
+    if (!no_grad_[li].empty())
+      throw InputError(no_grad_message(static_cast<int>(li), no_grad_step_));
+}
+
+bool LocalStages::input_may_be_unused(int stage, int position) const {
+  const std::vector<int>& unused = modules_[index(stage)]->unused_inputs;
+  return std::find(unused.begin(), unused.end(), position) != unused.end();
 }
 
 }  // namespace pipeplan::exec::detail

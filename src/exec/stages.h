@@ -57,8 +57,15 @@ class LocalStages {
   void accumulate(int stage, const std::vector<at::Tensor>& grads, std::size_t offset);
   /// One microbatch's weight gradient of `stage` is in; true when it was the
   /// last, after the step's sums (times `scale`) were added to each .grad.
-  bool weight_grads_done(int stage, double scale);
+  /// Then the parameters that received no gradient are recorded and, with
+  /// `check`, the first of them is refused (InputError) before any .grad changes.
+  bool weight_grads_done(int stage, double scale, bool check, int step);
   void end_step() { grad_sums_.clear(); }
+  /// check_gradients(): refuses the first parameter recorded without a gradient.
+  void check_gradients() const;
+
+  /// Whether boundary input `position` of `stage` may receive no gradient.
+  bool input_may_be_unused(int stage, int position) const;
 
  private:
   std::string me() const { return "rank " + std::to_string(rank_) + ": "; }
@@ -68,7 +75,12 @@ class LocalStages {
   std::vector<int> local_index_;  // stage -> index into local_, or -1
   std::vector<std::optional<StageModule>> modules_;
   std::vector<std::vector<at::Tensor>> trainable_;  // [local index]: parameters requiring grad
-  std::vector<bool> params_checked_;                // [local index]: coverage walk done
+  std::vector<std::vector<std::string>> names_;     // [local index][trainable]: for errors
+  std::vector<std::vector<bool>> may_be_unused_;    // [local index][trainable]: opted out
+  std::vector<std::vector<int>> no_grad_;           // [local index]: trainable without a gradient
+  int no_grad_step_ = -1;                           // the step no_grad_ describes
+  std::string no_grad_message(int li, int step) const;
+  std::vector<bool> params_checked_;  // [local index]: coverage walk done
   LossFn loss_;
   std::vector<std::vector<at::Tensor>> grad_sums_;  // [local index][trainable]
   std::vector<int> backward_left_;                  // [local index]: weight grads to come

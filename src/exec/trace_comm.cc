@@ -78,6 +78,10 @@ class TracedComm : public Communicator {
     return std::make_unique<TracedOp>(inner_->iallreduce_sum(t), s_, -1,
                                       "allreduce across " + std::to_string(size()) + " ranks");
   }
+  void report_failure(const std::string& what, bool origin) noexcept override {
+    inner_->report_failure(what, origin);
+  }
+  std::string reported_failure() noexcept override { return inner_->reported_failure(); }
   std::shared_ptr<Communicator> subgroup(const std::vector<int>& ranks, const std::string& name,
                                          std::chrono::milliseconds timeout) override {
     return inner_->subgroup(ranks, name, timeout);

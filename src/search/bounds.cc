@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "ir/numbers.h"
 #include "pipeplan/search.h"
@@ -35,6 +36,51 @@ Term balance_term(const LayerProfile& profile, int p, double m, double transfer)
   return {value,
           "busiest rank: max((m x total work + fill) / p, m x heaviest layer), the fill "
           "summing each later-reached rank's wait for the first layers' F and transfers = " +
+              detail::format_number(value)};
+}
+
+// Whole layers with the fill: the k-th rank to start (k = 0..p-1) starts no
+// earlier than S_k, the F of the first k layers and k transfers, and then
+// does m(F + B) of each layer it holds, so a rank that starts at S_k holds
+// at most cap(T - S_k) layers: as many of the cheapest layers as fit. Every
+// rank holds one layer at least and they hold all L: the least T with
+// sum_k cap(T - S_k) >= L (found by bisection, then snapped to the makespan
+// of the layer counts it allows) is a lower bound.
+Term layer_term(const LayerProfile& profile, int p, double m, double transfer) {
+  const std::size_t L = profile.size();
+  const auto P = static_cast<std::size_t>(p);
+  if (p < 1 || L < P) return {0.0, ""};
+  std::vector<double> load(L), start(P, 0.0);
+  for (std::size_t l = 0; l < L; ++l) load[l] = m * (profile.layers[l].f + profile.layers[l].b);
+  std::sort(load.begin(), load.end());
+  std::vector<double> cheapest(L + 1, 0.0);  // the n cheapest layers' work
+  for (std::size_t n = 0; n < L; ++n) cheapest[n + 1] = cheapest[n] + load[n];
+  for (std::size_t k = 1; k < P; ++k) start[k] = start[k - 1] + profile.layers[k - 1].f + transfer;
+  // Layers each rank can hold by T (0: some rank cannot hold one).
+  std::vector<std::size_t> counts(P);
+  const auto fits = [&](double T) {
+    std::size_t total = 0;
+    for (std::size_t k = 0; k < P; ++k) {
+      const double room = T - start[k] + kEps * std::max(1.0, std::abs(T));
+      counts[k] = static_cast<std::size_t>(
+          std::upper_bound(cheapest.begin() + 1, cheapest.end(), room) - (cheapest.begin() + 1));
+      if (counts[k] == 0) return false;
+      total += counts[k];
+    }
+    return total >= L;
+  };
+  double lo = start[P - 1], hi = start[P - 1] + cheapest[L];
+  if (!fits(hi)) return {0.0, ""};
+  for (int it = 0; it < 200 && hi - lo > kEps * std::max(1.0, hi); ++it) {
+    const double mid = 0.5 * (lo + hi);
+    (fits(mid) ? hi : lo) = mid;
+  }
+  fits(hi);
+  double value = 0;
+  for (std::size_t k = 0; k < P; ++k) value = std::max(value, start[k] + cheapest[counts[k]]);
+  return {value,
+          "whole layers: the k-th rank to start waits the first k layers' F and k transfers, "
+          "then does m x (F + B) of each layer it holds, and holds at least one = " +
               detail::format_number(value)};
 }
 
@@ -86,6 +132,7 @@ double makespan_lower_bound(const LayerProfile& profile, int pp_degree, int num_
                             double transfer_time, std::string* reason, double memory_limit) {
   const Term terms[] = {
       balance_term(profile, pp_degree, num_microbatches, transfer_time),
+      layer_term(profile, pp_degree, num_microbatches, transfer_time),
       chain_term(profile, pp_degree, transfer_time),
       memory_term(profile, pp_degree, num_microbatches, transfer_time, memory_limit)};
   const Term* best = &terms[0];

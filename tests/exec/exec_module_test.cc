@@ -161,7 +161,8 @@ TEST_CASE("exec modules: a trainable tensor missing from a stage is an error", "
   CHECK(error_of([&] {
           ex.step({torch::randn({4, 4})});
         }) ==
-        "rank 0: stage 1 uses a tensor of shape [4] that requires grad but is not among the "
+        "rank 0: stage 1, microbatch 0, action 1F0: stage 1 uses a tensor of shape [4] that "
+        "requires grad but is not among the "
         "stage's parameters, so it would never be trained; list it in StageModule::parameters, "
         "build the stage with module_stage() so parameters are collected, or detach it "
         "(requires_grad_(false)) if it is meant to stay fixed");

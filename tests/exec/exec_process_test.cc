@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -260,18 +261,97 @@ TEST_CASE("exec: a wrong output_specs fails the step naming the mismatch and the
   lo.nproc = 2;
   lo.grace = std::chrono::milliseconds(30000);
   exec::LaunchResult r = exec::launch_local({kWorker, "--schedules", "1f1b", "--steps", "1",
-                                             "--out", dir, "--timeout", "5", "--bad-spec", "1"},
+                                             "--out", dir, "--timeout", "30", "--bad-spec", "1"},
                                             lo);
   const std::string sender = slurp(dir + "/rank0.txt"), receiver = slurp(dir + "/rank1.txt");
   INFO("rank 0: " << sender << "rank 1: " << receiver);
   CHECK(r.exit_code() == 0);
   CHECK(sender ==
-        "error rank 0: stage 0 returns [Float[2, 16], Float[2, 16], int] for microbatch 0 but "
+        "error rank 0: stage 0, microbatch 0, action 0SEND_F0: stage 0 returns [Float[2, 16], "
+        "Float[2, 16], int] for microbatch 0 but "
         "ExecOptions::output_specs[0] says [Float[2, 8], Float[2, 16], int]; correct "
         "output_specs[0] (the same on every rank), or leave stage 0 out of output_specs to "
         "learn its shapes from the first transfer\n");
-  // The peer fails too, within its timeout, naming the transfer it waited for.
-  CHECK(receiver.rfind("error rank 1: 1RECV_F0 from rank 0", 0) == 0);
+  // The peer fails too, when rank 0's connection closes (rank 0 served the
+  // store, so its report may have left with it), naming its receive from
+  // rank 0. No timing is assumed: a loaded machine may hold rank 1 back
+  // until after rank 0 left, so the receive fails either where it is waited
+  // for (1F0) or where it is posted (1RECV_F0). The generous timeout keeps
+  // a slow start from failing connect; no rank waits for it.
+  CHECK(receiver.rfind("error rank 1: stage 1, microbatch 0, action 1", 0) == 0);
+  const bool waited = receiver.find("action 1F0: 1RECV_F0 from rank 0") != std::string::npos;
+  const bool posted = receiver.find("action 1RECV_F0: ") != std::string::npos &&
+                      receiver.find("from rank 0") != std::string::npos;
+  CHECK((waited || posted));
+}
+
+TEST_CASE("exec: a throwing stage is reported with its context on every rank", "[exec]") {
+  // Plain and batched (BATCH_P2P groups) plans: a peer failing inside a group
+  // names the group.
+  for (const char* batched : {"0", "1"}) {
+    const std::string dir = make_temp_dir("pipeplan-exec-throw");
+    exec::LaunchOptions lo;
+    lo.nproc = 3;
+    lo.grace = std::chrono::milliseconds(30000);
+    const auto start = std::chrono::steady_clock::now();
+    exec::LaunchResult r =
+        exec::launch_local({kWorker, "--schedules", "1f1b", "--steps", "1", "--out", dir,
+                            "--timeout", "20", "--throw-at", "1", "--batch-p2p", batched},
+                           lo);
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string origin = "stage 1, microbatch 1, action 1F1: stage 1 refuses microbatch 1";
+    std::vector<std::string> got;
+    for (int k = 0; k < 3; ++k) got.push_back(slurp(dir + "/rank" + std::to_string(k) + ".txt"));
+    INFO("batched " << batched << "\nrank 0: " << got[0] << "rank 1: " << got[1]
+                    << "rank 2: " << got[2]);
+    CHECK(r.exit_code() == 0);
+    CHECK(took < 20);  // well within the timeout: the peers see the closed connections
+    CHECK(got[1] == "error rank 1: " + origin + "\n");
+    // Each peer names where it was (an action or a group) and what it waited
+    // for, then which rank failed and why.
+    for (int k : {0, 2}) {
+      const std::string at = "error rank " + std::to_string(k) + ": stage " + std::to_string(k);
+      CHECK((got[k].rfind(at + ", microbatch ", 0) == 0 || got[k].rfind(at + ", group (", 0) == 0));
+      CHECK(got[k].find("from rank 1 failed") != std::string::npos);
+      CHECK(got[k].find("; rank 1 failed: " + origin + "\n") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("exec: a missing rank fails connect on every rank within the timeout", "[exec]") {
+  const std::string dir = make_temp_dir("pipeplan-exec-missing");
+  // WORLD_SIZE=3 with rank 2 never started; and a world of 2 without rank 0
+  // (which serves the store).
+  const int port = exec::free_loopback_port(), lone_port = exec::free_loopback_port();
+  const std::vector<std::string> cmd = {kWorker, "--schedules", "1f1b", "--out",
+                                        dir,     "--timeout",   "3"};
+  std::vector<Child> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.push_back(spawn(cmd, rank_env(r, 3, port), dir, "rank" + std::to_string(r)));
+  Child lone = spawn(cmd, rank_env(1, 2, lone_port), dir, "lone");
+  for (int r = 0; r < 2; ++r) {
+    CHECK(wait_exit(ranks[r], seconds(60)) == 2);
+    CHECK(slurp(ranks[r].err_path) ==
+          "exec_worker: rank " + std::to_string(r) +
+              ": 2 of 3 ranks joined the group within 3000 ms; missing: rank 2 (start "
+              "WORLD_SIZE=3 processes with the same MASTER_ADDR and MASTER_PORT)\n");
+  }
+  CHECK(wait_exit(lone, seconds(60)) == 2);
+  // (c10d logs its own line first.)
+  CHECK(slurp(lone.err_path)
+            .find("exec_worker: rank 1: cannot form the store at 127.0.0.1:" +
+                  std::to_string(lone_port) + " within 3000 ms: ") != std::string::npos);
+  // Each connect() gave up within the timeout (it measures itself: starting
+  // the processes on a loaded machine takes seconds of its own). Before one
+  // deadline covered the whole, each phase took its own timeout.
+  for (Child* c : {&ranks[0], &ranks[1], &lone}) {
+    const std::string out = slurp(c->out_path);
+    INFO(out);
+    double took = 1e9;
+    REQUIRE(std::sscanf(out.c_str(), "connect failed after %lf s", &took) == 1);
+    CHECK(took < 3 + 1.5);
+  }
 }
 
 // BATCH_P2P groups: each group's members are posted as one batch and waited

@@ -29,9 +29,12 @@ struct Args {
   int steps = 3;
   std::string out = ".";
   double timeout_s = 30;
-  bool dynamic = false;   // batch size changes every step; shapes re-exchanged
-  bool bad_spec = false;  // output_specs[0] given wrong: the step must fail and say so
-  std::string memory;     // recompute|offload|both: compare with the plan without, dropout on
+  bool dynamic = false;    // batch size changes every step; shapes re-exchanged
+  bool bad_spec = false;   // output_specs[0] given wrong: the step must fail and say so
+  int throw_at = -1;       // this rank's first stage throws on microbatch 1 of step 1
+  bool batch_p2p = false;  // the batched lowering (BATCH_P2P groups)
+  std::string memory;      // recompute|offload|both: compare with the plan without, dropout on
+  bool expect_error() const { return bad_spec || throw_at >= 0; }
 };
 
 Args parse(int argc, char** argv) {
@@ -53,6 +56,10 @@ Args parse(int argc, char** argv) {
       a.bad_spec = v == "1";
     } else if (k == "--memory") {
       a.memory = v;
+    } else if (k == "--throw-at") {
+      a.throw_at = std::stoi(v);
+    } else if (k == "--batch-p2p") {
+      a.batch_p2p = v == "1";
     } else {
       throw InputError("unknown option " + k);
     }
@@ -85,7 +92,10 @@ std::string run_one(const std::string& name, int index, const Args& a, const Dis
   std::string why;
   std::optional<Problem> pr = pick_problem(name, env.world_size, why);
   if (!pr) return "skip " + name + ": " + why;
-  Plan plan = pipeplan::plan(*pr);
+  Planner planner(*pr);
+  LoweringChoice choice;
+  choice.batch_p2p = a.batch_p2p;
+  Plan plan = planner.plan(planner.lowering(choice));
   DemoConfig c;
   c.num_stages = plan.meta.num_stages();
   c.seed = 1000 + index;
@@ -103,8 +113,10 @@ std::string run_one(const std::string& name, int index, const Args& a, const Dis
   auto forwards = std::make_shared<long>(0);
   for (int s : ex.local_stages()) {
     StageModule st = demo_stage(c, s, pipe_params[s]);
-    st.forward = [inner = st.forward, forwards](const Values& in) {
-      ++*forwards;
+    const bool throws = env.rank == a.throw_at && s == ex.local_stages().front();
+    st.forward = [inner = st.forward, forwards, throws, s](const Values& in) {
+      if (++*forwards == 2 && throws)
+        throw std::runtime_error("stage " + std::to_string(s) + " refuses microbatch 1");
       return inner(in);
     };
     ex.set_stage(s, st);
@@ -127,10 +139,10 @@ std::string run_one(const std::string& name, int index, const Args& a, const Dis
     try {
       loss = ex.step(b.inputs, b.targets);
     } catch (const std::exception& e) {
-      if (a.bad_spec) return std::string("error ") + e.what();
+      if (a.expect_error()) return std::string("error ") + e.what();
       throw;
     }
-    if (a.bad_spec) return "FAIL " + name + ": a wrong output_specs went unnoticed";
+    if (a.expect_error()) return "FAIL " + name + ": the step did not fail";
     double ref =
         run_unpipelined(ref_stages, demo_loss(c), demo_input_stages(c), b.inputs, b.targets);
     if (ex.holds_last_stage() != loss.has_value()) return "FAIL " + name + ": loss on wrong rank";
@@ -235,8 +247,19 @@ int main(int argc, char** argv) {
     Args a = parse(argc, argv);
     at::set_num_threads(1);
     DistEnv env = DistEnv::from_environment();
-    auto comm = Communicator::connect(
-        env, Backend::Gloo, std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000)));
+    const auto t0 = std::chrono::steady_clock::now();
+    std::shared_ptr<Communicator> comm;
+    try {
+      comm = Communicator::connect(
+          env, Backend::Gloo,
+          std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000)));
+    } catch (const CommError&) {
+      // How long connect() took, for the missing-rank test.
+      std::printf("connect failed after %.3f s\n",
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      std::fflush(stdout);
+      throw;
+    }
     std::ofstream out(a.out + "/rank" + std::to_string(env.rank) + ".txt");
     bool ok = true;
     for (std::size_t i = 0; i < a.schedules.size(); ++i) {
@@ -245,7 +268,7 @@ int main(int argc, char** argv) {
                              : run_memory(a.schedules[i], a, env, comm);
       ok = ok && line.rfind("FAIL", 0) != 0;
       out << line << "\n" << std::flush;
-      if (a.bad_spec) std::_Exit(0);  // the peers are mid-step
+      if (a.expect_error()) std::_Exit(0);  // the peers are mid-step
     }
     comm->barrier(std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000)));
     std::fflush(stdout);

@@ -97,10 +97,21 @@ class Communicator {
                                                  const std::string& name,
                                                  std::chrono::milliseconds timeout) = 0;
 
+  /// Records, for the other ranks to name in their own errors, that this
+  /// rank's step failed with `what`; `origin`: the failure started here (not
+  /// a peer's failure seen from here). Best effort, never throws; the
+  /// default (a group without a store) records nothing.
+  virtual void report_failure(const std::string& /*what*/, bool /*origin*/) noexcept {}
+  /// What another rank recorded with report_failure(), the first rank where
+  /// a failure started preferred: "rank 2 failed: ...". Empty when none did
+  /// (or it cannot be read, e.g. rank 0, which serves the store, is gone).
+  virtual std::string reported_failure() noexcept { return {}; }
+
   /// Forms the group: a TCPStore at MASTER_ADDR:MASTER_PORT (served by rank
-  /// 0) and a Gloo or NCCL process group, each bounded by `timeout`.
-  /// Throws InputError for an unavailable backend, CommError when peers do
-  /// not show up in time.
+  /// 0), every rank checking in, and a Gloo or NCCL process group, all
+  /// within `timeout` in total (a rank that never starts fails every other
+  /// rank within it, naming the missing ranks). Throws InputError for an
+  /// unavailable backend, CommError when peers do not show up in time.
   static std::shared_ptr<Communicator> connect(const DistEnv& env, Backend backend,
                                                std::chrono::milliseconds timeout);
 };

@@ -73,11 +73,39 @@ using LossFn = std::function<at::Tensor(const Values& outputs, const Values& tar
 /// hand-written stage, every tensor requiring grad that the forward uses must
 /// be listed: the first training step fails with an InputError naming a
 /// trainable tensor the forward reached that `parameters` leaves out.
+///
+/// No silent wrong gradient: every trainable parameter listed must receive a
+/// gradient from the stage's backward in a training step (ExecOptions::
+/// gradient_check says when that is checked), and every differentiable
+/// boundary input must receive one in each backward; otherwise the step
+/// fails with an InputError naming the stage and the parameter or input.
+/// Where one really takes no gradient, opt out explicitly.
 struct StageModule {
   StageForward forward;
   std::vector<at::Tensor> parameters;
   /// The module behind the stage, if any: Executor::train()/eval() switch its mode.
   std::shared_ptr<torch::nn::Module> module;
+  /// Names of `parameters` (same order), used in errors; module_stage() fills
+  /// them with the module's dotted names. Empty: parameters are named by index.
+  std::vector<std::string> parameter_names;
+  /// Parameters (among `parameters`) that may receive no gradient in a step
+  /// without an error: the explicit opt-out for a really unused parameter.
+  std::vector<at::Tensor> unused_parameters;
+  /// Positions, among the previous stage's outputs, of differentiable
+  /// boundary inputs this stage does not differentiate (e.g. a float mask it
+  /// only reads): they may receive no gradient (the previous stage then gets
+  /// zeros for them).
+  std::vector<int> unused_inputs;
+};
+
+/// When the executor checks that every listed parameter of a local stage
+/// received a gradient (checked at the stage's last backward of the step,
+/// before its .grad is touched). Executor::check_gradients() checks the last
+/// training step on demand, whatever this says.
+enum class GradientCheck : std::uint8_t {
+  EveryStep,  ///< every training step (the default; costs one pass over the parameters)
+  FirstStep,  ///< the first training step only
+  Never,      ///< only when check_gradients() is called
 };
 
 /// The stages one user input feeds: implicitly from one stage (`2`) or a
@@ -138,6 +166,8 @@ struct ExecOptions {
   /// Return the step loss on every rank (one allreduce per step), not only
   /// on the rank holding the last stage.
   bool loss_on_every_rank = false;
+  /// When every listed parameter must have received a gradient (StageModule).
+  GradientCheck gradient_check = GradientCheck::EveryStep;
   /// Release a forward output's data once it was delivered (its SEND_F
   /// posted, or handed to the next stage on this rank): the backward starts
   /// from the output's graph node, not its values, so only the graph stays
@@ -231,6 +261,10 @@ class Executor {
   /// still reads. Skipped when the last step threw (peers may be mid-step).
   /// Idempotent.
   void shutdown();
+  /// Throws InputError naming the first local stage and parameter that
+  /// received no gradient in the last training step (unused_parameters
+  /// excepted); returns when all did, or before any training step.
+  void check_gradients() const;
   /// Whether the plan has no backward actions (every step is forward-only).
   bool forward_only_plan() const;
 

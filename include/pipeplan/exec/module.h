@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -58,6 +59,11 @@ std::vector<StageModule> split_sequential(const torch::nn::Sequential& model,
 /// Balanced by count: `num_stages` runs of children whose lengths differ by at
 /// most one (the longer ones first). InputError when there are fewer children.
 std::vector<StageModule> split_sequential(const torch::nn::Sequential& model, int num_stages);
+
+/// Opts the parameter named `parameter_name` (a dotted name of the stage's
+/// module, as module_stage() records them) out of the no-gradient check: it
+/// may receive no gradient in a step. InputError for an unknown name.
+void allow_unused(StageModule& stage, const std::string& parameter_name);
 
 /// Throws InputError naming the first trainable parameter of `model` (by its
 /// dotted name) that no stage lists: it would silently stay untrained.
