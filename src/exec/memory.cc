@@ -120,8 +120,7 @@ class Hook final : public torch::autograd::SavedVariableHooks {
 struct HookingEngine final : torch::autograd::Engine {
   HookingEngine() = default;
   ~HookingEngine() override { stop(); }
-  std::unique_ptr<torch::autograd::SavedVariableHooks> get_default_saved_variable_hooks()
-      override {
+  std::unique_ptr<torch::autograd::SavedVariableHooks> get_default_saved_variable_hooks() override {
     if (!t_saving) return nullptr;
     return std::make_unique<Hook>(t_saving);
   }

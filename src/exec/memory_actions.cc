@@ -25,7 +25,7 @@ bool Executor::Impl::keeps_only_input(int stage, int mb, Slot& sl, const Values&
 // An offloaded (stage, mb) collects what autograd saves in its forward, so
 // the OFFLOAD can move it (when C++ hooks are available, memory.h).
 std::shared_ptr<detail::SavedTensors> Executor::Impl::saved_tensors_of(int stage, int mb,
-                                                                        Slot& sl) {
+                                                                       Slot& sl) {
   if (fwd_step || !memory.offloaded(stages.index(stage), mb) ||
       !detail::saved_tensor_hooks_available())
     return nullptr;

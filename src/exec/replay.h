@@ -35,10 +35,10 @@ struct Slot {
   std::vector<at::Tensor> in_grads;      // gradients for `leaves`, until shipped upstream
   bool in_grads_ready = false;
   // Memory actions (memory_actions.cc).
-  bool delivered = false;                 // outputs sent or handed to the next stage
-  Values kept_in;                         // recomputed: the forward's inputs, until RECOMPUTE
-  std::shared_ptr<RngState> rng;          // recomputed: the RNG state the forward began from
-  std::shared_ptr<SavedTensors> saved;    // offloaded: what autograd saved, until RELOAD
+  bool delivered = false;               // outputs sent or handed to the next stage
+  Values kept_in;                       // recomputed: the forward's inputs, until RECOMPUTE
+  std::shared_ptr<RngState> rng;        // recomputed: the RNG state the forward began from
+  std::shared_ptr<SavedTensors> saved;  // offloaded: what autograd saved, until RELOAD
   bool offloaded = false;
 };
 
@@ -63,7 +63,7 @@ struct Executor::Impl {
   detail::Transfers transfers;
   detail::LocalStages stages;
   detail::Hooks hooks;
-  detail::MemoryPlan memory;  // which microbatches the memory actions touch
+  detail::MemoryPlan memory;    // which microbatches the memory actions touch
   std::int64_t last_moved = 0;  // bytes of the last OFFLOAD/RELOAD (for observers)
 
   // Lifetime.

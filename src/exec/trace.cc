@@ -134,8 +134,8 @@ void Tracer::on_step_begin(int /*step*/, bool forward_only) {
   if (!s.in_step) return;
   if (s.opt.measure_memory) {
     if (!s.meter)
-      s.meter = std::make_shared<detail::MemoryMeter>(s.group ? s.group->device()
-                                                              : at::Device(at::kCPU));
+      s.meter =
+          std::make_shared<detail::MemoryMeter>(s.group ? s.group->device() : at::Device(at::kCPU));
     detail::MemoryMeter::install(s.meter);
     s.held_at_start = s.meter->held();
   }

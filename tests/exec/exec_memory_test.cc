@@ -107,9 +107,8 @@ double max_diff(const Run& a, const Run& b) {
 }
 
 const std::vector<Problem>& problems() {
-  static const std::vector<Problem> p = {Problem{"1f1b", 1, 4, 0},
-                                         Problem{"interleaved-1f1b", 1, 4, 4},
-                                         Problem{"zbv", 1, 4, 0}};
+  static const std::vector<Problem> p = {
+      Problem{"1f1b", 1, 4, 0}, Problem{"interleaved-1f1b", 1, 4, 4}, Problem{"zbv", 1, 4, 0}};
   return p;
 }
 
@@ -225,8 +224,8 @@ TEST_CASE("exec memory: the tracer's bytes held drop with recompute and with off
   const Held rec = trace_held(test::with_memory_actions(base, "recompute"));
   const Held off = trace_held(test::with_memory_actions(base, "offload"));
   INFO("peak kept " << keep.peak << ", recomputed " << rec.peak << ", offloaded " << off.peak
-                     << "; after the last F " << keep.after_f.back() << ", "
-                     << rec.after_f.back() << ", " << off.after_f.back());
+                    << "; after the last F " << keep.after_f.back() << ", " << rec.after_f.back()
+                    << ", " << off.after_f.back());
   // Each forward adds one microbatch's activations: the held bytes grow F by F.
   REQUIRE(keep.after_f.size() == 8);
   for (std::size_t i = 1; i < keep.after_f.size(); ++i)

@@ -51,9 +51,9 @@ std::vector<std::vector<std::string>> run_workers(int p, const std::vector<std::
   exec::LaunchOptions lo;
   lo.nproc = p;
   lo.grace = std::chrono::milliseconds(40000);
-  std::vector<std::string> args{kWorker, "--schedules", list, "--steps",   "3",
-                                "--out",   dir,          "--timeout", "30", "--dynamic",
-                                dynamic ? "1" : "0"};
+  std::vector<std::string> args{
+      kWorker,     "--schedules", list,        "--steps",          "3", "--out", dir,
+      "--timeout", "30",          "--dynamic", dynamic ? "1" : "0"};
   args.insert(args.end(), extra.begin(), extra.end());
   exec::LaunchResult r = exec::launch_local(args, lo);
   std::vector<std::vector<std::string>> lines(p);

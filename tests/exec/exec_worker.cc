@@ -12,11 +12,11 @@
 #include <iostream>
 #include <sstream>
 
+#include "memory_util.h"
 #include "pipeplan/error.h"
 #include "pipeplan/exec/comm.h"
 #include "pipeplan/exec/demo.h"
 #include "pipeplan/exec/executor.h"
-#include "memory_util.h"
 #include "pipeplan/planner.h"
 
 namespace {
@@ -225,8 +225,7 @@ std::string run_memory(const std::string& name, const Args& a, const DistEnv& en
   if (!pr) return "skip " + name + ": " + why;
   const Plan base = pipeplan::plan(*pr);
   const MemoryRun want = run_dropout_demo(base, a, env, comm);
-  const MemoryRun got =
-      run_dropout_demo(test::with_memory_actions(base, a.memory), a, env, comm);
+  const MemoryRun got = run_dropout_demo(test::with_memory_actions(base, a.memory), a, env, comm);
   double diff = 0;
   if (got.losses.size() != want.losses.size() || got.grads.size() != want.grads.size())
     return "FAIL " + name + ": runs of different lengths";
