@@ -132,7 +132,7 @@ void Tracer::on_step_begin(int /*step*/, bool forward_only) {
   // projection, whose indices are not the plan's: not recorded.
   s.in_step = s.have_plan && (!forward_only || s.plan.meta.forward_only);
   if (!s.in_step) return;
-  if (s.opt.measure_memory) {
+  if (s.opt.record && s.opt.measure_memory) {
     if (!s.meter)
       s.meter =
           std::make_shared<detail::MemoryMeter>(s.group ? s.group->device() : at::Device(at::kCPU));

@@ -69,7 +69,7 @@ struct TracerOptions {
   std::function<void(const std::string&)> warn;
   /// Compute times from the device (cuda_device_clock()); null: the host's.
   std::shared_ptr<DeviceClock> device_clock;
-  /// Record the bytes the rank holds on its compute device over each step
+  /// With `record`: record the bytes the rank holds on its compute device over each step
   /// (TraceRecord::held and peak), from LibTorch's allocator reports for
   /// the step thread (and the autograd threads it starts), counted from the
   /// step's start: what the step allocated and has not freed yet. The device
