@@ -307,6 +307,32 @@ TEST_CASE("search: the whole-layer term of the lower bound", "[search]") {
   }
 }
 
+TEST_CASE("search: the drain term of the lower bound", "[search]") {
+  // Eight layers (F 0.5, B 1.5 with I 1) on four ranks, m = 4: the rank
+  // whose top layer is lowest (layer 4 at most) waits a microbatch's F
+  // through all eight (4) and its I back through the top three (3), then
+  // does the backward of its two layers: 4 x 2 x 1.5 = 12, so 19; the
+  // whole-layer term says 1.5 + 4 x 4 = 17.5. The search's plan is at it.
+  const LayerProfile prof = uniform_stages(4, 2);
+  std::string why;
+  CHECK(makespan_lower_bound(prof, 4, 4, 0.0, &why) == Approx(19));
+  CHECK(why.find("drain") != std::string::npos);
+  SearchOptions o;
+  o.pp_degree = 4;
+  o.num_microbatches = 4;
+  o.memory_limit = 8.0;
+  o.time_limit = 60;
+  const SearchResult r = search(prof, o);
+  CHECK(r.makespan == Approx(r.lower_bound));
+  CHECK(r.lower_bound == Approx(19));
+  // The sail-sg grid's p = 8, m = 8, I = 2: 8 + 7 + 2 x 8 x 1.5 = 39, with
+  // 2(p - 1) transfers more at transfer 0.25.
+  const LayerProfile eight = uniform_stages(8, 2);
+  CHECK(makespan_lower_bound(eight, 8, 8, 0.0, &why, 16.0) == Approx(39));
+  CHECK(makespan_lower_bound(eight, 8, 8, 0.25, &why, 16.0) == Approx(42.5));
+  CHECK(why.find("drain") != std::string::npos);
+}
+
 TEST_CASE("search: the exact search runs within the time limit", "[search]") {
   // Eight uneven layers, p = 2, m = 4, transfer 0.5: 6.3 million nodes
   // (about half a second); more than the former fixed budget of 4 million.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "pipeplan/diagnostic.h"
+#include "pipeplan/memory_policy.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/profile.h"
 #include "pipeplan/simulate.h"
@@ -59,6 +60,9 @@ struct CompareRequest {
   /// (lower_options), a latency-hiding lowering planning for the costs the
   /// schedule is simulated with.
   LoweringChoice lowering;
+  /// Memory actions inserted into every schedule's order (memory_policy.h);
+  /// a row whose schedule lacks a stage the policy names is skipped.
+  MemoryPolicy memory;
 };
 
 /// Plans and simulates each schedule. `options` cost one rank's share of the

@@ -56,6 +56,11 @@ struct SearchOptions {
   /// the mapping is loop, and nothing moves its boundaries; the library
   /// baselines run on it too (those with a loop mapping at that v).
   std::optional<Partition> partition;
+  /// Memory actions the search may decide per (stage, microbatch)
+  /// (docs/memory.md): RECOMPUTE, and OFFLOAD/RELOAD when the copy stream has
+  /// a bandwidth (comm.host_bandwidth > 0).
+  bool recompute = true;
+  bool offload = true;
 };
 
 /// A library schedule run on the same profile (balanced partition).
@@ -98,6 +103,12 @@ struct SearchResult {
   std::string lower_bound_reason;
   std::vector<LibraryRun> library;         ///< every library schedule tried, fitting or not
   std::optional<LibraryRun> best_library;  ///< the fastest that fits the budget
+  /// Every library schedule with full recompute (a RECOMPUTE before each
+  /// backward: what Megatron users run), and the fastest of them that fits.
+  std::vector<LibraryRun> library_recompute;
+  std::optional<LibraryRun> best_library_recompute;
+  /// (stage, microbatch)s the chosen plan recomputes / offloads.
+  int recomputed = 0, offloaded = 0;
   std::optional<ExactResult> exact;
   int candidates = 0;         ///< plans simulated
   bool time_limited = false;  ///< the time limit cut the search short
@@ -117,20 +128,30 @@ class BudgetError : public InputError {
 /// (fewer layers than ranks, p or m < 1) and BudgetError when nothing fits.
 SearchResult search(const LayerProfile& profile, const SearchOptions& options);
 
+/// The memory actions a plan bounded by makespan_lower_bound() may hold.
+struct BoundMemoryActions {
+  bool recompute = false;  ///< a microbatch may keep only its stage's input until RECOMPUTE
+  bool offload = false;    ///< a microbatch may leave the device (OFFLOAD/RELOAD)
+};
+
 /// A lower bound on the makespan of any plan for (profile, p, m, comm) whose
 /// ranks' peak activation memory stays within `memory_limit` (holding each
-/// microbatch's activations from its F to its backward; infinity: no
-/// budget). The largest of: the busiest rank, (m x total work + the fill) /
+/// microbatch's activations from its F to its backward, or with
+/// `actions.recompute` at least its first stage's input; `actions.offload`
+/// drops the memory term; infinity: no budget). The largest of: the busiest rank, (m x total work + the fill) /
 /// p, the fill summing what the k-th rank to start waits (the first k
 /// layers' F and k transfers); one microbatch's F + I chain through every
 /// layer, the first layer's W and the 2(p-1) transfers it must cross; whole
 /// layers, the k-th rank to start doing m(F + B) of each layer it holds
-/// after that wait (each rank holds one layer at least); and the memory
+/// after that wait (each rank holds one layer at least); the drain, the rank
+/// whose top layer is lowest waiting for a microbatch's F through every
+/// layer and I back through the top p-1 before all its m x B; and the memory
 /// term, the round trips of the microbatches the first stage can hold at
 /// once run one after another. See docs/search.md for the proof.
 double makespan_lower_bound(const LayerProfile& profile, int pp_degree, int num_microbatches,
                             double transfer_time, std::string* reason = nullptr,
-                            double memory_limit = std::numeric_limits<double>::infinity());
+                            double memory_limit = std::numeric_limits<double>::infinity(),
+                            BoundMemoryActions actions = {});
 
 /// Human-readable report. Implemented in src/emit.
 void write_search_text(const SearchResult& result, const SearchOptions& options, std::ostream& out);

@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/lower_options.h"
 #include "cli/sim_options.h"
 #include "pipeplan/compare.h"
 #include "pipeplan/emit_sim.h"
@@ -20,6 +21,7 @@ struct CompareArgs {
   std::vector<std::string> schedules;
   CostArgs costs;
   LoweringChoice lowering;
+  MemoryArgs memory;
   std::string format = "text";
   std::string output;
 };
@@ -41,6 +43,7 @@ std::function<int()> setup_compare(CLI::App& app) {
       ->delimiter(',');
   add_cost_options(app, args->costs);
   add_lowering_options(app, args->lowering);
+  add_memory_options(app, args->memory);
   app.add_option("-f,--format", args->format, "Report format")
       ->check(CLI::IsMember({"text", "json"}));
   app.add_option("-o,--output", args->output, "Output file (default: stdout)");
@@ -67,6 +70,7 @@ std::function<int()> setup_compare(CLI::App& app) {
     request.schedules = args->schedules;
     request.shape_names[0] = "-p", request.shape_names[1] = "-m", request.shape_names[2] = "-v";
     request.lowering = lowering_choice(args->lowering, args->costs);
+    request.memory = memory_policy(args->memory);
     request.layers = load_layers(args->costs);
     const std::vector<ComparisonRow> rows = compare_schedules(request, options);
     Output out(args->output);

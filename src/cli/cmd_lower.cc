@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/lower_options.h"
 #include "cli/sim_options.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
@@ -31,6 +32,7 @@ struct LowerArgs {
   CsvReadOptions csv;
   CostArgs costs;
   LoweringChoice lowering;
+  MemoryArgs memory;
 };
 
 std::string first_comm(const Plan& plan) {
@@ -64,7 +66,9 @@ std::function<int()> setup_lower(CLI::App& app) {
   app.add_flag("--no-verify", args->no_verify, "Skip the rendezvous deadlock proof of the result");
   add_cost_options(app, args->costs, true, /*model=*/false);
   add_lowering_options(app, args->lowering);
+  add_memory_options(app, args->memory);
   return [args]() {
+    const MemoryPolicy policy = memory_policy(args->memory);
     PlanFormat in_format = PlanFormat::Csv;
     Plan plan = load_plan(args->input, args->csv, &in_format);
     const std::string name = args->input == "-" ? "<stdin>" : args->input;
@@ -76,6 +80,7 @@ std::function<int()> setup_lower(CLI::App& app) {
       throw InputError(
           name + " already has communication (" + first_comm(plan) +
           "); lower takes a compute-only plan, 'pipeplan verify' checks this one as written");
+    plan = apply_memory_policy(std::move(plan), policy);
 
     // With --layers: the profile's stage sums on the plan's partition (else
     // the balanced one, which the lowered plan records).

@@ -4,9 +4,12 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/lower_options.h"
 #include "cli/sim_options.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
+#include "pipeplan/lower.h"
+#include "pipeplan/memory_policy.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/prove.h"
@@ -25,6 +28,7 @@ struct PlanArgs {
   std::string output;
   CostArgs costs;
   LoweringChoice lowering;
+  MemoryArgs memory;
 };
 }  // namespace
 
@@ -44,7 +48,9 @@ std::function<int()> setup_plan(CLI::App& app) {
   app.add_option("-o,--output", args->output, "Output file (default: stdout)");
   add_cost_options(app, args->costs, true, /*model=*/false);
   add_lowering_options(app, args->lowering);
+  add_memory_options(app, args->memory);
   return [args]() {
+    const MemoryPolicy memory = memory_policy(args->memory);
     // One schedule lookup: the shape, the lowering (for the cost model
     // given, else the nominal one; with --layers, the profile's stage sums
     // on the balanced partition, which the plan records) and the plan all
@@ -56,7 +62,9 @@ std::function<int()> setup_plan(CLI::App& app) {
       partition = apply_layers(*layers, planner.meta(), costs);
     const LowerOptions lowering =
         planner.lowering(lowering_choice(args->lowering, args->costs), costs.costs);
-    Plan whole = args->compute_only ? planner.compute() : planner.plan(lowering);
+    // The memory policy goes into the compute order, which is then lowered.
+    Plan whole = apply_memory_policy(planner.compute(), memory);
+    if (!args->compute_only) whole = lower(whole, lowering);
     whole.meta.partition = partition;
     spdlog::debug("planned {} p={} m={} v={}: {} actions", whole.meta.schedule,
                   whole.meta.pp_degree, whole.meta.num_microbatches, whole.meta.stages_per_rank,

@@ -44,6 +44,7 @@ struct SearchArgs {
   std::string layout;
   std::vector<std::string> emit;
   int microbatch_size = 1;
+  bool no_recompute = false, no_offload = false;
 };
 }  // namespace
 
@@ -66,6 +67,15 @@ std::function<int()> setup_search(CLI::App& app) {
                  "Transfer cost LATENCY[,BANDWIDTH]: latency + bytes/bandwidth per transfer");
   app.add_option("--bytes", args->costs.bytes, "Size of every transfer, for --comm's BANDWIDTH")
       ->check(number_in(0, limits::kMaxTransferBytes));
+  app.add_option("--host-bw", args->costs.host_bw,
+                 "Copy stream bandwidth (activation units per time unit): lets the search "
+                 "offload activations to host (docs/memory.md)");
+  app.add_option("--host-latency", args->costs.host_latency,
+                 "Latency of each OFFLOAD/RELOAD on the copy stream (default 0)");
+  app.add_flag("--no-recompute", args->no_recompute,
+               "Never recompute activations (no RECOMPUTE in the plan)");
+  app.add_flag("--no-offload", args->no_offload,
+               "Never offload activations to host (no OFFLOAD/RELOAD in the plan)");
   app.add_option("--model", args->costs.model,
                  "Transport the makespan is measured under (the plan is verified under all three)")
       ->check(CLI::IsMember({"rendezvous", "eager", "serial"}));
@@ -94,13 +104,19 @@ std::function<int()> setup_search(CLI::App& app) {
     o.comm = sim.costs;
     o.transport = sim.transport;
     if (app.count("--memory-limit") > 0) o.memory_limit = args->memory_limit;
+    o.recompute = !args->no_recompute;
+    o.offload = !args->no_offload;
+    if (o.offload && !args->no_offload && app.count("--host-bw") == 0)
+      spdlog::debug("no --host-bw: the search does not offload");
     const LayerProfile profile = parse_layer_profile(read_input(args->layers), args->layers);
     if (!args->emit.empty() && args->emit.front() != "torchtitan")
       throw InputError("--emit: unknown target '" + limits::excerpt(args->emit.front()) +
                        "' (torchtitan DIR)");
     if (!args->emit.empty()) {
       o.max_v_stages_per_rank = 2;  // torchtitan places a V only with 2 stages per rank
-      spdlog::debug("--emit torchtitan: V mappings with 2 stages per rank only");
+      o.recompute = o.offload = false;  // torch's dialect has no memory actions
+      spdlog::debug(
+          "--emit torchtitan: V mappings with 2 stages per rank only, no memory actions");
     }
     if (!args->layout.empty()) {
       o.partition =

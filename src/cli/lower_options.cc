@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli/common.h"
+#include "pipeplan/error.h"
 #include "pipeplan/limits.h"
 
 namespace pipeplan::cli {
@@ -35,6 +36,36 @@ void add_lowering_options(CLI::App& app, LoweringChoice& choice) {
                "meets as one (A;B)BATCH_P2P group, instead of parity-staggered sends; "
                "deadlock-free under rendezvous and serial. Not with --lowering latency-hiding "
                "or exact, nor --prefetch");
+}
+
+void add_memory_options(CLI::App& app, MemoryArgs& args) {
+  app.add_option("--recompute", args.recompute,
+                 "Recompute the activations of these stages ('all' or e.g. 0,2-3) before each "
+                 "backward: a RECOMPUTE right before it, the forward keeping only its input "
+                 "(docs/memory.md)");
+  app.add_option("--offload", args.offload,
+                 "Offload the activations of these stages ('all' or e.g. 0,2-3) to host: an "
+                 "OFFLOAD after each forward and a RELOAD --offload-lead computes before its "
+                 "backward");
+  app.add_option_function<int>(
+         "--offload-lead",
+         [&args](int k) {
+           args.offload_lead = k;
+           args.lead_given = true;
+         },
+         "With --offload: how many computes before its backward each RELOAD is placed "
+         "(default 1)")
+      ->check(integer_in(0, 1 << 30));
+}
+
+MemoryPolicy memory_policy(const MemoryArgs& args) {
+  MemoryPolicy policy;
+  if (!args.recompute.empty()) policy.recompute = parse_stage_set(args.recompute, "--recompute");
+  if (!args.offload.empty()) policy.offload = parse_stage_set(args.offload, "--offload");
+  if (args.lead_given && policy.offload.empty())
+    throw InputError("--offload-lead places the RELOADs of --offload: give --offload too");
+  policy.offload_lead = args.offload_lead;
+  return policy;
 }
 
 }  // namespace pipeplan::cli

@@ -11,6 +11,8 @@
 #include "pipeplan/cost_options.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
+#include "pipeplan/lower.h"
+#include "pipeplan/memory_policy.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
@@ -101,6 +103,7 @@ void add_plan_source(CLI::App& app, PlanSource& src) {
   app.add_flag("--compute-only", src.compute_only,
                "Simulate the compute order only: values move as soon as they are produced");
   add_lowering_options(app, src.lowering);
+  add_memory_options(app, src.memory);
 }
 
 Plan load_plan_source(const PlanSource& src, const CostArgs& costs, const CostModel& model,
@@ -125,8 +128,9 @@ Plan load_plan_source(const PlanSource& src, const CostArgs& costs, const CostMo
       throw InputError("-s needs -p P and -m M");
     if (src.lower) throw InputError("--lower applies to a plan FILE; -s plans are lowered already");
     const Planner planner(src.problem);
-    if (src.compute_only) return planner.compute();
-    return planner.plan(planner.lowering(choice, planned(planner.meta())));
+    Plan compute = apply_memory_policy(planner.compute(), memory_policy(src.memory));
+    if (src.compute_only) return compute;
+    return lower(compute, planner.lowering(choice, planned(planner.meta())));
   }
   CsvReadOptions csv;
   csv.forward_only = src.problem.forward_only;
@@ -134,6 +138,7 @@ Plan load_plan_source(const PlanSource& src, const CostArgs& costs, const CostMo
   if (!p.is_whole())
     throw InputError(src.file + ": holds " + std::to_string(p.ranks.size()) + " of " +
                      std::to_string(p.meta.pp_degree) + " ranks; simulating needs every rank");
+  p = apply_memory_policy(std::move(p), memory_policy(src.memory));
   if (src.lower && !src.compute_only && p.is_compute_only()) {
     Lowered lowered = lower_if_compute_only(p, lower_options(p.meta, choice, planned(p.meta)));
     defects = std::move(lowered.defects);

@@ -56,11 +56,12 @@ struct PlanSource {
   bool lower = false;         ///< lower a compute-only FILE first
   bool compute_only = false;  ///< drop SEND/RECV (-s: plan without lowering)
   LoweringChoice lowering;    ///< how -s plans and FILE --lower are lowered
+  MemoryArgs memory;          ///< --recompute / --offload: inserted into the order
   CLI::App* app = nullptr;
 };
 
 /// Adds the positional FILE, -s/-p/-m/-v, --forward-only, --lower,
-/// --compute-only and the lowering options.
+/// --compute-only, the lowering options and the memory policy's.
 void add_plan_source(CLI::App& app, PlanSource& src);
 /// Loads or plans the plan, lowering for the simulated cost model of
 /// `costs`, or with `layers` for the profile's stage costs on the plan's

@@ -7,6 +7,8 @@
 
 #include "ir/numbers.h"
 #include "pipeplan/error.h"
+#include "pipeplan/lower.h"
+#include "pipeplan/memory_policy.h"
 
 namespace pipeplan {
 namespace {
@@ -52,7 +54,8 @@ void run_row(ComparisonRow& row, const CompareRequest& request, const SimOptions
     } else {
       simulated = per_stage(options, planner.meta().stages_per_rank);
     }
-    p = planner.plan(planner.lowering(request.lowering, simulated.costs));
+    p = lower(apply_memory_policy(planner.compute(), request.memory),
+              planner.lowering(request.lowering, simulated.costs));
   } catch (const InputError& e) {
     row.partition.clear();
     row.skipped = skip_reason(e, row, request);

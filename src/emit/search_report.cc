@@ -43,6 +43,19 @@ void write_search_text(const SearchResult& r, const SearchOptions& o, std::ostre
   } else {
     out << "best library schedule within the budget: none fits\n";
   }
+  if (r.best_library_recompute) {
+    const LibraryRun& b = *r.best_library_recompute;
+    const double gain = b.makespan > 0 ? 1.0 - r.makespan / b.makespan : 0.0;
+    out << "best library schedule with full recompute: " << b.schedule << " v="
+        << b.stages_per_rank << ", makespan " << format_number(b.makespan, 4) << ", peak memory "
+        << format_number(b.peak_memory, 4) << " (search is " << format_number(gain * 100, 2)
+        << "% faster)\n";
+  } else if (o.recompute) {
+    out << "best library schedule with full recompute: none fits\n";
+  }
+  if (r.recomputed + r.offloaded > 0)
+    out << "memory actions: " << r.recomputed << " (stage, microbatch) recomputed, " << r.offloaded
+        << " offloaded\n";
   if (r.exact) {
     const ExactResult& e = *r.exact;
     if (e.complete)
@@ -93,6 +106,13 @@ void write_search_json(const SearchResult& r, const SearchOptions& o, std::ostre
   Json lib = Json::array();
   for (const LibraryRun& b : r.library) lib.push_back(run_json(b));
   doc["library"] = lib;
+  doc["best_library_recompute"] =
+      r.best_library_recompute ? run_json(*r.best_library_recompute) : Json(nullptr);
+  Json rec = Json::array();
+  for (const LibraryRun& b : r.library_recompute) rec.push_back(run_json(b));
+  doc["library_recompute"] = rec;
+  doc["recomputed"] = r.recomputed;
+  doc["offloaded"] = r.offloaded;
   if (r.exact) {
     doc["exact"] = {{"complete", r.exact->complete},
                     {"model", "compute-only"},

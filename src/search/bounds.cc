@@ -42,46 +42,130 @@ Term balance_term(const LayerProfile& profile, int p, double m, double transfer)
 // Whole layers with the fill: the k-th rank to start (k = 0..p-1) starts no
 // earlier than S_k, the F of the first k layers and k transfers, and then
 // does m(F + B) of each layer it holds, so a rank that starts at S_k holds
-// at most cap(T - S_k) layers: as many of the cheapest layers as fit. Every
-// rank holds one layer at least and they hold all L: the least T with
-// sum_k cap(T - S_k) >= L (found by bisection, then snapped to the makespan
-// of the layer counts it allows) is a lower bound.
-Term layer_term(const LayerProfile& profile, int p, double m, double transfer) {
-  const std::size_t L = profile.size();
-  const auto P = static_cast<std::size_t>(p);
-  if (p < 1 || L < P) return {0.0, ""};
-  std::vector<double> load(L), start(P, 0.0);
-  for (std::size_t l = 0; l < L; ++l) load[l] = m * (profile.layers[l].f + profile.layers[l].b);
-  std::sort(load.begin(), load.end());
-  std::vector<double> cheapest(L + 1, 0.0);  // the n cheapest layers' work
-  for (std::size_t n = 0; n < L; ++n) cheapest[n + 1] = cheapest[n] + load[n];
-  for (std::size_t k = 1; k < P; ++k) start[k] = start[k - 1] + profile.layers[k - 1].f + transfer;
-  // Layers each rank can hold by T (0: some rank cannot hold one).
-  std::vector<std::size_t> counts(P);
-  const auto fits = [&](double T) {
-    std::size_t total = 0;
-    for (std::size_t k = 0; k < P; ++k) {
-      const double room = T - start[k] + kEps * std::max(1.0, std::abs(T));
-      counts[k] = static_cast<std::size_t>(
-          std::upper_bound(cheapest.begin() + 1, cheapest.end(), room) - (cheapest.begin() + 1));
-      if (counts[k] == 0) return false;
-      total += counts[k];
-    }
-    return total >= L;
-  };
-  double lo = start[P - 1], hi = start[P - 1] + cheapest[L];
-  if (!fits(hi)) return {0.0, ""};
+// at most cap(T - S_k) layers: as many of the cheapest layers as fit.
+struct Packing {
+  std::vector<double> cheapest;  // cheapest[n]: the n cheapest layers' m(F + B)
+  std::vector<double> start;     // S_k
+  Packing(const LayerProfile& profile, std::size_t p, double m, double transfer)
+      : cheapest(profile.size() + 1, 0.0), start(p, 0.0) {
+    std::vector<double> load;
+    for (const Layer& l : profile.layers) load.push_back(m * (l.f + l.b));
+    std::sort(load.begin(), load.end());
+    for (std::size_t n = 0; n < load.size(); ++n) cheapest[n + 1] = cheapest[n] + load[n];
+    for (std::size_t k = 1; k < p; ++k)
+      start[k] = start[k - 1] + profile.layers[k - 1].f + transfer;
+  }
+  // How many layers the k-th rank to start can hold by T.
+  std::size_t cap(std::size_t k, double T) const {
+    const double room = T - start[k] + kEps * std::max(1.0, std::abs(T));
+    return static_cast<std::size_t>(std::upper_bound(cheapest.begin() + 1, cheapest.end(), room) -
+                                    (cheapest.begin() + 1));
+  }
+};
+
+// The least T in [lo, hi] with fits(T) (monotone), by bisection, snapped
+// to need(T): the makespan of the layer counts fits(T) allows (a sum of the
+// costs, so 25.5 rather than 25.49999998 when the bisection stops within
+// the tolerance below it). Infinity when not even hi fits.
+template <class Fits, class Need>
+double least_time(double lo, double hi, const Fits& fits, const Need& need) {
+  if (!fits(hi)) return std::numeric_limits<double>::infinity();
   for (int it = 0; it < 200 && hi - lo > kEps * std::max(1.0, hi); ++it) {
     const double mid = 0.5 * (lo + hi);
     (fits(mid) ? hi : lo) = mid;
   }
-  fits(hi);
-  double value = 0;
-  for (std::size_t k = 0; k < P; ++k) value = std::max(value, start[k] + cheapest[counts[k]]);
+  const double exact = need(hi);
+  return exact <= hi + 2 * kEps * std::max(1.0, hi) ? exact : hi;
+}
+
+// Every rank holds a layer and together they hold all L: the least T with
+// cap(T - S_k) >= 1 for every k and the caps summing to L or more.
+Term layer_term(const LayerProfile& profile, int p, double m, double transfer) {
+  const std::size_t L = profile.size();
+  const auto P = static_cast<std::size_t>(p);
+  if (p < 1 || L < P) return {0.0, ""};
+  const Packing pack(profile, P, m, transfer);
+  const auto fits = [&](double T) {
+    std::size_t total = 0;
+    for (std::size_t k = 0; k < P; ++k) {
+      const std::size_t c = pack.cap(k, T);
+      if (c == 0) return false;
+      total += c;
+    }
+    return total >= L;
+  };
+  const auto need = [&](double T) {
+    double v = 0;
+    for (std::size_t k = 0; k < P; ++k)
+      v = std::max(v, pack.start[k] + pack.cheapest[pack.cap(k, T)]);
+    return v;
+  };
+  const double value =
+      least_time(pack.start[P - 1], pack.start[P - 1] + pack.cheapest[L], fits, need);
+  if (!std::isfinite(value)) return {0.0, ""};
   return {value,
           "whole layers: the k-th rank to start waits the first k layers' F and k transfers, "
           "then does m x (F + B) of each layer it holds, and holds at least one = " +
               detail::format_number(value)};
+}
+
+// The drain: take the rank R whose highest layer is the lowest of the ranks'
+// highest layers (at most layer L - p, as they are p distinct layers). Its
+// first backward needs a microbatch's F through every layer and its I back
+// through every layer above R's, across the p - 1 other ranks both ways;
+// then all of R's m x B still runs. With R holding n layers (the n cheapest
+// B of layers 0..L-p at least) and the others the other L - n as whole
+// layers after their starts: the least over n of the larger of the two.
+Term drain_term(const LayerProfile& profile, int p, double m, double transfer) {
+  const std::size_t L = profile.size();
+  const auto P = static_cast<std::size_t>(p);
+  if (p < 2 || L < P) return {0.0, ""};
+  double arrival = 2.0 * (p - 1) * transfer;
+  for (const Layer& l : profile.layers) arrival += l.f;
+  for (std::size_t l = L - P + 1; l < L; ++l) arrival += std::max(0.0, profile.layers[l].i());
+  std::vector<double> back;  // B of the layers R may hold, cheapest first
+  for (std::size_t l = 0; l + P <= L; ++l) back.push_back(m * profile.layers[l].b);
+  std::sort(back.begin(), back.end());
+  const Packing pack(profile, P, m, transfer);
+  // R, the r-th to start, holds n layers; every other rank one or more.
+  std::vector<std::size_t> caps(P);
+  const auto placement = [&](double T, std::size_t n) -> std::ptrdiff_t {
+    std::size_t total = 0, ones = 0;
+    for (std::size_t k = 0; k < P; ++k) {
+      caps[k] = pack.cap(k, T);
+      total += caps[k];
+      ones += caps[k] >= 1;
+    }
+    for (std::size_t r = P; r-- > 0;)
+      if (caps[r] >= n && ones + (caps[r] == 0) >= P && total - caps[r] >= L - n)
+        return static_cast<std::ptrdiff_t>(r);
+    return -1;
+  };
+  double best = std::numeric_limits<double>::infinity(), work = 0;
+  std::size_t best_n = 0;
+  for (std::size_t n = 1; n <= back.size(); ++n) {
+    work += back[n - 1];
+    const double drain = arrival + work;
+    if (drain >= best - kEps) break;  // the drain only grows with n: no n beyond wins
+    const auto fits = [&](double T) { return placement(T, n) >= 0; };
+    const auto need = [&](double T) {
+      const auto r = static_cast<std::size_t>(placement(T, n));
+      double v = pack.start[r] + pack.cheapest[n];
+      for (std::size_t k = 0; k < P; ++k)
+        if (k != r) v = std::max(v, pack.start[k] + pack.cheapest[caps[k]]);
+      return v;
+    };
+    const double layers =
+        least_time(pack.start[P - 1], pack.start[P - 1] + pack.cheapest[L], fits, need);
+    const double value = std::max(drain, layers);
+    if (value < best) best = value, best_n = n;
+  }
+  if (!std::isfinite(best)) return {0.0, ""};
+  return {best,
+          "drain: the rank with the lowest top layer waits a microbatch's F through every layer "
+          "and I back through the top p-1 layers (2(p-1) transfers), then does m x B of its " +
+              std::to_string(best_n) + " layer(s), the others whole layers after their starts = " +
+              detail::format_number(best)};
 }
 
 // One microbatch's F + I chain through every layer, the first layer's W and
@@ -101,10 +185,15 @@ Term chain_term(const LayerProfile& profile, int p, double transfer) {
 // for the j that gives the least): a microbatch holds their activations from
 // its F there until its backward there ends, at least a round trip R_j, and
 // at most K_j = floor(budget / their activations) do at once, so some K_j-th
-// of the microbatches run their round trips one after another.
-Term memory_term(const LayerProfile& profile, int p, int m, double transfer, double budget) {
+// of the microbatches run their round trips one after another. A microbatch
+// whose first stage recomputes holds at least the stage's input for as long
+// (then K_j counts stays of min(A_j, input)); one that may be offloaded can
+// leave the device between its F and its backward, so the term is left out.
+Term memory_term(const LayerProfile& profile, int p, int m, double transfer, double budget,
+                 BoundMemoryActions actions) {
   const std::size_t L = profile.size();
-  if (!std::isfinite(budget) || L == 0) return {0.0, ""};
+  if (!std::isfinite(budget) || L == 0 || actions.offload) return {0.0, ""};
+  const double input = profile.layers.front().input_size();
   double rest = 0;  // F + I of the layers after the first stage
   for (const Layer& l : profile.layers) rest += l.f + l.i();
   double best = std::numeric_limits<double>::infinity(), head = 0, back = 0, held = 0;
@@ -112,29 +201,34 @@ Term memory_term(const LayerProfile& profile, int p, int m, double transfer, dou
   for (std::size_t j = 1; j + static_cast<std::size_t>(p - 1) <= L; ++j) {
     const Layer& l = profile.layers[j - 1];
     head += l.f, back += l.b, held += l.activation, rest -= l.f + l.i();
-    if (held <= 0) return {0.0, ""};  // nothing held: no limit on microbatches in flight
-    const double in_flight = std::floor(budget / held + kEps);
+    const double stay = actions.recompute ? std::min(held, input) : held;
+    if (stay <= 0) return {0.0, ""};  // nothing held: no limit on microbatches in flight
+    const double in_flight = std::floor(budget / stay + kEps);
     if (in_flight < 1) break;  // a first stage this long cannot fit: nor can longer ones
     const double trip = rest + back + 2.0 * (p - 1) * transfer;
     const double value = head + std::ceil(m / in_flight - kEps) * trip;
     if (value < best) best = value, best_j = j;
   }
   if (!std::isfinite(best)) return {0.0, ""};
-  return {best,
-          "memory: the first stage's microbatches in flight within the budget, each "
-          "held for a round trip (least over its first " +
-              std::to_string(best_j) + " layer(s)) = " + detail::format_number(best)};
+  return {best, std::string("memory: the first stage's microbatches in flight within the budget, "
+                            "each holding ") +
+                    (actions.recompute ? "its activations or, recomputed, its input"
+                                       : "its activations") +
+                    " for a round trip (least over its first " + std::to_string(best_j) +
+                    " layer(s)) = " + detail::format_number(best)};
 }
 
 }  // namespace
 
 double makespan_lower_bound(const LayerProfile& profile, int pp_degree, int num_microbatches,
-                            double transfer_time, std::string* reason, double memory_limit) {
+                            double transfer_time, std::string* reason, double memory_limit,
+                            BoundMemoryActions actions) {
   const Term terms[] = {
       balance_term(profile, pp_degree, num_microbatches, transfer_time),
       layer_term(profile, pp_degree, num_microbatches, transfer_time),
+      drain_term(profile, pp_degree, num_microbatches, transfer_time),
       chain_term(profile, pp_degree, transfer_time),
-      memory_term(profile, pp_degree, num_microbatches, transfer_time, memory_limit)};
+      memory_term(profile, pp_degree, num_microbatches, transfer_time, memory_limit, actions)};
   const Term* best = &terms[0];
   for (const Term& t : terms)
     if (t.value > best->value + kEps) best = &t;

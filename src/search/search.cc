@@ -15,11 +15,13 @@
 #include "model/split.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/lower.h"
+#include "pipeplan/memory_policy.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/verify.h"
 #include "search/exact.h"
 #include "search/greedy.h"
 #include "search/improve.h"
+#include "search/memory.h"
 #include "search/refine.h"
 #include "search/wfill.h"
 
@@ -250,6 +252,8 @@ class Search {
     comm_.comm_latency = o.comm.comm_latency;
     comm_.comm_bandwidth = o.comm.comm_bandwidth;
     comm_.transfer_bytes = o.comm.transfer_bytes;
+    comm_.host_bandwidth = o.comm.host_bandwidth;
+    comm_.host_latency = o.comm.host_latency;
   }
 
   SearchResult run() {
@@ -261,6 +265,8 @@ class Search {
     add_library_orders();
     refill_weights();
     improve_locally();
+    decide_memory();
+    require_candidates();
     lower_finalists();
     solve_exactly();
     finish();
@@ -318,11 +324,16 @@ class Search {
         vs = std::count(vs.begin(), vs.end(), fixed_v_) ? std::vector<int>{fixed_v_}
                                                         : std::vector<int>{};
       for (int v : vs)
-        if (v_fits(v)) run_library_one(info, v);
+        if (v_fits(v)) {
+          run_library_one(info, v, {}, res_.library, library_plans_);
+          if (allowed().recompute)
+            run_library_one(info, v, full_recompute(), res_.library_recompute, recompute_plans_);
+        }
     }
   }
 
-  void run_library_one(const ScheduleInfo& info, int v) {
+  void run_library_one(const ScheduleInfo& info, int v, const MemoryPolicy& memory,
+                       std::vector<LibraryRun>& runs, std::vector<Plan>& plans) {
     // After the first baseline, only those that can end in time.
     const double estimate = kActionsPerCell * o_.pp_degree * v * o_.num_microbatches;
     if (!res_.library.empty() && !clock_.affords(estimate)) return;
@@ -343,7 +354,8 @@ class Search {
                                                            detail::SplitBy::Work, expired_);
       // Lowered as compare lowers it: the schedule's own options, planning
       // for the stage costs it is simulated with.
-      p = planner.plan(planner.lowering({}, sim_options(run.partition).costs));
+      p = lower(apply_memory_policy(planner.compute(), memory),
+                planner.lowering({}, sim_options(run.partition).costs));
     } catch (const InputError&) {
       return;  // the schedule rejects this shape
     }
@@ -354,8 +366,8 @@ class Search {
     run.makespan = r.makespan;
     for (const RankStats& s : r.ranks) run.peak_memory = std::max(run.peak_memory, s.peak_memory);
     p.meta.partition = run.partition;
-    res_.library.push_back(run);
-    library_plans_.push_back(std::move(p));
+    runs.push_back(run);
+    plans.push_back(std::move(p));
   }
 
   // The memory budget: the one given, else what 1F1B (or, on a given layout,
@@ -382,10 +394,16 @@ class Search {
       if (run.fits && (!res_.best_library || run.makespan < res_.best_library->makespan - kEps))
         res_.best_library = run;
     }
+    for (LibraryRun& run : res_.library_recompute) {
+      run.fits = run.peak_memory <= budget_ + kEps;
+      if (run.fits && (!res_.best_library_recompute ||
+                       run.makespan < res_.best_library_recompute->makespan - kEps))
+        res_.best_library_recompute = run;
+    }
   }
 
   // 2. List-scheduled candidates: every (mapping, v), a few partitions, every knob.
-  void list_schedule() {
+  std::vector<Config> configs() const {
     std::vector<Config> configs;
     if (fixed_v_ > 0) configs.push_back({StageMapping::Loop, fixed_v_});
     for (int v = 1; v <= o_.max_stages_per_rank && fixed_v_ == 0; ++v)
@@ -395,11 +413,17 @@ class Search {
                           : o_.max_stages_per_rank;
     for (int v = 2; v <= max_v && fixed_v_ == 0; ++v)
       if (v_fits(v)) configs.push_back({StageMapping::V, v});
-    for (const Config& c : configs) {
+    return configs;
+  }
+
+  void list_schedule() {
+    for (const Config& c : configs()) {
       if (clock_.expired()) break;
       for (const Partition& part : partitions_for(c)) list_schedule_one(c, part);
     }
     for (const LibraryRun& run : res_.library)
+      smallest_peak_ = std::min(smallest_peak_, run.peak_memory);
+    for (const LibraryRun& run : res_.library_recompute)
       smallest_peak_ = std::min(smallest_peak_, run.peak_memory);
   }
 
@@ -494,6 +518,10 @@ class Search {
       pool_.push_back({compute_projection(library_plans_[i]), run.makespan, run.peak_memory,
                        library_origin(run.schedule, run.stages_per_rank)});
     }
+  }
+
+  // Nothing fits, memory actions included: say what would.
+  void require_candidates() {
     if (pool_.empty()) {
       const std::string smallest = detail::format_number(smallest_peak_, 4);
       throw BudgetError("no plan fits the memory budget " + detail::format_number(budget_, 4) +
@@ -610,6 +638,7 @@ class Search {
         const SimResult r = simulate(lowered, sim_options(part));
         ++res_.candidates;
         if (!r.ok() || (found_ && r.makespan >= res_.makespan - kEps)) continue;
+        if (lowered.has_memory_actions() && !within_budget(r)) continue;  // copies moved
         if (!verifies_everywhere(lowered)) continue;
         offer(std::move(lowered), r.makespan, c->origin);
       }
@@ -661,16 +690,24 @@ class Search {
       res_.rank_peak_memory.push_back(s.peak_memory);
       res_.peak_memory = std::max(res_.peak_memory, s.peak_memory);
     }
-    res_.lower_bound =
-        makespan_lower_bound(profile_, o_.pp_degree, o_.num_microbatches, comm_.transfer_time(),
-                             &res_.lower_bound_reason, budget_);
+    for (const auto& list : res_.plan.ranks)
+      for (const Action& a : list) {
+        res_.recomputed += a.type == ActionType::Recompute;
+        res_.offloaded += a.type == ActionType::Offload;
+      }
+    res_.lower_bound = makespan_lower_bound(profile_, o_.pp_degree, o_.num_microbatches,
+                                            comm_.transfer_time(), &res_.lower_bound_reason,
+                                            budget_, {allowed().recompute, allowed().offload});
   }
 
   // 7. Tiny shapes: the exhaustive search, from the heuristic's plan as the
   // incumbent; a faster schedule it finds is lowered like the finalists and
   // returned when it verifies everywhere and is no slower under --model.
   void solve_exactly() {
-    if (!o_.exact || o_.partition || !detail::exact_is_tiny(profile_, o_)) return;
+    // The exact search covers orders without memory actions only.
+    if (!o_.exact || o_.partition || res_.plan.has_memory_actions() ||
+        !detail::exact_is_tiny(profile_, o_))
+      return;
     // The exact search works in the compute-only model: compare like with like.
     const double value =
         simulate(compute_projection(res_.plan), sim_options(res_.plan.meta.partition)).makespan;
@@ -693,6 +730,54 @@ class Search {
     }
   }
 
+  // 3c. Memory decisions (search/memory.h): orders built for more memory than
+  // the budget (and every library order) get per (stage, microbatch) keep,
+  // offload or recompute so that they fit; the library with full recompute
+  // that fits joins them.
+  void decide_memory() {
+    const detail::MemoryAllowed memory = allowed();
+    if (!memory.any() || clock_.expired()) return;
+    std::vector<detail::MemorySeed> seeds;
+    for (std::size_t i = 0; i < library_plans_.size(); ++i) {
+      const LibraryRun& run = res_.library[i];
+      if (run.fits) continue;
+      seeds.push_back({library_plans_[i].meta, sim_options(run.partition),
+                       compute_projection(library_plans_[i]),
+                       library_origin(run.schedule, run.stages_per_rank)});
+    }
+    for (const Config& c : configs())
+      for (const Partition& part : partitions_for(c))
+        seeds.push_back({make_meta(o_, c, part), sim_options(part), Plan{},
+                         "list scheduler (" + config_text(c) + ")"});
+    for (detail::MemoryCandidate& c :
+         detail::memory_candidates(seeds, budget_, memory, expired_, &res_.candidates))
+      pool_.push_back({std::move(c.plan), c.makespan, c.peak, std::move(c.origin), false});
+    for (std::size_t i = 0; i < recompute_plans_.size(); ++i) {
+      const LibraryRun& run = res_.library_recompute[i];
+      if (run.fits)
+        pool_.push_back({compute_projection(recompute_plans_[i]), run.makespan, run.peak_memory,
+                         library_origin(run.schedule, run.stages_per_rank) + ", full recompute",
+                         false});
+    }
+    res_.time_limited = res_.time_limited || clock_.limited();
+  }
+
+  detail::MemoryAllowed allowed() const {
+    return {o_.recompute, o_.offload && comm_.host_bandwidth > 0};
+  }
+
+  static MemoryPolicy full_recompute() {
+    MemoryPolicy p;
+    p.recompute.all = true;
+    return p;
+  }
+
+  bool within_budget(const SimResult& r) const {
+    for (const RankStats& s : r.ranks)
+      if (s.peak_memory > budget_ + kEps) return false;
+    return true;
+  }
+
   const LayerProfile& profile_;
   const SearchOptions& o_;
   const int fixed_v_;
@@ -701,7 +786,8 @@ class Search {
   CostModel comm_;
   const std::vector<GreedyKnobs> knobs_ = all_knobs();
   SearchResult res_;
-  std::vector<Plan> library_plans_;  // with res_.library, index for index
+  std::vector<Plan> library_plans_;    // with res_.library, index for index
+  std::vector<Plan> recompute_plans_;  // with res_.library_recompute
   std::vector<Candidate> pool_;
   std::vector<Seed> seeds_;
   double budget_ = std::numeric_limits<double>::infinity();
