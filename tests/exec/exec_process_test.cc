@@ -418,3 +418,28 @@ TEST_CASE("exec: train runs a plan with memory actions like the plan without",
   REQUIRE(want.size() == 3);
   for (int k = 0; k < 3; ++k) CHECK(std::abs(got[k] - want[k]) <= 1e-5 * std::abs(want[k]));
 }
+
+TEST_CASE("exec: train --recompute and --offload train like --reference", "[exec][cli][memory]") {
+  for (const std::vector<std::string>& policy :
+       {std::vector<std::string>{"-s", "1f1b", "--recompute", "all"},
+        std::vector<std::string>{"-s", "zbv", "--offload", "all", "--offload-lead", "2"},
+        std::vector<std::string>{"-s", "interleaved-1f1b", "-v", "2", "--recompute", "1",
+                                 "--offload", "0,3"}}) {
+    std::vector<std::string> base{kCli, "train", "-p", "2", "-m", "4", "--steps", "2"};
+    base.insert(base.end(), policy.begin(), policy.end());
+    std::vector<std::string> ref = base;
+    ref.push_back("--reference");
+    base.insert(base.end(), {"--timeout", "30"});
+    Ran want_run = run(ref), got_run = run(base);
+    INFO(policy[1] << " " << policy[2] << "\n" << want_run.err << got_run.err);
+    REQUIRE(want_run.exit_code == 0);
+    REQUIRE(got_run.exit_code == 0);
+    std::vector<double> want = losses_of(want_run.out), got = losses_of(got_run.out);
+    REQUIRE(got.size() == 2);
+    REQUIRE(want.size() == 2);
+    for (int k = 0; k < 2; ++k) CHECK(std::abs(got[k] - want[k]) <= 1e-5 * std::abs(want[k]));
+  }
+  Ran bad = run({kCli, "train", "-s", "1f1b", "-p", "2", "-m", "4", "--recompute", "7"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("stage 7") != std::string::npos);
+}
