@@ -114,8 +114,10 @@ std::vector<Row> run_case(const Case& c, const Options& o) {
   // One rank's program costs a whole plan (lowering needs every rank's
   // timing), and no more: counted against all actions like `plan`+`lower`.
   measure("plan --rank", n_full, [&] { Plan p = plan_rank(problem, c.pp / 2); });
-  // The serial model needs a serial-safe lowering (an option, except for
-  // the seed order, which has it by itself).
+  // Under serial: the serial-safe lowering (the default of the loop-mapped
+  // multi-stage schedules; the seed order has it by itself; zbv's and
+  // dualpipev's per-pair orders run under serial too, but the figures have
+  // always been this lowering's).
   LowerOptions safe = info.lowering;
   safe.serial_safe = true;
   const Plan serial_safe = info.lowering.mode == LowerMode::Seed ? Plan{} : lower(compute, safe);

@@ -87,6 +87,28 @@ TEST_CASE("cli: plan output round-trips through verify (json and csv, file and s
   }
 }
 
+TEST_CASE("cli: every schedule's default plan verifies under --model all", "[cli]") {
+  // --serial-safe's help: library schedules' default plans already run under
+  // the serial model (interleaved-1f1b p=4 m=4 v=2 used to deadlock there;
+  // m = 8 as dualpipev needs 2p).
+  for (const char* s : {"interleaved-1f1b", "looped-bfs", "interleaved-zb", "vpp-fthenb", "zbv",
+                        "dualpipev", "zb-h2", "gpipe"}) {
+    auto p = run_cli({"plan", "-s", s, "-p", "4", "-m", "8", "-f", "json"});
+    INFO(s << "\n" << p.err);
+    REQUIRE(p.exit_code == 0);
+    auto v = run_cli({"verify", temp_file(std::string(s) + ".json", p.out), "--model", "all"});
+    INFO(v.out << v.err);
+    CHECK(v.exit_code == 0);
+    CHECK(v.out.find("is deadlock-free under serial transport") != std::string::npos);
+  }
+  // With stated costs the pairs' orders are searched for them, and serial
+  // safety is the flag's.
+  auto p = run_cli({"plan", "-s", "interleaved-1f1b", "-p", "4", "-m", "4", "-v", "2", "--comm",
+                    "1", "--serial-safe", "-f", "json"});
+  REQUIRE(p.exit_code == 0);
+  CHECK(run_cli({"verify", temp_file("stated.json", p.out), "--model", "serial"}).exit_code == 0);
+}
+
 TEST_CASE("cli: verify exits 1 with named diagnostics on a hanging plan", "[cli]") {
   // Sends right after forwards: pair 0-1 position 1 has two sends.
   std::string csv =

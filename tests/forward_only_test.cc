@@ -71,12 +71,13 @@ TEST_CASE("forward-only: every schedule over a grid plans, lowers and verifies u
           }
           REQUIRE(n_f == static_cast<std::size_t>(p * v * m));
           REQUIRE(lowered == lower(compute, schedule_lowering(compute.meta)));
-          for (Transport t : {Transport::Rendezvous, Transport::Eager}) {
+          // The default plan runs under every model (as for training plans).
+          for (Transport t : {Transport::Rendezvous, Transport::Eager, Transport::Serial}) {
             VerifyResult res = verify(lowered, {t});
             INFO(to_string(t) << "\n" << format_diagnostics(res.diagnostics) << text_of(lowered));
             REQUIRE(res.ok());
           }
-          // Serial safety is an option of the latency-hiding lowering.
+          // Serial safety asked for, of the latency-hiding lowering.
           LowerOptions safe = schedule_lowering(compute.meta);
           safe.serial_safe = true;
           const Plan serial = lower(compute, safe);

@@ -33,11 +33,14 @@ double makespan(const Plan& p, const CostModel& costs) {
   return r.makespan;
 }
 
-// The schedule's own latency-hiding lowering planned for `costs`, or the
-// exact one.
+// The schedule's own latency-hiding lowering planned for `costs` with
+// per-pair orders (as the planner lowers for stated costs: a loop-mapped
+// multi-stage schedule's own one order per rank is for the nominal costs),
+// or the exact one.
 Plan lowered(const Plan& compute, const CostModel& costs, LowerMode mode, LowerReport& report) {
   LowerOptions o = default_lowering(compute.meta.schedule);
   o.mode = mode;
+  o.serial_safe = false;
   o.costs = costs;
   Plan p = lower(compute, o, report);
   for (Transport t : {Transport::Rendezvous, Transport::Eager}) {

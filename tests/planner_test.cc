@@ -7,6 +7,8 @@
 #include "pipeplan/error.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
+#include "pipeplan/simulate.h"
+#include "pipeplan/verify.h"
 
 using namespace pipeplan;
 
@@ -141,6 +143,53 @@ TEST_CASE("planner: lowering choices apply to the schedule's own lowering, for t
   CHECK(lower_options(zbv, choice, slow).mode == LowerMode::Seed);
   choice.max_prefetch = -1;
   CHECK_THROWS_AS(lower_options(zbv, choice, slow), InputError);
+}
+
+TEST_CASE("planner: loop-mapped multi-stage schedules keep one transfer order per rank",
+          "[planner]") {
+  // Their wrap-around (rank p-1 to rank 0) makes per-pair orders cross under
+  // the serial model; one order per rank costs nothing under rendezvous for
+  // the nominal costs, so their default keeps it there.
+  const std::set<std::string> one_order = {
+      "interleaved-1f1b", "looped-bfs", "interleaved-zb", "vpp", "vpp-fthenb", "vpp-balanced"};
+  for (const auto& info : schedules()) {
+    INFO(info.name);
+    CHECK(info.lowering.serial_safe == (one_order.count(info.name) > 0));
+  }
+  const Problem issue{"interleaved-1f1b", 4, 4, 2};
+  const Planner planner(issue);
+  const PlanMeta& meta = planner.meta();
+  CostModel none, slow;
+  slow.comm_latency = 1.0;
+  LoweringChoice stated;
+  stated.transfer_cost_stated = true;
+  CHECK(planner.lowering().serial_safe);
+  CHECK(lower_options(meta, {}, none).serial_safe);
+  // Stated costs (--comm 0 included) get per-pair orders, searched for them.
+  CHECK_FALSE(lower_options(meta, stated, slow).serial_safe);
+  CHECK_FALSE(lower_options(meta, stated, none).serial_safe);
+  CHECK_FALSE(lower_options(meta, {}, slow).serial_safe);
+  // Other modes: the exact lowering takes no serial-safe order; the seed's.
+  LoweringChoice exact, seed;
+  exact.mode = LowerMode::Exact;
+  seed.mode = LowerMode::Seed;
+  CHECK_FALSE(lower_options(meta, exact, none).serial_safe);
+  CHECK_FALSE(lower_options(meta, seed, none).serial_safe);
+  // Asked for, serial safety holds whatever the costs.
+  LoweringChoice safe = stated;
+  safe.serial_safe = true;
+  CHECK(lower_options(meta, safe, slow).serial_safe);
+  // Why: the default plan runs under serial, the per-pair one deadlocks, and
+  // both take the same time under rendezvous.
+  const Plan plan_default = plan(issue);
+  LowerOptions per_pair = planner.lowering();
+  per_pair.serial_safe = false;
+  const Plan plan_pairs = planner.plan(per_pair);
+  CHECK(verify(plan_default, {Transport::Serial}).ok());
+  CHECK_FALSE(verify(plan_pairs, {Transport::Serial}).ok());
+  SimOptions so;
+  so.costs = nominal_costs();
+  CHECK(simulate(plan_default, so).makespan == simulate(plan_pairs, so).makespan);
 }
 
 TEST_CASE("planner: a Planner plans as the planner's free functions do", "[planner]") {

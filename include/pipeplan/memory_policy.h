@@ -13,6 +13,7 @@
 // @endcode
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,6 +53,16 @@ struct MemoryPolicy {
 
   bool empty() const { return recompute.empty() && offload.empty(); }
 };
+
+/// The policy as users give it (the CLI's --recompute, --offload and
+/// --offload-lead; the Python keywords recompute=, offload=, offload_lead=):
+/// stage sets as text ("" = none) and the lead (unset: 1). Throws InputError
+/// for a bad stage list or a lead without an offload, naming the option
+/// with `name_prefix` in front ("--": "--offload-lead"; "": the keyword,
+/// "offload_lead").
+MemoryPolicy memory_policy_from(std::string_view recompute, std::string_view offload,
+                                std::optional<int> offload_lead,
+                                const std::string& name_prefix = "");
 
 /// `plan` with the policy's memory actions inserted on every rank. Throws
 /// InputError for a stage the plan does not have, a negative lead, a

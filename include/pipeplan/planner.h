@@ -27,7 +27,10 @@ struct ScheduleInfo {
   /// Compute-only order (F, B, I, W, OVERLAP_F_B) of one rank. Pure.
   std::function<std::vector<Action>(const PlanMeta&, int rank)> plan_rank;
   /// How lower() lowers this schedule by default (gpipe/1f1b: the seed's
-  /// order; the rest: latency hiding for the nominal cost model, serial-safe).
+  /// order; the rest: latency hiding for the nominal cost model, with
+  /// serial_safe for the loop-mapped multi-stage schedules, whose per-pair
+  /// orders would hang under serial). Every default plan is deadlock-free
+  /// under all three transport models.
   LowerOptions lowering;
 };
 
@@ -58,7 +61,10 @@ LowerOptions default_lowering(const std::string& schedule);
 struct LoweringChoice {
   std::optional<LowerMode> mode;  ///< unset: the schedule's own
   int max_prefetch = 0;           ///< LowerOptions::max_prefetch; 0: no limit
-  bool serial_safe = false;       ///< true forces it; false keeps the schedule's
+  /// true forces it; false keeps the schedule's own (ScheduleInfo::lowering)
+  /// where it plans for the nominal costs in latency-hiding mode, and drops
+  /// it for stated costs or another mode (per-pair orders, searched).
+  bool serial_safe = false;
   /// The batched lowering (LowerOptions::batch_p2p; the CLI's --batch-p2p,
   /// Python's batch_p2p=): seed placement with BATCH_P2P groups. Refused
   /// with a mode other than Seed or a prefetch cap (InputError).

@@ -22,6 +22,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 CostSpec = Union[str, Mapping[str, float]]
 StageCosts = Union[PathLike, Mapping[int, Union[float, Mapping[str, float]]]]
 CommSpec = Union[str, float, Sequence[float]]
+StageSet = Union[str, Sequence[int]]  # "all", "0,2-3" or [0, 2, 3]
 LayerRow = Union[Sequence[Union[str, float]], Mapping[str, Union[str, float]]]
 Layers = Union[PathLike, "LayerProfile", Sequence[LayerRow]]
 
@@ -233,6 +234,10 @@ class Layer:
     def I(self) -> float: ...
     @property
     def activation(self) -> float: ...
+    @property
+    def input(self) -> float: ...
+    @property
+    def recompute(self) -> float: ...
 
 class LayerProfile:
     @property
@@ -285,6 +290,14 @@ class SearchResult:
     @property
     def library(self) -> list[LibraryRun]: ...
     @property
+    def best_library_recompute(self) -> Optional[LibraryRun]: ...
+    @property
+    def library_recompute(self) -> list[LibraryRun]: ...
+    @property
+    def recomputed(self) -> int: ...
+    @property
+    def offloaded(self) -> int: ...
+    @property
     def candidates(self) -> int: ...
     @property
     def time_limited(self) -> bool: ...
@@ -309,6 +322,11 @@ def plan(
     stage_costs: Optional[StageCosts] = None,
     comm: Optional[CommSpec] = None,
     bytes: float = 0.0,
+    recompute: Optional[StageSet] = None,
+    offload: Optional[StageSet] = None,
+    offload_lead: Optional[int] = None,
+    host_bw: Optional[float] = None,
+    host_latency: Optional[float] = None,
 ) -> Plan: ...
 def lower(
     plan: Plan,
@@ -323,6 +341,11 @@ def lower(
     stage_costs: Optional[StageCosts] = None,
     comm: Optional[CommSpec] = None,
     bytes: float = 0.0,
+    recompute: Optional[StageSet] = None,
+    offload: Optional[StageSet] = None,
+    offload_lead: Optional[int] = None,
+    host_bw: Optional[float] = None,
+    host_latency: Optional[float] = None,
 ) -> Plan: ...
 def verify(plan: Plan, transport: Transport = "rendezvous") -> list[Diagnostic]: ...
 def check(plan: Plan, transport: Transport = "rendezvous") -> None: ...
@@ -353,6 +376,11 @@ def simulate(
     compute_only: bool = False,
     check: bool = True,
     layers: Optional[Layers] = None,
+    recompute: Optional[StageSet] = None,
+    offload: Optional[StageSet] = None,
+    offload_lead: Optional[int] = None,
+    host_bw: Optional[float] = None,
+    host_latency: Optional[float] = None,
 ) -> SimResult: ...
 def compare(
     pp_degree: int,
@@ -370,6 +398,11 @@ def compare(
     prefetch: int = 0,
     serial_safe: bool = False,
     batch_p2p: bool = False,
+    recompute: Optional[StageSet] = None,
+    offload: Optional[StageSet] = None,
+    offload_lead: Optional[int] = None,
+    host_bw: Optional[float] = None,
+    host_latency: Optional[float] = None,
 ) -> Comparison: ...
 def read_layers(layers: Layers) -> LayerProfile: ...
 def search(
@@ -383,6 +416,10 @@ def search(
     model: Transport = "rendezvous",
     time_limit: float = 3.0,
     max_stages_per_rank: int = 4,
+    recompute: bool = True,
+    offload: bool = True,
+    host_bw: Optional[float] = None,
+    host_latency: Optional[float] = None,
 ) -> SearchResult: ...
 def from_torch(
     order: Union[Mapping[int, Iterable[Any]], Iterable[Iterable[Any]]],

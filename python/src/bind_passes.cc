@@ -24,7 +24,10 @@ Plan make_plan(const std::string& schedule, const py::object& pp_arg, const py::
                const py::object& v_arg, const py::object& rank_arg, bool compute_only,
                bool forward_only, const std::optional<std::string>& lowering,
                const py::object& prefetch, bool serial_safe, bool batch_p2p, const py::object& cost,
-               const py::object& stage_costs, const py::object& comm, const py::object& bytes) {
+               const py::object& stage_costs, const py::object& comm, const py::object& bytes,
+               const py::object& recompute, const py::object& offload,
+               const py::object& offload_lead, const py::object& host_bw,
+               const py::object& host_latency) {
   const int pp_degree = count_arg(pp_arg, "pp_degree", 1, limits::kMaxRanks);
   const int num_microbatches = count_arg(m_arg, "num_microbatches", 1, limits::kMaxMicrobatches);
   const std::optional<int> stages_per_rank =
@@ -38,12 +41,48 @@ Plan make_plan(const std::string& schedule, const py::object& pp_arg, const py::
   Problem problem{schedule, pp_degree, num_microbatches, stages_per_rank.value_or(0)};
   problem.forward_only = forward_only;
   const Planner planner(problem);
-  const LowerOptions options =
-      planner.lowering(lowering_choice(lowering, prefetch, serial_safe, comm, batch_p2p),
-                       sim_options(cost, stage_costs, comm, bytes, "rendezvous").costs);
+  const LowerOptions options = planner.lowering(
+      lowering_choice(lowering, prefetch, serial_safe, comm, batch_p2p),
+      sim_options(cost, stage_costs, comm, bytes, "rendezvous", nullptr, host_bw, host_latency)
+          .costs);
+  const MemoryPolicy policy = memory_policy_arg(recompute, offload, offload_lead);
+  if (!policy.empty()) {
+    // The policy goes into the whole compute order, which is then lowered
+    // (as `pipeplan plan --recompute ..`); a rank is kept afterwards.
+    Plan whole = apply_memory_policy(planner.compute(), policy);
+    Release release;
+    if (!compute_only) whole = pipeplan::lower(whole, options);
+    return rank ? keep_rank(std::move(whole), *rank) : whole;
+  }
   Release release;
   if (rank) return compute_only ? planner.compute_rank(*rank) : planner.plan_rank(*rank, options);
   return compute_only ? planner.compute() : planner.plan(options);
+}
+
+// A stage set keyword: None, "all", "0,2-3", or stage numbers.
+std::string stage_set_text(const py::object& value, const char* name) {
+  if (value.is_none()) return "";
+  if (py::isinstance<py::str>(value)) {
+    std::string text = value.cast<std::string>();
+    if (text.empty())
+      throw InputError(std::string(name) + " '': expected 'all' or stages like 0,2,4-7");
+    return text;
+  }
+  if (PyBool_Check(value.ptr()) || !py::isinstance<py::iterable>(value))
+    throw TypeFailure{std::string(name) +
+                      " must be 'all', stages as text like '0,2-3', or a list of stage numbers, "
+                      "got " +
+                      type_name(value)};
+  std::string text;
+  std::size_t i = 0;
+  for (const auto& x : value) {
+    const std::string where = std::string(name) + "[" + std::to_string(i++) + "]";
+    text += (text.empty() ? "" : ",") +
+            std::to_string(int_in(x, where.c_str(), 0, limits::kMaxStages - 1));
+  }
+  if (text.empty())
+    throw InputError(std::string(name) + " []: name a stage, or pass None for no " + name);
+  return text;
 }
 
 std::string first_comm(const Plan& plan) {
@@ -58,6 +97,15 @@ std::string plan_name(const Plan& plan) {
 }
 
 }  // namespace
+
+MemoryPolicy memory_policy_arg(const py::object& recompute, const py::object& offload,
+                               const py::object& offload_lead) {
+  std::optional<int> lead;
+  if (!offload_lead.is_none())
+    lead = static_cast<int>(int_in(offload_lead, "offload_lead", 0, 1 << 30));
+  return memory_policy_from(stage_set_text(recompute, "recompute"),
+                            stage_set_text(offload, "offload"), lead);
+}
 
 LoweringChoice lowering_choice(const std::optional<std::string>& lowering,
                                const py::object& prefetch, bool serial_safe, const py::object& comm,
@@ -83,7 +131,9 @@ Plan lower_plan(const Plan& plan, const std::optional<std::string>& send_placeme
                 bool reduce_grad, const std::optional<std::string>& lowering,
                 const py::object& prefetch, bool serial_safe, bool batch_p2p,
                 const py::object& cost, const py::object& stage_costs, const py::object& comm,
-                const py::object& bytes) {
+                const py::object& bytes, const py::object& recompute, const py::object& offload,
+                const py::object& offload_lead, const py::object& host_bw,
+                const py::object& host_latency) {
   if (!plan.is_whole())
     throw InputError("lower needs every rank of the plan; " + plan_name(plan) + " holds " +
                      std::to_string(plan.ranks.size()) + " of " +
@@ -91,9 +141,15 @@ Plan lower_plan(const Plan& plan, const std::optional<std::string>& send_placeme
   if (!plan.is_compute_only())
     throw InputError(plan_name(plan) + " already has communication (" + first_comm(plan) +
                      "); lower takes a compute-only plan, verify() checks this one as written");
-  LowerOptions options =
-      lower_options(plan.meta, lowering_choice(lowering, prefetch, serial_safe, comm, batch_p2p),
-                    sim_options(cost, stage_costs, comm, bytes, "rendezvous").costs);
+  // The memory policy goes into the order first, as `pipeplan lower --recompute ..`.
+  const MemoryPolicy policy = memory_policy_arg(recompute, offload, offload_lead);
+  std::optional<Plan> with_memory;
+  if (!policy.empty()) with_memory = apply_memory_policy(plan, policy);
+  const Plan& order = with_memory ? *with_memory : plan;
+  LowerOptions options = lower_options(
+      order.meta, lowering_choice(lowering, prefetch, serial_safe, comm, batch_p2p),
+      sim_options(cost, stage_costs, comm, bytes, "rendezvous", nullptr, host_bw, host_latency)
+          .costs);
   if (send_placement) {
     if (*send_placement == "earliest") options.send_placement = SendPlacement::Earliest;
     else if (*send_placement == "parity") options.send_placement = SendPlacement::ParityStaggered;
@@ -104,7 +160,7 @@ Plan lower_plan(const Plan& plan, const std::optional<std::string>& send_placeme
   Lowered result;
   {
     Release release;
-    result = lower_if_compute_only(plan, options);
+    result = lower_if_compute_only(order, options);
     if (result.plan && reduce_grad) result.plan = add_reduce_grad(*result.plan);
   }
   // A compute order with defects, or whose ranks wait on each other, is a
@@ -189,12 +245,16 @@ also accepts each row's aliases, case-insensitively).)doc");
         py::arg("lowering") = py::none(), py::arg("prefetch") = 0, py::arg("serial_safe") = false,
         py::arg("batch_p2p") = false, py::arg("cost") = py::none(),
         py::arg("stage_costs") = py::none(), py::arg("comm") = py::none(), py::arg("bytes") = 0.0,
+        py::arg("recompute") = py::none(), py::arg("offload") = py::none(),
+        py::arg("offload_lead") = py::none(), py::arg("host_bw") = py::none(),
+        py::arg("host_latency") = py::none(),
         R"doc(Plans a schedule: the compute order of every rank, lowered (SEND/RECV
 inserted, each rank pair in one FIFO order) unless ``compute_only``.
 Equivalent to ``pipeplan plan -s SCHEDULE -p PP -m M [-v V] [-r R] [--compute-only]
 [--forward-only] [--lowering ..] [--prefetch N] [--serial-safe] [--batch-p2p] [--cost ..]
-[--stage-costs ..] [--comm ..] [--bytes ..]``; the lowering keywords are
-lower()'s.
+[--stage-costs ..] [--comm ..] [--bytes ..] [--recompute ..] [--offload ..]
+[--offload-lead K] [--host-bw ..] [--host-latency ..]``; the lowering and
+memory keywords are lower()'s.
 
 schedule          name or alias from schedules(), e.g. "1f1b", "interleaved-1f1b", "zbv"
 pp_degree         number of ranks
@@ -217,7 +277,9 @@ out of range. Prove the result with verify().
         py::arg("reduce_grad") = false, py::kw_only(), py::arg("lowering") = py::none(),
         py::arg("prefetch") = 0, py::arg("serial_safe") = false, py::arg("batch_p2p") = false,
         py::arg("cost") = py::none(), py::arg("stage_costs") = py::none(),
-        py::arg("comm") = py::none(), py::arg("bytes") = 0.0,
+        py::arg("comm") = py::none(), py::arg("bytes") = 0.0, py::arg("recompute") = py::none(),
+        py::arg("offload") = py::none(), py::arg("offload_lead") = py::none(),
+        py::arg("host_bw") = py::none(), py::arg("host_latency") = py::none(),
         R"doc(Inserts SEND/RECV into a whole compute-only plan, as ``pipeplan lower``:
 each rank pair's transfers in one common order (deadlock-free under
 rendezvous and eager transport). A plan of a known schedule is lowered
@@ -239,7 +301,8 @@ lowering        None (the schedule's own: seed for gpipe/1f1b, else
 prefetch        latency hiding: most receives a rank posts ahead of their
                 consumers (buffers held before use); 0 = no limit
 serial_safe     one transfer order per rank across its peers, so the plan
-                also runs under the serial model
+                also runs under the serial model (without cost keywords
+                every schedule's default plan already does)
 batch_p2p       the batched lowering (Megatron-LM's batch_p2p_comm): each
                 RECV right before its consumer, and a send posted together
                 with the receive from the same peer it meets as one
@@ -250,8 +313,20 @@ cost, stage_costs, comm, bytes
                 simulate(); without comm (and without a transfer cost from a
                 calibrated stage_costs file) it plans for the nominal transfer
                 latency of 0.25 forward
+recompute       --recompute: None, "all", "0,2-3" or a list of stage numbers; a
+                RECOMPUTE right before each backward of those stages (the
+                forward keeps only its input)
+offload         --offload: the same stage sets; an OFFLOAD right after each
+                forward of those stages, a RELOAD offload_lead computes before
+                its backward
+offload_lead    --offload-lead K (default 1; only with offload)
+host_bw, host_latency
+                --host-bw, --host-latency: the copy stream the plan is lowered
+                for (docs/memory.md)
 
-Raises InputError for a partial plan or one that has comms already, and
+Raises InputError for a partial plan or one that has comms already (or
+memory actions, with a policy), a bad stage list or offload_lead without
+offload, and
 PlanError (with .diagnostics) when the compute order has defects or its ranks
 wait on each other.)doc");
 

@@ -110,6 +110,11 @@ void bind_search(py::module_& m) {
       .def_property_readonly("I", &Layer::i, "Input-gradient part of B: B - W.")
       .def_readonly("activation", &Layer::activation,
                     "Memory one microbatch keeps from its F until its backward finishes.")
+      .def_property_readonly("input", &Layer::input_size,
+                             "Size of the layer's input, what a recomputing stage starting here "
+                             "keeps (the profile's input column; default: activation).")
+      .def_property_readonly("recompute", &Layer::recompute_time,
+                             "Time of its RECOMPUTE (the profile's recompute column; default: F).")
       .def("__repr__", [](const Layer& l) {
         std::ostringstream s;
         s << "Layer(" << l.name << ", F=" << l.f << ", B=" << l.b << ", W=" << l.w
@@ -168,7 +173,9 @@ dicts with those keys. Raises InputError naming the bad row and column.)doc");
 search()'s answer: ``plan`` (lowered, verified under all three transports, its
 partition recorded), ``makespan``, ``peak_memory``, ``lower_bound``, ``gap``,
 ``mapping``, ``stages_per_rank``, ``partition``, ``best_library`` (the fastest
-library schedule within the budget, or None), ``to_text()``/``to_json()`` as
+library schedule within the budget, or None), ``best_library_recompute`` (the
+same with full recompute), ``recomputed``/``offloaded`` (the plan's memory
+actions), ``to_text()``/``to_json()`` as
 `pipeplan search` writes them.)doc")
       .def_property_readonly("plan", [](const Searched& s) { return s.result.plan; })
       .def_property_readonly("makespan", [](const Searched& s) { return s.result.makespan; })
@@ -198,6 +205,22 @@ library schedule within the budget, or None), ``to_text()``/``to_json()`` as
                                return py::cast(*s.result.best_library);
                              })
       .def_property_readonly("library", [](const Searched& s) { return s.result.library; })
+      .def_property_readonly(
+          "best_library_recompute",
+          [](const Searched& s) -> py::object {
+            if (!s.result.best_library_recompute) return py::none();
+            return py::cast(*s.result.best_library_recompute);
+          },
+          "The fastest library schedule with full recompute within the budget, or None.")
+      .def_property_readonly(
+          "library_recompute", [](const Searched& s) { return s.result.library_recompute; },
+          "Every library schedule with full recompute (a RECOMPUTE before each backward).")
+      .def_property_readonly(
+          "recomputed", [](const Searched& s) { return s.result.recomputed; },
+          "(stage, microbatch)s the plan recomputes.")
+      .def_property_readonly(
+          "offloaded", [](const Searched& s) { return s.result.offloaded; },
+          "(stage, microbatch)s the plan offloads to host.")
       .def_property_readonly("candidates", [](const Searched& s) { return s.result.candidates; })
       .def_property_readonly("time_limited",
                              [](const Searched& s) { return s.result.time_limited; })
@@ -226,7 +249,8 @@ library schedule within the budget, or None), ``to_text()``/``to_json()`` as
       [](const py::object& layers, const py::object& pp_degree, const py::object& num_microbatches,
          const py::object& memory_limit, const py::object& comm, const py::object& bytes,
          const std::string& model, const py::object& time_limit,
-         const py::object& max_stages_per_rank) {
+         const py::object& max_stages_per_rank, bool recompute, bool offload,
+         const py::object& host_bw, const py::object& host_latency) {
         Searched s;
         s.options.pp_degree = count_arg(pp_degree, "pp_degree", 1, limits::kMaxRanks);
         s.options.num_microbatches =
@@ -237,7 +261,10 @@ library schedule within the budget, or None), ``to_text()``/``to_json()`` as
         s.options.max_stages_per_rank =
             count_arg(max_stages_per_rank, "max_stages_per_rank", 1, limits::kMaxStagesPerRank);
         const LayerProfile profile = layers_from(layers);
-        const SimOptions sim = sim_options(py::none(), py::none(), comm, bytes, model);
+        const SimOptions sim =
+            sim_options(py::none(), py::none(), comm, bytes, model, nullptr, host_bw, host_latency);
+        s.options.recompute = recompute;
+        s.options.offload = offload;
         s.options.comm = sim.costs;
         s.options.transport = sim.transport;
         {
@@ -249,7 +276,8 @@ library schedule within the budget, or None), ``to_text()``/``to_json()`` as
       py::arg("layers"), py::arg("pp_degree"), py::arg("num_microbatches"), py::kw_only(),
       py::arg("memory_limit") = py::none(), py::arg("comm") = py::none(), py::arg("bytes") = 0.0,
       py::arg("model") = "rendezvous", py::arg("time_limit") = 3.0,
-      py::arg("max_stages_per_rank") = 4,
+      py::arg("max_stages_per_rank") = 4, py::arg("recompute") = true, py::arg("offload") = true,
+      py::arg("host_bw") = py::none(), py::arg("host_latency") = py::none(),
       R"doc(Finds the plan to run for a model, as ``pipeplan search``: the layer
 partition, stage mapping, v and every rank's compute order with the least
 simulated makespan whose peak activation memory per rank is within
@@ -260,6 +288,16 @@ memory_limit        --memory-limit, in the profile's activation unit
 comm, bytes, model  --comm, --bytes, --model (as simulate())
 time_limit          --time-limit in seconds
 max_stages_per_rank --max-v
+recompute           False: --no-recompute (no RECOMPUTE in the plan)
+offload             False: --no-offload (no OFFLOAD/RELOAD); offload needs host_bw
+host_bw             --host-bw: the copy stream's bandwidth (activation units per
+                    time unit); lets the search offload activations to host
+host_latency        --host-latency: the latency of each copy (default 0)
+
+Below 1F1B's budget the search decides per (stage, microbatch) whether its
+activations are kept, recomputed or offloaded (docs/memory.md):
+``recomputed`` and ``offloaded`` count them, ``best_library_recompute`` is
+the baseline with full recompute.
 
 Raises BudgetError (an InputError) when nothing fits: the message names the
 smallest budget that works and ``smallest_budget`` holds it; InputError when

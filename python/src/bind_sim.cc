@@ -122,10 +122,13 @@ std::string failure_message(const SimResult& r, const SimOptions& o) {
 Simulation run_simulation(const py::object& plan_obj, const py::object& cost,
                           const py::object& stage_costs, const py::object& comm,
                           const py::object& bytes, const std::string& model, bool lower_first,
-                          bool compute_only, bool check, const py::object& layers) {
+                          bool compute_only, bool check, const py::object& layers,
+                          const py::object& recompute, const py::object& offload,
+                          const py::object& offload_lead, const py::object& host_bw,
+                          const py::object& host_latency) {
   const Plan& given = arg_of<Plan>(plan_obj, "plan", "Plan");
   Simulation s;
-  s.options = sim_options(cost, stage_costs, comm, bytes, model);
+  s.options = sim_options(cost, stage_costs, comm, bytes, model, nullptr, host_bw, host_latency);
   // A layer profile: stages cost the sums of their layers (the plan's
   // recorded partition, else the balanced one), as --layers.
   if (!layers.is_none()) {
@@ -138,22 +141,26 @@ Simulation run_simulation(const py::object& plan_obj, const py::object& cost,
                      std::to_string(given.meta.pp_degree) + " ranks; simulating needs every rank");
   if (lower_first && compute_only)
     throw InputError("give lower=True or compute_only=True, not both");
-  std::vector<Diagnostic> defects;
+  // The memory policy goes into the order first, as `simulate FILE --recompute ..`.
+  const MemoryPolicy policy = memory_policy_arg(recompute, offload, offload_lead);
   std::optional<Plan> changed;  // the plan simulated, when not the one given
+  if (!policy.empty()) changed = apply_memory_policy(given, policy);
+  const Plan& source = changed ? *changed : given;
+  std::vector<Diagnostic> defects;
   const LoweringChoice choice = lowering_choice(std::nullopt, py::int_(0), false, comm);
   {
     Release release;
-    if (lower_first && given.is_compute_only()) {
+    if (lower_first && source.is_compute_only()) {
       // Lowered for the costs it is simulated with (a layer profile's stage
       // sums with layers=), as `simulate FILE --lower`.
       Lowered lowered =
-          lower_if_compute_only(given, lower_options(given.meta, choice, s.options.costs));
+          lower_if_compute_only(source, lower_options(source.meta, choice, s.options.costs));
       defects = std::move(lowered.defects);
-      changed = std::move(lowered.plan);
+      if (lowered.plan) changed = std::move(lowered.plan);
     } else {
-      defects = check_structure(given);
-      if (defects.empty() && compute_only && !given.is_compute_only())
-        changed = compute_projection(given);
+      defects = check_structure(source);
+      if (defects.empty() && compute_only && !source.is_compute_only())
+        changed = compute_projection(source);
     }
     if (defects.empty()) s.result = simulate(changed ? *changed : given, s.options);
   }
@@ -177,7 +184,10 @@ Comparison run_comparison(const py::object& pp_arg, const py::object& m_arg,
                           const py::object& cost, const py::object& stage_costs,
                           const py::object& comm, const py::object& bytes, const std::string& model,
                           const py::object& layers, const std::optional<std::string>& lowering,
-                          const py::object& prefetch, bool serial_safe, bool batch_p2p) {
+                          const py::object& prefetch, bool serial_safe, bool batch_p2p,
+                          const py::object& recompute, const py::object& offload,
+                          const py::object& offload_lead, const py::object& host_bw,
+                          const py::object& host_latency) {
   const int pp_degree = count_arg(pp_arg, "pp_degree", 1, limits::kMaxRanks);
   const int num_microbatches = count_arg(m_arg, "num_microbatches", 1, limits::kMaxMicrobatches);
   const std::optional<int> stages_per_rank =
@@ -187,7 +197,7 @@ Comparison run_comparison(const py::object& pp_arg, const py::object& m_arg,
   c.pp_degree = pp_degree;
   c.num_microbatches = num_microbatches;
   StageCosts file;
-  c.options = sim_options(cost, stage_costs, comm, bytes, model, &file);
+  c.options = sim_options(cost, stage_costs, comm, bytes, model, &file, host_bw, host_latency);
   if (file.absolute) use_rank_share(c.options, file);
   CompareRequest request;
   request.pp_degree = pp_degree;
@@ -196,6 +206,7 @@ Comparison run_comparison(const py::object& pp_arg, const py::object& m_arg,
   request.schedules = names_given.value_or(std::vector<std::string>{});
   if (!layers.is_none()) request.layers = layers_from(layers);
   request.lowering = choice;
+  request.memory = memory_policy_arg(recompute, offload, offload_lead);
   {
     Release release;
     c.rows = compare_schedules(request, c.options);
@@ -225,12 +236,15 @@ py::list peaks(const std::vector<RankStats>& ranks) {
 // The keywords as the CLI's option text; the library checks and reads them.
 SimOptions sim_options(const py::object& cost, const py::object& stage_costs,
                        const py::object& comm, const py::object& bytes, const std::string& model,
-                       StageCosts* file) {
+                       StageCosts* file, const py::object& host_bw,
+                       const py::object& host_latency) {
   CostOptions given;
   if (!cost.is_none()) given.cost = cost_spec(cost);
   if (!stage_costs.is_none()) stage_costs_from(stage_costs, given);
   if (!comm.is_none()) given.comm = comm_spec(comm);
   given.bytes = float_arg(bytes, "bytes");
+  if (!host_bw.is_none()) given.host_bw = number_text(host_bw, "host_bw");
+  if (!host_latency.is_none()) given.host_latency = number_text(host_latency, "host_latency");
   given.model = model;
   return make_sim_options(given, file);
 }
@@ -355,7 +369,9 @@ A simulation: ``makespan``, ``bubble_fraction``, ``ranks`` (RankStats),
   m.def("simulate", &run_simulation, py::arg("plan"), py::kw_only(), py::arg("cost") = py::none(),
         py::arg("stage_costs") = py::none(), py::arg("comm") = py::none(), py::arg("bytes") = 0.0,
         py::arg("model") = "rendezvous", py::arg("lower") = false, py::arg("compute_only") = false,
-        py::arg("check") = true, py::arg("layers") = py::none(),
+        py::arg("check") = true, py::arg("layers") = py::none(), py::arg("recompute") = py::none(),
+        py::arg("offload") = py::none(), py::arg("offload_lead") = py::none(),
+        py::arg("host_bw") = py::none(), py::arg("host_latency") = py::none(),
         R"doc(Runs a whole plan through the cost model, as ``pipeplan simulate``. The
 keyword arguments are the CLI's options:
 
@@ -372,6 +388,12 @@ layers        --layers: a layer profile (CSV path "name,F,B,W,activation",
               read_layers() result, or rows); stages cost the sums of their
               layers (the plan's partition, else the balanced one) and
               peak_memory is in its activation unit
+recompute, offload, offload_lead
+              --recompute, --offload, --offload-lead: a memory policy
+              inserted into the plan first (lower()'s keywords)
+host_bw       --host-bw: the copy stream's bandwidth for OFFLOAD/RELOAD
+              (activation units per time unit; default infinite)
+host_latency  --host-latency: the latency of each copy (default 0)
 
 Raises InputError for bad options or a partial plan, and PlanError (with
 .diagnostics) when the plan is invalid or, with check=True, cannot run to
@@ -454,10 +476,16 @@ skipped schedules last), ``best`` (the first row that ran), ``to_text()`` and
         py::arg("comm") = py::none(), py::arg("bytes") = 0.0, py::arg("model") = "rendezvous",
         py::arg("layers") = py::none(), py::arg("lowering") = py::none(), py::arg("prefetch") = 0,
         py::arg("serial_safe") = false, py::arg("batch_p2p") = false,
+        py::arg("recompute") = py::none(), py::arg("offload") = py::none(),
+        py::arg("offload_lead") = py::none(), py::arg("host_bw") = py::none(),
+        py::arg("host_latency") = py::none(),
         R"doc(Plans and simulates every schedule (or the ``schedules`` named) on one
 shape, as ``pipeplan compare``; the cost options are simulate()'s, the
 lowering keywords (``lowering``, ``prefetch``, ``serial_safe``, ``batch_p2p``)
-lower()'s, as compare's --lowering, --prefetch, --serial-safe and --batch-p2p. The costs
+lower()'s, as compare's --lowering, --prefetch, --serial-safe and --batch-p2p;
+``recompute``, ``offload`` and ``offload_lead`` a memory policy inserted into
+every schedule's order, and ``host_bw``/``host_latency`` its copy stream, as
+--recompute, --offload, --offload-lead, --host-bw, --host-latency. The costs
 are one rank's share of the model: a schedule with v stages per rank runs
 each stage at 1/v of them; with ``layers`` (a layer profile, as simulate())
 each schedule splits that one model into its own p x v stages instead

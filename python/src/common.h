@@ -14,6 +14,7 @@
 #include "pipeplan/cost_options.h"
 #include "pipeplan/io.h"
 #include "pipeplan/ir.h"
+#include "pipeplan/memory_policy.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/profile.h"
 #include "pipeplan/simulate.h"
@@ -93,13 +94,21 @@ std::string path_from(const py::object& path);
 CsvReadOptions csv_options(std::optional<int> num_microbatches,
                            const std::optional<std::string>& mapping,
                            const std::optional<std::string>& schedule, bool forward_only);
-/// The cost keywords (cost=, stage_costs=, comm=, bytes=, model=) as the
-/// CLI's --cost, --stage-costs, --comm, --bytes and --model; the library
+/// The cost keywords (cost=, stage_costs=, comm=, bytes=, model=, and the
+/// copy stream's host_bw=, host_latency=: None when not given) as the CLI's
+/// --cost, --stage-costs, --comm, --bytes, --model, --host-bw and
+/// --host-latency; the library
 /// checks and reads them (make_sim_options). `file`, when given, receives the
 /// stage-costs file as read.
 SimOptions sim_options(const py::object& cost, const py::object& stage_costs,
                        const py::object& comm, const py::object& bytes, const std::string& model,
-                       StageCosts* file = nullptr);
+                       StageCosts* file = nullptr, const py::object& host_bw = py::none(),
+                       const py::object& host_latency = py::none());
+/// The memory policy keywords (recompute=, offload=: None, "all", "0,2-3" or
+/// a list of stage numbers; offload_lead=: None or a count) as the CLI's
+/// --recompute, --offload and --offload-lead.
+MemoryPolicy memory_policy_arg(const py::object& recompute, const py::object& offload,
+                               const py::object& offload_lead);
 /// The lowering keywords (lowering=, prefetch=, serial_safe=, batch_p2p=)
 /// as the CLI's --lowering, --prefetch, --serial-safe and --batch-p2p, with
 /// the transfer cost stated when comm= is given; InputError for a bad value.

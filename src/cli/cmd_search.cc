@@ -80,7 +80,8 @@ std::function<int()> setup_search(CLI::App& app) {
                  "Transport the makespan is measured under (the plan is verified under all three)")
       ->check(CLI::IsMember({"rendezvous", "eager", "serial"}));
   app.add_option("--time-limit", args->options.time_limit,
-                 "Search time bound in seconds (default 3)")
+                 "Search time bound in seconds (default 3; with memory actions allowed, the last "
+                 "30% is kept for deciding them)")
       ->check(number_in(0, limits::kMaxTimeLimit, /*above_min=*/true));
   app.add_option("--max-v", args->options.max_stages_per_rank,
                  "Largest number of stages per rank tried")
@@ -113,10 +114,9 @@ std::function<int()> setup_search(CLI::App& app) {
       throw InputError("--emit: unknown target '" + limits::excerpt(args->emit.front()) +
                        "' (torchtitan DIR)");
     if (!args->emit.empty()) {
-      o.max_v_stages_per_rank = 2;  // torchtitan places a V only with 2 stages per rank
+      o.max_v_stages_per_rank = 2;      // torchtitan places a V only with 2 stages per rank
       o.recompute = o.offload = false;  // torch's dialect has no memory actions
-      spdlog::debug(
-          "--emit torchtitan: V mappings with 2 stages per rank only, no memory actions");
+      spdlog::debug("--emit torchtitan: V mappings with 2 stages per rank only, no memory actions");
     }
     if (!args->layout.empty()) {
       o.partition =

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <optional>
 #include <string>
 
 #include "cli/common.h"
@@ -14,7 +15,8 @@ void add_lowering_options(CLI::App& app, LoweringChoice& choice) {
   app.add_option_function<std::string>(
          "--lowering", [&choice](const std::string& s) { choice.mode = parse_lower_mode(s); },
          "How SEND/RECV are placed: latency-hiding (prefetched receives, pair order from "
-         "the cost model, searched where the eager bound is missed; default except "
+         "the cost model, searched where the eager bound is missed; for the nominal costs "
+         "one order per rank for the loop-mapped multi-stage schedules; default except "
          "gpipe/1f1b), seed (receives right before their consumer; gpipe/1f1b default, the "
          "seed driver's order) or exact (latency hiding with an exact search over every "
          "pair's order, within a work limit; takes no --prefetch or --serial-safe)")
@@ -29,7 +31,11 @@ void add_lowering_options(CLI::App& app, LoweringChoice& choice) {
       ->check(integer_in(0, limits::kMaxPrefetch));
   app.add_flag("--serial-safe", choice.serial_safe,
                "Keep one transfer order per rank across its peers, so the plan also runs under "
-               "the serial model (library schedules other than gpipe/1f1b already do)");
+               "the serial model. Without cost options every library schedule's default plan "
+               "already does (interleaved-1f1b, looped-bfs, interleaved-zb and the vpp "
+               "schedules keep one order per rank by default, the others' pair orders run "
+               "under serial by themselves); with --cost, --stage-costs, --comm, --bytes or "
+               "another --lowering the pairs are ordered for those costs: pass this flag");
   app.add_flag("--batch-p2p", choice.batch_p2p,
                "Batched lowering, as Megatron-LM's batch_p2p_comm: receives right before their "
                "consumer, and each send posted together with the receive from the same peer it "
@@ -59,13 +65,9 @@ void add_memory_options(CLI::App& app, MemoryArgs& args) {
 }
 
 MemoryPolicy memory_policy(const MemoryArgs& args) {
-  MemoryPolicy policy;
-  if (!args.recompute.empty()) policy.recompute = parse_stage_set(args.recompute, "--recompute");
-  if (!args.offload.empty()) policy.offload = parse_stage_set(args.offload, "--offload");
-  if (args.lead_given && policy.offload.empty())
-    throw InputError("--offload-lead places the RELOADs of --offload: give --offload too");
-  policy.offload_lead = args.offload_lead;
-  return policy;
+  return memory_policy_from(args.recompute, args.offload,
+                            args.lead_given ? std::optional<int>(args.offload_lead) : std::nullopt,
+                            "--");
 }
 
 }  // namespace pipeplan::cli

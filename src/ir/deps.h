@@ -21,6 +21,7 @@
 
 #include <cstdint>
 
+#include "ir/hot.h"
 #include "pipeplan/ir.h"
 
 namespace pipeplan::deps {
@@ -81,11 +82,11 @@ inline int consumer_stage(const Value& v) {
 /// RELOAD reads nothing here: it follows its OFFLOAD on the copy stream.
 /// SEND/RECV need nothing here (see carried()).
 template <class Fn>
-inline void for_each_input(const Action& a, int num_stages, Fn&& fn) {
-  auto forward = [&](int s, int m) {
+PIPEPLAN_HOT void for_each_input(const Action& a, int num_stages, Fn&& fn) {
+  auto forward = [&](int s, int m) PIPEPLAN_HOT_LAMBDA {
     if (s > 0) fn(Value{Kind::Forward, s - 1, m}, s);
   };
-  auto backward = [&](int s, int m) {
+  auto backward = [&](int s, int m) PIPEPLAN_HOT_LAMBDA {
     fn(Value{Kind::Forward, s, m}, s);
     if (s + 1 < num_stages) fn(Value{Kind::Grad, s + 1, m}, s);
   };

@@ -43,6 +43,9 @@
 // (release_orders). Transfers are listed per direction in producer order; a
 // history is a merge of at most four such lists; each rank's program a
 // merge by position.
+//
+// Files: phase 1 is latency_transfers.cc, phase 3 latency_placement.cc;
+// phase 2 (PairOrders) and the entry point are here.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -52,6 +55,8 @@
 #include <vector>
 
 #include "lower/latency.h"
+#include "lower/latency_placement.h"
+#include "lower/latency_transfers.h"
 #include "lower/order_search.h"
 #include "lower/pair_order.h"
 #include "lower/producers.h"
@@ -63,14 +68,10 @@
 namespace pipeplan::detail {
 namespace {
 
-constexpr std::uint32_t kSubSend = 0, kSubRecv = 1;
-std::uint32_t pack(std::uint32_t slot, std::uint32_t sub) { return slot << 1 | sub; }
-std::uint32_t slot_of(std::uint32_t p) { return p >> 1; }
-
-struct Dir {
-  int src = 0, dst = 0;
-  std::vector<std::uint32_t> ids;  // key order
-};
+using hiding::collect_transfers;
+using hiding::Dir;
+using hiding::Placement;
+using hiding::Transfers;
 
 // One sorted run inside a merge: the sends of a direction or its receives.
 struct Seq {
@@ -88,289 +89,6 @@ std::size_t smallest(const std::vector<Seq>& seqs, Less less) {
     if (seqs[q].live() && (best == seqs.size() || less(q, best))) best = q;
   return best;
 }
-
-// Phase 1: every cross-rank value of the plan as a transfer, released when
-// its producer ends in the bound's run and due at its consumer's latest
-// start; listed per direction (sending rank, receiving rank) in key order.
-struct Transfers {
-  std::vector<Xfer> xfers;
-  std::vector<Dir> dirs;
-  std::map<std::pair<int, int>, int> dir_ids;        // (src, dst) -> index into dirs
-  std::vector<std::vector<int>> sends_of, recvs_of;  // per rank: its directions
-  std::vector<std::int32_t> tid_f, tid_b;            // transfer id per sending (stage, mb), or -1
-};
-
-class TransferCollector {
- public:
-  TransferCollector(const Plan& plan, const ProducerIndex& producers, const Timing& timing,
-                    const std::vector<std::vector<double>>& latest)
-      : plan_(plan),
-        producers_(producers),
-        timing_(timing),
-        latest_(latest),
-        stages_(plan.meta.num_stages()),
-        mbs_(plan.meta.num_microbatches) {}
-
-  Transfers run(int max_prefetch) {
-    index_producers();
-    collect();
-    cap_receives(max_prefetch);
-    return std::move(t_);
-  }
-
- private:
-  int ranks() const { return static_cast<int>(plan_.ranks.size()); }
-  bool in_range(int s, int mb) const { return s >= 0 && s < stages_ && mb >= 0 && mb < mbs_; }
-  std::size_t at(int s, int mb) const { return static_cast<std::size_t>(s) * mbs_ + mb; }
-  int rank_of(int s) const { return rank_of_[static_cast<std::size_t>(s)]; }
-
-  void index_producers() {
-    const std::size_t n = static_cast<std::size_t>(stages_) * static_cast<std::size_t>(mbs_);
-    t_.tid_f.assign(n, -1);
-    t_.tid_b.assign(n, -1);
-    rank_of_.resize(static_cast<std::size_t>(stages_));
-    for (int s = 0; s < stages_; ++s) rank_of_[static_cast<std::size_t>(s)] = plan_.meta.rank_of(s);
-    memo_.assign(static_cast<std::size_t>(stages_) * 2, -1);
-  }
-
-  int direction(int src, int dst, int stage, bool grad) {
-    int& memo = memo_[static_cast<std::size_t>(stage) * 2 + (grad ? 1 : 0)];
-    if (memo >= 0 && t_.dirs[static_cast<std::size_t>(memo)].src == src &&
-        t_.dirs[static_cast<std::size_t>(memo)].dst == dst)
-      return memo;
-    auto [it, inserted] =
-        t_.dir_ids.emplace(std::make_pair(src, dst), static_cast<int>(t_.dirs.size()));
-    if (inserted) t_.dirs.push_back(Dir{src, dst, {}});
-    memo = it->second;
-    return memo;
-  }
-
-  // One transfer out of rank r's action i, when the value crosses ranks.
-  void add(int r, std::size_t i, bool grad, int s, int mb) {
-    if (!in_range(s, mb)) return;
-    const int to = grad ? s - 1 : s + 1;
-    if (to < 0 || to >= stages_) return;
-    const int dst = rank_of(to);
-    if (dst == r) return;
-    // The consumer of Forward(s) produces Forward(s+1); that of Grad(s)
-    // produces Grad(s-1).
-    const std::int32_t consumer = producers_.of(grad, to, mb);
-    if (consumer < 0) return;  // structure checks report a missing consumer
-    Xfer x;
-    x.t = timing_.end[static_cast<std::size_t>(r)][i];
-    x.deadline = latest_[static_cast<std::size_t>(dst)][static_cast<std::size_t>(consumer)];
-    x.src = r;
-    x.dst = dst;
-    x.producer = static_cast<std::int32_t>(i);
-    x.consumer = consumer;
-    x.send_stage = s;
-    x.mb = mb;
-    x.grad = grad;
-    const auto id = static_cast<std::uint32_t>(t_.xfers.size());
-    t_.xfers.push_back(x);
-    (grad ? t_.tid_b : t_.tid_f)[at(s, mb)] = static_cast<std::int32_t>(id);
-    t_.dirs[static_cast<std::size_t>(direction(r, dst, s, grad))].ids.push_back(id);
-  }
-
-  // Every transfer, walking each sending rank's list: per direction the ids
-  // come out in producer order, which is key order.
-  void collect() {
-    std::size_t n_actions = 0;  // a bound on the transfers, but for OVERLAP_F_B's second
-    for (const auto& list : plan_.ranks) n_actions += list.size();
-    t_.xfers.reserve(n_actions);
-    for (int r = 0; r < ranks(); ++r) {
-      const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
-      for (std::size_t i = 0; i < list.size(); ++i) {
-        const Action& a = list[i];
-        switch (a.type) {
-          case ActionType::F: add(r, i, false, a.stage, a.microbatch); break;
-          case ActionType::B:
-          case ActionType::I: add(r, i, true, a.stage, a.microbatch); break;
-          case ActionType::OverlapFB:  // same key: gradient first
-            add(r, i, true, a.sub_stage, a.sub_microbatch);
-            add(r, i, false, a.stage, a.microbatch);
-            break;
-          default: break;
-        }
-      }
-    }
-    t_.sends_of.assign(static_cast<std::size_t>(ranks()), {});
-    t_.recvs_of.assign(static_cast<std::size_t>(ranks()), {});
-    for (std::size_t d = 0; d < t_.dirs.size(); ++d) {
-      t_.sends_of[static_cast<std::size_t>(t_.dirs[d].src)].push_back(static_cast<int>(d));
-      t_.recvs_of[static_cast<std::size_t>(t_.dirs[d].dst)].push_back(static_cast<int>(d));
-    }
-  }
-
-  // The prefetch cap: the j-th receive of a rank (in consumer order) may be
-  // posted only after the consumer of its (j - cap)-th. Work and memory
-  // follow the receives, whatever the cap (a cap above a rank's receive
-  // count constrains nothing there).
-  void cap_receives(int cap) {
-    if (cap <= 0) return;
-    std::vector<std::uint32_t> consumer_at;  // this rank's j-th receive: its consumer's index
-    for (int r = 0; r < ranks(); ++r) {
-      consumer_at.clear();
-      const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
-      for (std::size_t i = 0; i < list.size(); ++i) {
-        const Action& a = list[i];
-        auto input = [&](bool grad, int from, int mb) {
-          if (!in_range(from, mb) || rank_of(from) == r) return;
-          const std::int32_t id = (grad ? t_.tid_b : t_.tid_f)[at(from, mb)];
-          if (id < 0) return;
-          const std::size_t j = consumer_at.size();
-          const auto here = static_cast<std::uint32_t>(i);
-          t_.xfers[static_cast<std::size_t>(id)].recv_lb =
-              j < static_cast<std::size_t>(cap)
-                  ? 0u
-                  : std::min(consumer_at[j - static_cast<std::size_t>(cap)] + 1, here);
-          consumer_at.push_back(here);
-        };
-        switch (a.type) {
-          case ActionType::F: input(false, a.stage - 1, a.microbatch); break;
-          case ActionType::B:
-          case ActionType::I: input(true, a.stage + 1, a.microbatch); break;
-          case ActionType::OverlapFB:
-            input(false, a.stage - 1, a.microbatch);
-            input(true, a.sub_stage + 1, a.sub_microbatch);
-            break;
-          default: break;
-        }
-      }
-    }
-  }
-
-  const Plan& plan_;
-  const ProducerIndex& producers_;
-  const Timing& timing_;
-  const std::vector<std::vector<double>>& latest_;  // latest starts (deadlines)
-  int stages_, mbs_;
-  std::vector<int> rank_of_;
-  std::vector<int> memo_;
-  Transfers t_;
-};
-
-// Phase 3: where each end posts its transfers (positions in its rank's
-// list, given the order its history takes them in), and the programs.
-class Placement {
- public:
-  Placement(const Plan& plan, Transfers& t) : plan_(plan), t_(t), histories_(plan.ranks.size()) {}
-
-  // Fixes the positions of rank r's side of every op of one history (ops:
-  // transfer id << 1 | 1 for a send), and keeps the history.
-  void walk_history(int r, std::vector<std::uint32_t> ops) {
-    // The latest slot each receive may take: no later than any receive after
-    // it in the history.
-    limit_.resize(ops.size());
-    std::uint32_t lim = UINT32_MAX;
-    for (std::size_t k = ops.size(); k-- > 0;) {
-      if ((ops[k] & 1u) == 0)
-        lim = std::min(lim, static_cast<std::uint32_t>(t_.xfers[ops[k] >> 1].consumer));
-      limit_[k] = lim;
-    }
-    std::uint32_t back = 0;
-    for (std::size_t k = 0; k < ops.size(); ++k) {
-      Xfer& x = t_.xfers[ops[k] >> 1];
-      if (ops[k] & 1u) {
-        back = std::max(back, pack(static_cast<std::uint32_t>(x.producer) + 1, kSubSend));
-        x.send_pos = back;
-      } else {
-        back = std::max(back, pack(std::min(x.recv_lb, limit_[k]), kSubRecv));
-        if (back > pack(static_cast<std::uint32_t>(x.consumer), kSubRecv))
-          throw InternalError("lower: transfer order conflicts with receive " +
-                              to_string(recv_action(x)) + " on rank " + std::to_string(r));
-        x.recv_pos = back;
-      }
-    }
-    histories_[static_cast<std::size_t>(r)].push_back(std::move(ops));
-  }
-
-  // Both ends of the pair of directions d0 (and d1, its reverse, or -1) post
-  // their transfers in `order` (id << 1 | 1 when it goes from the lower rank
-  // to the higher).
-  void walk_ends(int d0, int d1, const std::vector<std::uint32_t>& order) {
-    for (int d : {d0, d1}) {
-      if (d < 0) continue;
-      const Dir& dir = t_.dirs[static_cast<std::size_t>(d)];
-      const std::uint32_t up = dir.src < dir.dst ? 1u : 0u;  // the sender sends upwards
-      std::vector<std::uint32_t> ops;
-      ops.reserve(order.size());
-      for (std::uint32_t op : order) ops.push_back((op & ~1u) | ((op & 1u) == up ? 1u : 0u));
-      walk_history(dir.src, std::move(ops));
-    }
-    if (d1 < 0) {  // one-way pair: the receiving end
-      std::vector<std::uint32_t> ops;
-      ops.reserve(order.size());
-      for (std::uint32_t op : order) ops.push_back(op & ~1u);
-      walk_history(t_.dirs[static_cast<std::size_t>(d0)].dst, std::move(ops));
-    }
-  }
-
-  Plan emit_plan() const {
-    Plan out;
-    out.meta = plan_.meta;
-    out.rank_ids = plan_.rank_ids;
-    out.ranks.resize(plan_.ranks.size());
-    for (std::size_t r = 0; r < plan_.ranks.size(); ++r) out.ranks[r] = emit(static_cast<int>(r));
-    return out;
-  }
-
- private:
-  static Action send_action(const Xfer& x) {
-    return make(x.grad ? ActionType::SendB : ActionType::SendF, x.send_stage, x.mb);
-  }
-  static Action recv_action(const Xfer& x) {
-    return x.grad ? make(ActionType::RecvB, x.send_stage - 1, x.mb)
-                  : make(ActionType::RecvF, x.send_stage + 1, x.mb);
-  }
-
-  // Rank r's program: compute actions with its ops merged in by position
-  // (each history is sorted by position; ties across histories by key).
-  std::vector<Action> emit(int r) const {
-    const auto& hs = histories_[static_cast<std::size_t>(r)];
-    std::vector<std::size_t> next(hs.size(), 0);
-    std::size_t n_ops = 0;
-    for (const auto& h : hs) n_ops += h.size();
-    auto pos = [&](std::uint32_t op) {
-      const Xfer& x = t_.xfers[op >> 1];
-      return (op & 1u) ? x.send_pos : x.recv_pos;
-    };
-    const auto& list = plan_.ranks[static_cast<std::size_t>(r)];
-    std::vector<Action> out;
-    out.reserve(list.size() + n_ops);
-    std::size_t i = 0;
-    while (true) {
-      std::size_t best = hs.size();
-      for (std::size_t q = 0; q < hs.size(); ++q) {
-        if (next[q] >= hs[q].size()) continue;
-        if (best == hs.size()) {
-          best = q;
-          continue;
-        }
-        const std::uint32_t a = hs[q][next[q]], b = hs[best][next[best]];
-        if (pos(a) < pos(b) || (pos(a) == pos(b) && key_less(t_.xfers[a >> 1], t_.xfers[b >> 1])))
-          best = q;
-      }
-      if (best == hs.size()) break;
-      const std::uint32_t op = hs[best][next[best]++];
-      const std::uint32_t slot = slot_of(pos(op));
-      if (slot > list.size())
-        throw InternalError("lower: op placed past the end of rank " + std::to_string(r));
-      while (i < slot) out.push_back(list[i++]);
-      const Xfer& x = t_.xfers[op >> 1];
-      out.push_back((op & 1u) ? send_action(x) : recv_action(x));
-    }
-    while (i < list.size()) out.push_back(list[i++]);
-    return out;
-  }
-
-  const Plan& plan_;
-  Transfers& t_;
-  // Per rank: its histories (pair ends, or one with serial_safe), each the
-  // ops it posts there in order (id << 1 | 1 for a send).
-  std::vector<std::vector<std::vector<std::uint32_t>>> histories_;
-  std::vector<std::uint32_t> limit_;  // scratch of walk_history
-};
 
 // Phase 2: the order each rank pair's stream (serial-safe: each rank)
 // takes its transfers in; each history goes to the placement.
@@ -397,19 +115,40 @@ class PairOrders {
   // in deadline order (consumer's latest start, then key).
   void walk_rank_serial(int r) {
     const auto& xfers = t_.xfers;
-    std::vector<Seq> seqs;
-    for (int d : t_.sends_of[static_cast<std::size_t>(r)])
-      seqs.push_back({&t_.dirs[static_cast<std::size_t>(d)].ids, 0, true});
-    for (int d : t_.recvs_of[static_cast<std::size_t>(r)])
-      seqs.push_back({&t_.dirs[static_cast<std::size_t>(d)].ids, 0, false});
+    // The merge keeps each run's head key (data-ready time) beside it, so a
+    // step compares cached times and reads a transfer only on a tie.
+    struct Run {
+      const std::vector<std::uint32_t>* ids;
+      std::size_t next;
+      std::uint32_t send;
+      double t;
+    };
+    std::vector<Run> runs;
+    std::size_t total = 0;
+    auto add = [&](int d, bool send) {
+      const auto& ids = t_.dirs[static_cast<std::size_t>(d)].ids;
+      total += ids.size();
+      if (!ids.empty()) runs.push_back({&ids, 0, send ? 1u : 0u, xfers[ids[0]].t});
+    };
+    for (int d : t_.sends_of[static_cast<std::size_t>(r)]) add(d, true);
+    for (int d : t_.recvs_of[static_cast<std::size_t>(r)]) add(d, false);
     std::vector<std::uint32_t> ops;
-    while (true) {
-      const std::size_t best = smallest(seqs, [&](std::size_t x, std::size_t y) {
-        return key_less(xfers[seqs[x].head()], xfers[seqs[y].head()]);
-      });
-      if (best == seqs.size()) break;
-      ops.push_back(seqs[best].head() << 1 | (seqs[best].send ? 1u : 0u));
-      ++seqs[best].next;
+    ops.reserve(total);
+    while (!runs.empty()) {
+      std::size_t best = 0;
+      for (std::size_t q = 1; q < runs.size(); ++q) {
+        const Run& a = runs[q];
+        const Run& b = runs[best];
+        if (a.t < b.t || (a.t == b.t && key_less(xfers[(*a.ids)[a.next]], xfers[(*b.ids)[b.next]])))
+          best = q;
+      }
+      Run& run = runs[best];
+      ops.push_back((*run.ids)[run.next] << 1 | run.send);
+      if (++run.next < run.ids->size()) {
+        run.t = xfers[(*run.ids)[run.next]].t;
+      } else {
+        runs.erase(runs.begin() + static_cast<std::ptrdiff_t>(best));
+      }
     }
     if (options_.max_prefetch > 0)  // receive in consumer order: the cap stays exact
       std::stable_sort(ops.begin(), ops.end(), [&](std::uint32_t a, std::uint32_t b) {
@@ -659,8 +398,7 @@ Plan lower_latency_hiding(const Plan& plan, const LowerOptions& options, LowerRe
   for (const auto& ends : timing.end)
     for (double e : ends) found.bound = std::max(found.bound, e);
   // 1. the transfers, 2. each pair's order, 3. the positions and programs.
-  Transfers transfers =
-      TransferCollector(plan, producers, timing, latest).run(options.max_prefetch);
+  Transfers transfers = collect_transfers(plan, producers, timing, latest, options.max_prefetch);
   Placement place(plan, transfers);
   PairOrders(plan, options, costs, transfers, place, found).run();
   if (report) *report = found;

@@ -67,8 +67,9 @@ std::vector<detail::MemoryInsert> policy_inserts(const std::vector<Action>& list
         const auto f = forward_at.find(key(b.stage, b.mb));
         if (f != forward_at.end()) {
           // The compute `lead` computes before this one (this one when 0).
-          const std::size_t at =
-              lead == 0 ? i : lead <= computes.size() ? computes[computes.size() - lead] : 0;
+          const std::size_t at = lead == 0                 ? i
+                                 : lead <= computes.size() ? computes[computes.size() - lead]
+                                                           : 0;
           const Action reload = make(ActionType::Reload, b.stage, b.mb);
           if (at > f->second) out.push_back({at, false, reload});
           else out.push_back({f->second, true, reload});
@@ -87,9 +88,7 @@ std::vector<detail::MemoryInsert> policy_inserts(const std::vector<Action>& list
 }
 
 // The one order at a position (memory_insert.h): 0 OFFLOAD, 1 RELOAD, 2 RECOMPUTE.
-int rank_of(ActionType t) {
-  return t == ActionType::Offload ? 0 : t == ActionType::Reload ? 1 : 2;
-}
+int rank_of(ActionType t) { return t == ActionType::Offload ? 0 : t == ActionType::Reload ? 1 : 2; }
 
 }  // namespace
 
@@ -109,7 +108,8 @@ StageSet parse_stage_set(std::string_view text, const std::string& what) {
     const std::string_view part = text.substr(start, comma - start);
     const std::size_t dash = part.find('-');
     const int lo = parse_stage(part.substr(0, dash), text, what);
-    const int hi = dash == std::string_view::npos ? lo : parse_stage(part.substr(dash + 1), text, what);
+    const int hi =
+        dash == std::string_view::npos ? lo : parse_stage(part.substr(dash + 1), text, what);
     if (hi < lo)
       throw InputError(what + " '" + limits::excerpt(text) + "': the range " +
                        limits::excerpt(part) + " runs backwards");
@@ -143,6 +143,23 @@ std::string to_string(const StageSet& set) {
   return out;
 }
 
+MemoryPolicy memory_policy_from(std::string_view recompute, std::string_view offload,
+                                std::optional<int> offload_lead, const std::string& name_prefix) {
+  // CLI flags are spelled with '-', Python keywords with '_'.
+  const auto name = [&name_prefix](std::string n) {
+    if (name_prefix.empty()) std::replace(n.begin(), n.end(), '-', '_');
+    return name_prefix + n;
+  };
+  MemoryPolicy policy;
+  if (!recompute.empty()) policy.recompute = parse_stage_set(recompute, name("recompute"));
+  if (!offload.empty()) policy.offload = parse_stage_set(offload, name("offload"));
+  if (offload_lead && policy.offload.empty())
+    throw InputError(name("offload-lead") + " places the RELOADs of " + name("offload") +
+                     ": give " + name("offload") + " too");
+  if (offload_lead) policy.offload_lead = *offload_lead;
+  return policy;
+}
+
 Plan apply_memory_policy(Plan plan, const MemoryPolicy& policy) {
   if (policy.empty()) return plan;
   if (policy.offload_lead < 0)
@@ -153,11 +170,13 @@ Plan apply_memory_policy(Plan plan, const MemoryPolicy& policy) {
         "a forward-only plan keeps no activations for a backward: nothing to recompute or "
         "offload");
   if (plan.has_memory_actions())
-    throw InputError("the plan already holds memory actions; a policy inserts them into a plan "
-                     "without any");
+    throw InputError(
+        "the plan already holds memory actions; a policy inserts them into a plan "
+        "without any");
   check_stages(policy.recompute, plan.meta.num_stages(), "recompute");
   check_stages(policy.offload, plan.meta.num_stages(), "offload");
-  for (auto& list : plan.ranks) list = detail::with_memory_actions(list, policy_inserts(list, policy));
+  for (auto& list : plan.ranks)
+    list = detail::with_memory_actions(list, policy_inserts(list, policy));
   return plan;
 }
 

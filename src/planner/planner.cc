@@ -35,6 +35,15 @@ void check_lowering_choice(const LoweringChoice& choice) {
 
 namespace {
 
+// Whether a latency-hiding lowering planning for `c` plans for the nominal
+// costs (nominal_costs(): what it reads of them, compute and transfers).
+bool plans_nominal(const CostModel& c) {
+  const CostModel n = nominal_costs();
+  return c.f == n.f && c.b == n.b && c.i == n.i && c.w == n.w && !c.overlap &&
+         c.stage_scales.empty() && c.stage_recompute.empty() &&
+         c.transfer_time() == n.transfer_time();
+}
+
 LowerOptions apply(LowerOptions o, const LoweringChoice& choice, const CostModel& costs) {
   check_lowering_choice(choice);
   if (choice.batch_p2p) {
@@ -43,8 +52,15 @@ LowerOptions apply(LowerOptions o, const LoweringChoice& choice, const CostModel
   }
   if (choice.mode) o.mode = *choice.mode;
   o.max_prefetch = choice.max_prefetch;
-  if (choice.serial_safe) o.serial_safe = true;
   if (o.mode != LowerMode::Seed) o.costs = planning_costs(costs, choice);
+  // A schedule's own one order per rank (registry.cc) is the latency-hiding
+  // lowering's for the nominal costs, where it costs nothing under
+  // rendezvous. Another mode, or stated costs, get per-pair orders (for
+  // stated costs searched, which one order per rank would forgo), unless the
+  // choice asks for serial safety.
+  if (o.serial_safe && (o.mode != LowerMode::LatencyHiding || !plans_nominal(o.costs)))
+    o.serial_safe = false;
+  if (choice.serial_safe) o.serial_safe = true;
   return o;
 }
 

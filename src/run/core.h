@@ -101,19 +101,10 @@
 #include <vector>
 
 #include "ir/deps.h"
+#include "ir/hot.h"  // the hot path (posting, the proof's hooks) is forced inline
 #include "pipeplan/ir.h"
 #include "pipeplan/transport.h"
-#include "run/fifo.h"
-
-// The hot path (posting, the proof's hooks) is forced inline into each
-// policy's loop; the paths for groups stay out of it.
-#if defined(__GNUC__) || defined(__clang__)
-#define PIPEPLAN_HOT __attribute__((always_inline)) inline
-#define PIPEPLAN_COLD __attribute__((noinline))
-#else
-#define PIPEPLAN_HOT inline
-#define PIPEPLAN_COLD
-#endif
+#include "run/state.h"
 
 namespace pipeplan::run {
 
@@ -129,170 +120,6 @@ enum class Order : std::uint8_t {
   Queue,  ///< first woken, first run (all ranks queued at the start, 0 first)
   Stack,  ///< last woken, first run (rank 0 first at the start)
   Sweep,  ///< ranks 0..n-1 in turn, each as far as it gets, until none moves
-};
-
-/// A rank pair that a stage boundary joins; its ends are ends()[2 * id]
-/// (the lower rank's) and ends()[2 * id + 1].
-struct Pair {
-  int lo = 0, hi = 0;
-  double busy_until = 0.0;  ///< rendezvous: when the pair's stream is free
-  bool broken = false;      ///< meet() refused a position: nothing more completes
-};
-
-/// One end of a pair: what its rank posted towards the other end, in order.
-/// End e's sends and the receives of end e ^ 1 are one channel, matched in
-/// order: the channel's state sits on the sending end.
-template <class Op>
-struct End {
-  int rank = 0;
-  int posted = 0, done = 0;       ///< ops ever posted / completed (FIFO models)
-  int recvs = 0, recvs_done = 0;  ///< receives ever posted / completed (eager)
-  std::int32_t last_done = -1;    ///< action index of the last completed op (eager: receive)
-  Fifo<Op> queue;                 ///< FIFO models without groups: posted, not completed yet
-  Fifo<Op> unmatched;             ///< eager, groups: this channel's posted ops not met yet
-  bool unmatched_recvs = false;   ///< whether `unmatched` holds receives (else sends)
-};
-
-/// With groups (use_groups()): a posted SEND/RECV, its met partner and its
-/// unit (a single op, or a BATCH_P2P group whose first member holds the
-/// unit's fields).
-template <class Op>
-struct Link {
-  Op op{};
-  std::int32_t end = -1;                         ///< its pair end
-  std::int32_t peer_rank = -1, peer_index = -1;  ///< its met partner, once both posted
-  std::int32_t unit = -1;                        ///< the index of its unit's first member
-  std::int32_t left = 0;                         ///< unit head: members not completed yet
-  std::int32_t stream = -1;  ///< unit head: the stream it runs on (rendezvous, serial)
-  double until = 0.0;        ///< unit head: when its last completed member ended
-  bool done = false;         ///< completed
-  bool met() const { return peer_rank >= 0; }
-};
-
-/// With groups: a stream of units (rendezvous: one per pair end for single
-/// ops and one per rank for groups; serial: one per rank), in posting order.
-struct UnitStream {
-  int rank = 0;
-  Fifo<std::int32_t> units;  ///< first member index of each unit not ended
-  double busy_until = 0.0;   ///< when the last unit ended
-};
-
-/// Serial model: a rank's one in-order stream over all its pair ends.
-struct Stream {
-  Fifo<int> ends;           ///< the end of every op posted and not completed
-  double busy_until = 0.0;  ///< when the stream is free
-};
-
-/// The op record of a policy that posts nothing.
-struct NoOp {
-  std::int32_t index = -1;
-};
-
-/// What a run leaves behind, readable without the policy's type (reports
-/// are written against this): program counters and the transport's state.
-template <class Op>
-class State {
- public:
-  /// The rank's program counter: forward runs have passed every action
-  /// before it; backward runs have settled every action from it on.
-  std::size_t pc(int rank) const { return ranks_[static_cast<std::size_t>(rank)].pc; }
-  /// Forward runs: whether the rank passed (posted or ran) action `index`.
-  bool passed(int rank, int index) const {
-    return index >= 0 && static_cast<std::size_t>(index) < pc(rank);
-  }
-  bool halted(int rank) const { return ranks_[static_cast<std::size_t>(rank)].halted; }
-  int num_ranks() const { return static_cast<int>(ranks_.size()); }
-
-  Transport model() const { return model_; }
-  const std::vector<Pair>& pairs() const { return pairs_; }
-  const std::vector<End<Op>>& ends() const { return ends_; }
-  const End<Op>& end(int e) const { return ends_[static_cast<std::size_t>(e)]; }
-  const Stream& stream(int rank) const { return streams_[static_cast<std::size_t>(rank)]; }
-  /// The end through which `rank` talks across boundary b (stages b, b+1);
-  /// -1 when the boundary stays on one rank.
-  int end_of(int boundary, int rank) const {
-    const int pair = boundary_pair_[static_cast<std::size_t>(boundary)];
-    if (pair < 0) return -1;
-    return 2 * pair + (rank == pairs_[static_cast<std::size_t>(pair)].lo ? 0 : 1);
-  }
-  /// Whether the run keeps BATCH_P2P groups as units (use_groups()).
-  bool groups() const { return !links_.empty(); }
-  /// With groups: the posted op at (rank, index) (unposted: a default Link).
-  const Link<Op>& link(int rank, int index) const {
-    return links_[static_cast<std::size_t>(rank)][static_cast<std::size_t>(index)];
-  }
-  const std::vector<UnitStream>& unit_streams() const { return ustreams_; }
-  /// With groups (rendezvous, serial): whether the unit whose first member is
-  /// (rank, unit) is on its stream and at its head.
-  bool at_head(int rank, int unit) const {
-    const Link<Op>& u = link(rank, unit);
-    if (u.stream < 0) return false;
-    const auto& q = ustreams_[static_cast<std::size_t>(u.stream)].units;
-    return !q.empty() && q.front() == unit;
-  }
-
-  /// Builds the pairs of `meta`'s stage layout (one per pair of ranks some
-  /// boundary joins, in boundary order) for transfers under `model`.
-  void connect(const PlanMeta& meta, Transport model) {
-    model_ = model;
-    const int stages = meta.num_stages(), n = meta.pp_degree;
-    boundary_pair_.assign(static_cast<std::size_t>(stages > 1 ? stages - 1 : 0), -1);
-    std::vector<std::vector<std::pair<int, int>>> by_lo(static_cast<std::size_t>(n));
-    for (int b = 0; b + 1 < stages; ++b) {
-      const int x = meta.rank_of(b), y = meta.rank_of(b + 1);
-      if (x == y) continue;
-      const int lo = x < y ? x : y, hi = x < y ? y : x;
-      int id = -1;
-      for (const auto& [peer, pid] : by_lo[static_cast<std::size_t>(lo)])
-        if (peer == hi) id = pid;
-      if (id < 0) {
-        id = static_cast<int>(pairs_.size());
-        pairs_.push_back(Pair{lo, hi});
-        by_lo[static_cast<std::size_t>(lo)].push_back({hi, id});
-      }
-      boundary_pair_[static_cast<std::size_t>(b)] = id;
-    }
-    ends_.resize(2 * pairs_.size());
-    for (std::size_t p = 0; p < pairs_.size(); ++p) {
-      ends_[2 * p].rank = pairs_[p].lo;
-      ends_[2 * p + 1].rank = pairs_[p].hi;
-    }
-    streams_.assign(static_cast<std::size_t>(n), Stream{});
-    links_.clear();
-    ustreams_.clear();
-  }
-
-  /// Runs the BATCH_P2P groups of `programs` as units (after connect()):
-  /// one Link per action. Policies that post their transfers call it when
-  /// the plan holds a group; without it a group's members run one by one.
-  void use_groups(const std::vector<std::vector<Action>>& programs) {
-    links_.assign(programs.size(), {});
-    for (std::size_t r = 0; r < programs.size(); ++r) links_[r].resize(programs[r].size());
-    if (model_ == Transport::Eager) return;
-    // rendezvous: stream e is pair end e's, stream 2P + r rank r's groups';
-    // serial: stream 2P + r is rank r's one stream
-    ustreams_.assign(ends_.size() + programs.size(), UnitStream{});
-    for (std::size_t e = 0; e < ends_.size(); ++e) ustreams_[e].rank = ends_[e].rank;
-    for (std::size_t r = 0; r < programs.size(); ++r)
-      ustreams_[ends_.size() + r].rank = static_cast<int>(r);
-  }
-
- protected:
-  struct Rank {
-    std::size_t pc = 0;
-    std::uint32_t group_posted = 0;  // with groups: members of the group at pc posted so far
-    bool queued = false, halted = false;
-    bool group_open = false;  // with groups: the group at pc is posted, not ended
-  };
-
-  std::vector<Rank> ranks_;
-  Transport model_ = Transport::Rendezvous;
-  std::vector<int> boundary_pair_;  // boundary b (stages b, b+1) -> pair id, -1 on one rank
-  std::vector<Pair> pairs_;
-  std::vector<End<Op>> ends_;
-  std::vector<Stream> streams_;
-  std::vector<std::vector<Link<Op>>> links_;  // with groups: per rank, per action
-  std::vector<UnitStream> ustreams_;          // with groups, rendezvous / serial
 };
 
 namespace detail {
@@ -592,141 +419,18 @@ class Core : public State<Op> {
     if (waiting) wake(e.rank);
   }
 
-  // ---- with groups: units on streams (rendezvous, serial) ----
-
-  PIPEPLAN_COLD void note_posted(int rank, int end, const Op& op) {
-    Link<Op>& l = this->links_[static_cast<std::size_t>(rank)][static_cast<std::size_t>(op.index)];
-    l.op = op;
-    l.end = end;
-    l.unit = group_unit_ >= 0 ? group_unit_ : op.index;
-    if (group_unit_ < 0) l.left = 1;
-  }
-
-  PIPEPLAN_COLD void link_met(int xe, const Op& x, int ye, const Op& y) {
-    Link<Op>& lx = link_of(this->ends_[static_cast<std::size_t>(xe)].rank, x.index);
-    Link<Op>& ly = link_of(this->ends_[static_cast<std::size_t>(ye)].rank, y.index);
-    lx.peer_rank = this->ends_[static_cast<std::size_t>(ye)].rank;
-    lx.peer_index = y.index;
-    ly.peer_rank = this->ends_[static_cast<std::size_t>(xe)].rank;
-    ly.peer_index = x.index;
-  }
-
+  // ---- with groups: units on streams (rendezvous, serial; run/core_groups.h) ----
+  PIPEPLAN_COLD void note_posted(int rank, int end, const Op& op);
+  PIPEPLAN_COLD void link_met(int xe, const Op& x, int ye, const Op& y);
   Link<Op>& link_of(int rank, std::int32_t index) {
     return this->links_[static_cast<std::size_t>(rank)][static_cast<std::size_t>(index)];
   }
-
-  // One member of a unit completed at time t: a unit whose last member
-  // completed ends (and, on a stream, lets the next unit to its head).
-  PIPEPLAN_COLD void member_done(int rank, std::int32_t index, double t) {
-    Link<Op>& l = link_of(rank, index);
-    l.done = true;
-    Link<Op>& u = link_of(rank, l.unit);
-    if (t > u.until) u.until = t;
-    if (--u.left > 0) return;
-    wake(rank);
-    if (u.stream < 0) return;
-    UnitStream& q = this->ustreams_[static_cast<std::size_t>(u.stream)];
-    q.units.pop();  // a unit completes members only at its stream's head
-    if (u.until > q.busy_until) q.busy_until = u.until;
-    if (!q.units.empty()) unit_work_.push_back({rank, q.units.front()});
-  }
-
-  PIPEPLAN_COLD void post_unit(int rank, int end, const Op& op, bool send) {
-    ++this->ends_[static_cast<std::size_t>(end)].posted;
-    note_posted(rank, end, op);
-    End<Op>& ch = this->ends_[static_cast<std::size_t>(send ? end : end ^ 1)];
-    if (ch.unmatched.empty() || ch.unmatched_recvs != send) {
-      ch.unmatched.push(op);
-      ch.unmatched_recvs = !send;
-    } else {
-      const Op other = ch.unmatched.front();
-      ch.unmatched.pop();
-      if (self().meet(end, op, end ^ 1, other)) link_met(end, op, end ^ 1, other);
-    }
-    if (group_unit_ >= 0) return;  // the group goes on its stream once all members are posted
-    const std::size_t stream = model() == Transport::Serial
-                                   ? this->ends_.size() + static_cast<std::size_t>(rank)
-                                   : static_cast<std::size_t>(end);
-    push_unit(rank, op.index, stream);
-  }
-
-  void push_unit(int rank, std::int32_t unit, std::size_t stream) {
-    link_of(rank, unit).stream = static_cast<std::int32_t>(stream);
-    auto& q = this->ustreams_[stream].units;
-    q.push(unit);
-    if (q.size() > 1) return;
-    unit_work_.push_back({rank, unit});
-    while (!unit_work_.empty()) {
-      const auto [r, u] = unit_work_.back();
-      unit_work_.pop_back();
-      match_unit(r, u);
-    }
-  }
-
-  // The unit (r, u) is at the head of its stream: each member whose partner's
-  // unit is at the head of its own completes.
-  void match_unit(int r, std::int32_t u) {
-    const std::vector<Action>& list = (*programs_)[static_cast<std::size_t>(r)];
-    for (std::int32_t j = u;; ++j) {
-      Link<Op>& x = link_of(r, j);
-      if (!x.done && x.met() && this->at_head(x.peer_rank, link_of(x.peer_rank, x.peer_index).unit))
-        complete_met(r, j);
-      if (!list[static_cast<std::size_t>(j)].batch_next) break;  // the unit's last member
-    }
-  }
-
-  void complete_met(int r, std::int32_t j) {
-    Link<Op>& x = link_of(r, j);
-    const int q = x.peer_rank;
-    const std::int32_t k = x.peer_index;
-    Link<Op>& y = link_of(q, k);
-    const double bx =
-        this->ustreams_[static_cast<std::size_t>(link_of(r, x.unit).stream)].busy_until;
-    const double by =
-        this->ustreams_[static_cast<std::size_t>(link_of(q, y.unit).stream)].busy_until;
-    const double t = self().complete(x.end, x.op, y.end, y.op, bx > by ? bx : by);
-    ++this->ends_[static_cast<std::size_t>(x.end)].done;
-    ++this->ends_[static_cast<std::size_t>(y.end)].done;
-    member_done(r, j, t);
-    member_done(q, k, t);
-    wake(r);
-    wake(q);
-  }
-
-  // Role::Group with groups, at the group's first member i: posts every
-  // member (resuming after a member that had to wait), puts the group on
-  // its rank's stream, and passes it once it ended.
-  PIPEPLAN_COLD Step group(int r, std::size_t i) {
-    auto& st = this->ranks_[static_cast<std::size_t>(r)];
-    const std::vector<Action>& list = (*programs_)[static_cast<std::size_t>(r)];
-    std::size_t n = 1;
-    while (list[i + n - 1].batch_next && i + n < list.size()) ++n;
-    if (!st.group_open) {
-      if (st.group_posted == 0)
-        link_of(r, static_cast<std::int32_t>(i)).left = static_cast<std::int32_t>(n);
-      group_unit_ = static_cast<std::int32_t>(i);
-      for (std::size_t j = i + st.group_posted; j < i + n; ++j) {
-        Step s = j > i ? self().enter(r, j, list[j]) : Step::Next;
-        if (s == Step::Next) s = self().transfer(r, j, list[j]);
-        if (s != Step::Next) {
-          group_unit_ = -1;
-          return s;
-        }
-        ++st.group_posted;
-      }
-      group_unit_ = -1;
-      st.group_open = true;
-      if (model() != Transport::Eager)
-        push_unit(r, static_cast<std::int32_t>(i),
-                  this->ends_.size() + static_cast<std::size_t>(r));
-    }
-    if (link_of(r, static_cast<std::int32_t>(i)).left > 0) return Step::Wait;
-    st.group_open = false;
-    st.group_posted = 0;
-    self().group_ended(r, i, n);
-    st.pc = i + n - 1;  // the caller steps past the last member
-    return Step::Next;
-  }
+  PIPEPLAN_COLD void member_done(int rank, std::int32_t index, double t);
+  PIPEPLAN_COLD void post_unit(int rank, int end, const Op& op, bool send);
+  void push_unit(int rank, std::int32_t unit, std::size_t stream);
+  void match_unit(int r, std::int32_t u);
+  void complete_met(int r, std::int32_t j);
+  PIPEPLAN_COLD Step group(int r, std::size_t i);
 
   static void finish(End<Op>& e) {
     e.last_done = e.queue.front().index;
@@ -744,3 +448,5 @@ class Core : public State<Op> {
 };
 
 }  // namespace pipeplan::run
+
+#include "run/core_groups.h"  // the group paths' definitions

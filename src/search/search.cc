@@ -37,6 +37,10 @@ constexpr std::size_t kFinalists = 6;
 // each (plans timed x actions per plan; a fixed count keeps it deterministic).
 constexpr std::size_t kImproveSeeds = 6;
 constexpr long long kImproveWork = 8000000;
+// The share of the time limit held back for the memory decisions (step 3c)
+// when memory actions are allowed: the phases before it stop earlier, so a
+// loaded machine still decides memory where orders do not fit.
+constexpr double kMemoryShare = 0.3;
 // Split orders whose W passes are placed anew (the best of the pool).
 constexpr std::size_t kRefillSeeds = 8;
 // Of those, the best that the local improvement starts from too.
@@ -56,15 +60,20 @@ constexpr double kFastSecondsPerAction = 1e-7;
 // must do to answer at all.
 class Clock {
  public:
-  explicit Clock(double limit) : limit_(limit), start_(std::chrono::steady_clock::now()) {}
+  explicit Clock(double limit)
+      : limit_(limit), phase_limit_(limit), start_(std::chrono::steady_clock::now()) {}
   double elapsed() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
-  bool expired() const { return elapsed() > limit_; }
+  bool expired() const { return elapsed() > phase_limit_; }
+  /// Keeps the last `share` of the limit for a later phase: until release(),
+  /// expired() and affords() answer for the rest.
+  void hold_back(double share) { phase_limit_ = limit_ * (1.0 - share); }
+  void release() { phase_limit_ = limit_; }
   /// Whether work on `actions` actions should end within the limit (false
   /// marks the search time-limited).
   bool affords(double actions) {
-    const bool fits = elapsed() + actions * rate_ <= limit_;
+    const bool fits = elapsed() + actions * rate_ <= phase_limit_;
     limited_ = limited_ || !fits;
     return fits;
   }
@@ -78,7 +87,7 @@ class Clock {
   }
 
  private:
-  double limit_;
+  double limit_, phase_limit_;
   std::chrono::steady_clock::time_point start_;
   double rate_ = kFastSecondsPerAction;
   double largest_ = 0;
@@ -257,6 +266,7 @@ class Search {
   }
 
   SearchResult run() {
+    if (allowed().any()) clock_.hold_back(kMemoryShare);
     run_library();
     choose_budget();
     list_schedule();
@@ -735,6 +745,7 @@ class Search {
   // offload or recompute so that they fit; the library with full recompute
   // that fits joins them.
   void decide_memory() {
+    clock_.release();
     const detail::MemoryAllowed memory = allowed();
     if (!memory.any() || clock_.expired()) return;
     std::vector<detail::MemorySeed> seeds;

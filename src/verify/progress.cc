@@ -19,7 +19,11 @@ namespace detail {
 // end's range of report records from the per-stage counts the structure scan
 // kept; ranks fill the ranges in program order when a report needs them.
 Proof::Proof(const Plan& plan, const PlanIndex& index, ProofState& core, Transport model)
-    : plan_(plan), index_(index), core_(core), n_(plan.meta.pp_degree) {
+    : plan_(plan),
+      index_(index),
+      core_(core),
+      n_(plan.meta.pp_degree),
+      mbs_(static_cast<std::size_t>(index.mbs)) {
   core.connect(plan.meta, model);
   if (index.groups) core.use_groups(plan.ranks);
   const int S = index_.stages;

@@ -70,13 +70,17 @@ class Proof {
     const auto s = static_cast<std::size_t>(a.stage);
     return deps::peer_stage(a) > a.stage ? down_[s] : up_[s];
   }
-  std::size_t key(int s, int mb) const { return static_cast<std::size_t>(s) * index_.mbs + mb; }
-  // Eager: the value a SEND/RECV carries, named by its sending stage.
-  std::size_t value_of(const Action& a) const {
+  std::size_t key(int s, int mb) const {
+    return static_cast<std::size_t>(s) * mbs_ + static_cast<std::size_t>(mb);
+  }
+  // The value a SEND/RECV carries, named by its sending stage (`peer`: its
+  // peer stage, deps::peer_stage(a)).
+  std::size_t value_of(const Action& a, int peer) const {
     const bool grad = a.type == ActionType::SendB || a.type == ActionType::RecvB;
-    const int send_stage = is_send(a.type) ? a.stage : deps::peer_stage(a);
+    const int send_stage = is_send(a.type) ? a.stage : peer;
     return 2 * key(send_stage, a.microbatch) + (grad ? 1 : 0);
   }
+  std::size_t value_of(const Action& a) const { return value_of(a, deps::peer_stage(a)); }
   const Action& action(int rank, int index) const {
     return plan_.ranks[static_cast<std::size_t>(rank)][static_cast<std::size_t>(index)];
   }
@@ -91,9 +95,12 @@ class Proof {
             idx_[end_first_[static_cast<std::size_t>(e)] + static_cast<std::size_t>(pos)]};
   }
 
-  // ---- what the hooks and the reports both ask ----
-  bool recv_done(const ProofState& core, Transport model, int r, bool grad, int s, int mb) const;
-  OpRef blocking_recv(const ProofState& core, Transport model, int r, const Action& a) const;
+  // ---- what the hooks and the reports both ask (forced inline: in the
+  // proof's loop the model is a constant, so its branches fold away) ----
+  PIPEPLAN_HOT bool recv_done(const ProofState& core, Transport model, int r, bool grad, int s,
+                              int mb) const;
+  PIPEPLAN_HOT OpRef blocking_recv(const ProofState& core, Transport model, int r,
+                                   const Action& a) const;
   bool all_done() const;
 
   // ---- failure reports (progress_report.cc) ----
@@ -129,6 +136,7 @@ class Proof {
   const PlanIndex& index_;
   const ProofState& core_;
   int n_;
+  std::size_t mbs_;                                // index_.mbs, read by every key()
   std::vector<int> up_, down_;                     // per stage: end towards stage-1 / stage+1
   std::vector<std::vector<int>> ends_of_;          // rank -> its ends
   std::vector<std::size_t> end_first_, end_last_;  // per end: its range in idx_
@@ -171,7 +179,9 @@ class ProofRun final : public run::Core<ProofRun<M>, ProofOp>, public Proof {
     return blocking_recv(*this, M, r, a).valid() ? run::Step::Wait : run::Step::Next;
   }
   PIPEPLAN_HOT run::Step transfer(int r, std::size_t i, const Action& a) {
-    const int e = comm_end(a);
+    const int peer = deps::peer_stage(a);
+    const auto s = static_cast<std::size_t>(a.stage);
+    const int e = peer > a.stage ? down_[s] : up_[s];  // comm_end(a)
     const auto ru = static_cast<std::size_t>(r);
     // A receive's place among its end's operations, which the end's
     // completion count is compared with (FIFO models).
@@ -181,7 +191,7 @@ class ProofRun final : public run::Core<ProofRun<M>, ProofOp>, public Proof {
     const bool send = is_send(a.type);
     this->post(r, e,
                ProofOp{static_cast<std::int32_t>(i),
-                       static_cast<std::uint32_t>(2 * value_of(a) + (send ? 1 : 0))},
+                       static_cast<std::uint32_t>(2 * value_of(a, peer) + (send ? 1 : 0))},
                send);
     return run::Step::Next;
   }
@@ -213,8 +223,8 @@ class ProofRun final : public run::Core<ProofRun<M>, ProofOp>, public Proof {
 // completes in program order, so the receive at end position k is done
 // once k < done; k comes from the rank's last few receives (a receive sits
 // right before its consumer in lowered plans), else from the index.
-inline bool Proof::recv_done(const ProofState& core, Transport model, int r, bool grad, int s,
-                             int mb) const {
+PIPEPLAN_HOT bool Proof::recv_done(const ProofState& core, Transport model, int r, bool grad, int s,
+                                   int mb) const {
   if (model == Transport::Eager) {  // one mark per value whose receive completed
     const std::size_t v = 2 * key(grad ? s + 1 : s - 1, mb) + (grad ? 1 : 0);
     return (delivered_[v / 64] >> (v % 64)) & 1u;
@@ -232,18 +242,18 @@ inline bool Proof::recv_done(const ProofState& core, Transport model, int r, boo
 }
 
 // The receive a compute action still waits for, or an invalid ref.
-inline Proof::OpRef Proof::blocking_recv(const ProofState& core, Transport model, int r,
-                                         const Action& a) const {
+PIPEPLAN_HOT Proof::OpRef Proof::blocking_recv(const ProofState& core, Transport model, int r,
+                                               const Action& a) const {
   OpRef w;
-  auto fwd = [&](int s, int mb) {
+  auto fwd = [&](int s, int mb) PIPEPLAN_HOT_LAMBDA {
     if (w.valid() || s <= 0 || up_[static_cast<std::size_t>(s)] < 0) return;
     if (!recv_done(core, model, r, false, s, mb)) w = {r, index_.raw(s, mb, kRecvF)};
   };
-  auto bwd = [&](int s, int mb) {
+  auto bwd = [&](int s, int mb) PIPEPLAN_HOT_LAMBDA {
     if (w.valid() || down_[static_cast<std::size_t>(s)] < 0) return;
     if (!recv_done(core, model, r, true, s, mb)) w = {r, index_.raw(s, mb, kRecvB)};
   };
-  deps::for_each_input(a, index_.stages, [&](const deps::Value& v, int s) {
+  deps::for_each_input(a, index_.stages, [&](const deps::Value& v, int s) PIPEPLAN_HOT_LAMBDA {
     if (v.stage == s) return;  // kept on this stage: no receive
     if (v.kind == deps::Kind::Forward) fwd(s, v.microbatch);
     else bwd(s, v.microbatch);

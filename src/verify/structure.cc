@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ir/deps.h"
+#include "ir/hot.h"
 #include "pipeplan/error.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/verify.h"
@@ -257,8 +258,9 @@ class Checker {
            t == ActionType::SendB || t == ActionType::RecvB || t == ActionType::OverlapFB;
   }
 
-  // Whether slot k of (s, mb) is already recorded on rank r before index i.
-  bool before(int r, int i, int s, int mb, Slot k) const {
+  // Whether slot k of (s, mb) is already recorded on rank r before index i
+  // (forced inline: the scan calls it for every action).
+  PIPEPLAN_HOT bool before(int r, int i, int s, int mb, Slot k) const {
     const std::int32_t at = index_.raw(s, mb, k);
     return at >= 0 && at < i && rank_of(s) == r;
   }
