@@ -122,6 +122,32 @@ TEST_CASE("trace: the JSON table round-trips and bad input is named", "[trace][i
                     Catch::Contains("p.json: format: expected \"pipeplan.trace\""));
 }
 
+TEST_CASE("trace: bytes held are two more columns, read back; old tables still read",
+          "[trace][io]") {
+  Trace t = synthesise(plan(Problem{"1f1b", 2, 2}), known_costs(), 1);
+  std::ostringstream plain;
+  write_trace_json(t, plain);
+  CHECK(plain.str().find("\"held\"") == std::string::npos);  // not measured: the old table
+  for (TraceRecord& r : parse_trace_json(plain.str(), "t.json").records) CHECK(r.held == -1);
+  for (std::size_t k = 0; k < t.records.size(); ++k) {
+    t.records[k].held = static_cast<std::int64_t>(1000 * k);
+    t.records[k].peak = static_cast<std::int64_t>(1000 * k + 500);
+  }
+  std::ostringstream out;
+  write_trace_json(t, out);
+  CHECK(out.str().find("\"post\", \"held\", \"peak\"]") != std::string::npos);
+  const Trace back = parse_trace_json(out.str(), "t.json");
+  REQUIRE(back.records.size() == t.records.size());
+  for (std::size_t k = 0; k < t.records.size(); ++k) {
+    CHECK(back.records[k].held == t.records[k].held);
+    CHECK(back.records[k].peak == t.records[k].peak);
+  }
+  std::string bad = out.str();
+  bad.replace(bad.find(", 1000, 1500]"), 13, ", 1000, 1.5]");
+  CHECK_THROWS_WITH(parse_trace_json(bad, "t.json"),
+                    Catch::Contains("records[1]: peak must be an integer"));
+}
+
 TEST_CASE("trace: check_trace names missing, misplaced, overlapping and early records", "[trace]") {
   const Plan p = plan(Problem{"1f1b", 2, 2});
   const Trace good = synthesise(p, known_costs(), 1);

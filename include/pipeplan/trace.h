@@ -32,11 +32,15 @@ struct TraceRecord {
   /// SEND/RECV: host time spent posting it (packing, isend/irecv). On a CPU
   /// rank the host is the compute stream, so this delays the next compute.
   double post = 0.0;
+  /// Bytes the rank held on its compute device when the action ended, and
+  /// the most it held while the action ran, counted from the step's start
+  /// (what the step allocated and has not freed); -1 when not measured.
+  std::int64_t held = -1, peak = -1;
 
   friend bool operator==(const TraceRecord& a, const TraceRecord& b) {
     return a.step == b.step && a.rank == b.rank && a.index == b.index && a.action == b.action &&
            a.start == b.start && a.end == b.end && a.wait == b.wait && a.bytes == b.bytes &&
-           a.post == b.post;
+           a.post == b.post && a.held == b.held && a.peak == b.peak;
   }
 };
 

@@ -13,9 +13,11 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/lower_options.h"
 #include "ir/numbers.h"
 #include "pipeplan/error.h"
 #include "pipeplan/limits.h"
+#include "pipeplan/memory_policy.h"
 #include "pipeplan/planner.h"
 
 #ifdef PIPEPLAN_HAVE_EXEC
@@ -65,6 +67,7 @@ struct TrainArgs {
   std::string trace, trace_records;
   bool verbose = false;
   double warn_after_s = 5.0;
+  MemoryArgs memory;  // --recompute, --offload, --offload-lead
   CLI::Option* schedule_opt = nullptr;
   CLI::Option* nproc_opt = nullptr;
 };
@@ -78,10 +81,14 @@ void print_step(int k, double loss) {
 }
 
 Plan load_train_plan(const TrainArgs& a) {
+  const MemoryPolicy memory = memory_policy(a.memory);
   if (!a.plan_file.empty()) {
     if (a.schedule_opt->count() > 0) throw InputError("give either --plan or -s, not both");
-    return load_plan(a.plan_file);
+    return apply_memory_policy(load_plan(a.plan_file), memory);
   }
+  // The policy goes into the compute order; the executor lowers it with the
+  // schedule's lowering, as `pipeplan plan --recompute/--offload` does.
+  if (!memory.empty()) return apply_memory_policy(Planner(a.problem).compute(), memory);
   if (a.forward_only) {
     // The schedule's own forward-only order (the executor would otherwise
     // run the forward projection of the training plan).
@@ -417,6 +424,7 @@ std::function<int()> setup_train(CLI::App& app) {
                  "Warn while a wait for a peer lasts longer than this many seconds (0: never)")
       ->check(number_in(0, kMaxWaitSeconds))
       ->capture_default_str();
+  add_memory_options(app, a->memory);
   app.add_flag("--forward-only", a->forward_only,
                "Evaluate only: forward steps printing the loss, weights never updated");
   app.footer(

@@ -25,6 +25,9 @@ void write_trace_json(const Trace& trace, std::ostream& out) {
     if (plan_text[i] == '\n' && i + 1 < plan_text.size()) indented += "  ";
   }
   while (!indented.empty() && indented.back() == '\n') indented.pop_back();
+  // Bytes held are two more columns, written when the run measured them.
+  bool memory = false;
+  for (const TraceRecord& r : trace.records) memory = memory || r.held >= 0;
   out << "{\n"
       << "  \"format\": \"" << kTraceFormatName << "\",\n"
       << "  \"version\": " << kTraceFormatVersion << ",\n"
@@ -32,7 +35,8 @@ void write_trace_json(const Trace& trace, std::ostream& out) {
       << "  \"source\": " << nlohmann::json(trace.source).dump() << ",\n"
       << "  \"plan\": " << indented << ",\n"
       << "  \"columns\": [\"step\", \"rank\", \"index\", \"action\", \"start\", \"end\", \"wait\", "
-         "\"bytes\", \"post\"],\n"
+         "\"bytes\", \"post\""
+      << (memory ? ", \"held\", \"peak\"" : "") << "],\n"
       << "  \"records\": [";
   std::string line;
   for (std::size_t k = 0; k < trace.records.size(); ++k) {
@@ -44,7 +48,9 @@ void write_trace_json(const Trace& trace, std::ostream& out) {
     append_to(line, r.action);
     line += "\", " + format_number(r.start, 6) + ", " + format_number(r.end, 6) + ", " +
             format_number(r.wait, 6) + ", " + std::to_string(r.bytes) + ", " +
-            format_number(r.post, 6) + "]";
+            format_number(r.post, 6);
+    if (memory) line += ", " + std::to_string(r.held) + ", " + std::to_string(r.peak);
+    line += "]";
     out << line;
   }
   out << (trace.records.empty() ? "]\n}\n" : "\n  ]\n}\n");

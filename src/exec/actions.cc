@@ -6,6 +6,9 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <optional>
+
+#include "exec/memory.h"
 #include "exec/replay.h"
 #include "pipeplan/error.h"
 
@@ -38,7 +41,7 @@ void Executor::Impl::send_forward(int stage, int mb) {
   Slot& sl = slot(stage, mb);
   if (!sl.forward_done) throw InternalError(me() + "SEND_F before its F");
   transfers.send_forward(stage, mb, sl.outputs);
-  if (fwd_step) sl.outputs.clear();  // no backward will read them
+  delivered(sl, stage, mb);
 }
 
 void Executor::Impl::send_backward(int stage, int mb) {
@@ -63,7 +66,6 @@ Values Executor::Impl::forward_inputs(int stage, int mb, Slot& sl) {
       Slot& prev = slot(stage - 1, mb);
       if (!prev.forward_done) throw InternalError(me() + "F before the previous stage's F");
       boundary = prev.outputs;
-      if (fwd_step) prev.outputs.clear();  // nothing else reads them
     } else {
       boundary = transfers.complete_recv(Dir::Forward, stage, mb);
     }
@@ -80,6 +82,7 @@ Values Executor::Impl::forward_inputs(int stage, int mb, Slot& sl) {
         in.push_back(std::move(v));
       }
     }
+    if (on_me(stage - 1)) delivered(slot(stage - 1, mb), stage - 1, mb);
   }
   for (const Value& v : owned[stages.index(stage)][mb]) in.push_back(v);
   return in;
@@ -88,41 +91,53 @@ Values Executor::Impl::forward_inputs(int stage, int mb, Slot& sl) {
 void Executor::Impl::forward(int stage, int mb) {
   Slot& sl = slot(stage, mb);
   if (sl.forward_done) throw InternalError(me() + "second F of one microbatch");
-  const bool grad = !fwd_step;
   const Values in = forward_inputs(stage, mb, sl);
-  Values out;
-  {
-    c10::AutoGradMode grad_mode(grad);
-    out = stages.forward(stage, in);
-    if (stage == last()) {
-      const LossFn& loss_fn = stages.loss();
-      if (loss_fn && (grad || have_targets)) {
-        at::Tensor loss = loss_fn(out, mb_targets[mb]);
-        if (!loss.defined() || loss.numel() != 1 || !loss.is_floating_point())
-          throw InputError("the loss function must return a one-element floating tensor");
-        sl.loss = loss.reshape({});
-        losses[mb] = sl.loss.detach();
-      }
-      if (fwd_step) {
-        final_outputs[mb] = std::move(out);
-        out.clear();
-      }
-    }
-  }
-  if (grad && stages.parameters_unchecked(stage)) {
-    std::vector<at::Tensor> roots;
-    if (stage == last()) {
-      roots.push_back(sl.loss);
-    } else {
-      for (const Value& v : out)
-        if (const auto* t = std::get_if<at::Tensor>(&v)) roots.push_back(*t);
-    }
-    stages.check_parameters(stage, roots, sl.leaves);
-  }
+  // A recomputed (stage, mb) runs without its graph now (memory_actions.cc).
+  const bool graph = !fwd_step && !keeps_only_input(stage, mb, sl, in);
+  Values out = run_forward(stage, mb, in, sl, graph);
+  if (graph) check_forward_graph(stage, sl, out);
   if (stage != last()) transfers.note_outputs(stage, out);
   if (stage == last() && !fwd_step) out.clear();
   sl.outputs = std::move(out);
   sl.forward_done = true;
+}
+
+// The stage's forward on `in` (and the loss on the last stage), with or
+// without autograd: a forward and a RECOMPUTE run exactly this.
+Values Executor::Impl::run_forward(int stage, int mb, const Values& in, Slot& sl, bool graph) {
+  c10::AutoGradMode grad_mode(graph);
+  std::optional<detail::SaveInto> saving;
+  if (graph)
+    if (std::shared_ptr<detail::SavedTensors> into = saved_tensors_of(stage, mb, sl))
+      saving.emplace(std::move(into));
+  Values out = stages.forward(stage, in);
+  if (stage != last()) return out;
+  const LossFn& loss_fn = stages.loss();
+  if (loss_fn && (!fwd_step || have_targets)) {
+    at::Tensor loss = loss_fn(out, mb_targets[mb]);
+    if (!loss.defined() || loss.numel() != 1 || !loss.is_floating_point())
+      throw InputError("the loss function must return a one-element floating tensor");
+    sl.loss = loss.reshape({});
+    losses[mb] = sl.loss.detach();
+  }
+  if (fwd_step) {
+    final_outputs[mb] = opt.outputs_on_host ? on_host(out) : std::move(out);
+    out.clear();
+  }
+  return out;
+}
+
+// Once per stage, the graph of its first training forward is checked.
+void Executor::Impl::check_forward_graph(int stage, const Slot& sl, const Values& out) {
+  if (!stages.parameters_unchecked(stage)) return;
+  std::vector<at::Tensor> roots;
+  if (stage == last()) {
+    roots.push_back(sl.loss);
+  } else {
+    for (const Value& v : out)
+      if (const auto* t = std::get_if<at::Tensor>(&v)) roots.push_back(*t);
+  }
+  stages.check_parameters(stage, roots, sl.leaves);
 }
 
 // The roots a backward of `stage` starts from and their gradients: the loss
@@ -164,6 +179,7 @@ void Executor::Impl::backward(int stage, int mb, bool full) {
   Slot& sl = slot(stage, mb);
   if (!sl.forward_done || sl.input_grad_done)
     throw InternalError(me() + "B/I out of order for " + name(ActionType::B, stage, mb));
+  memory_ready(stage, mb);
   seed_backward(stage, mb, sl);
   std::vector<at::Tensor> targets = sl.leaves;
   if (full) {
@@ -263,11 +279,9 @@ void Executor::Impl::run_action(const Action& a) {
     case ActionType::Unshard:
     case ActionType::Reshard:
     case ActionType::ReduceGrad: pass_through(a); break;
-    case ActionType::Offload:
-    case ActionType::Reload:
-    case ActionType::Recompute:
-      // prepare_plan() refuses plans with memory actions until the executor runs them.
-      throw InternalError("the executor reached memory action " + to_string(a));
+    case ActionType::Offload: offload(a.stage, a.microbatch); break;
+    case ActionType::Reload: reload(a.stage, a.microbatch); break;
+    case ActionType::Recompute: recompute(a.stage, a.microbatch); break;
   }
 }
 

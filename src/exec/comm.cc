@@ -72,6 +72,8 @@ class WorkOp : public PendingOp {
     if (!done)
       throw CommError(what + ": timed out after " + std::to_string(timeout.count()) + " ms");
   }
+  // NCCL's work knows (its CUDA events); Gloo's send learns it only in wait().
+  bool done() override { return !work_ || work_->isCompleted(); }
 
  private:
   c10::intrusive_ptr<c10d::Work> work_;

@@ -39,6 +39,7 @@ Executor::Impl::Impl(const Plan& p, int r, int w, ExecOptions o)
         local_inputs.push_back(static_cast<int>(i));
         break;
       }
+  memory = detail::MemoryPlan(plan.ranks[rank], stages.stages(), num_mb);
   plan_forward_only = plan.meta.forward_only || !has_backward(plan.ranks[rank]);
   fwd_program = forward_projection(plan.ranks[rank]);
   fwd_program_proved = plan_forward_only;
@@ -189,6 +190,8 @@ void Executor::Impl::run_observed(const std::vector<Action>& program, std::size_
   run_in_context(program[i]);
   e.end = Clock::now();
   if (is_comm(program[i].type)) e.bytes = transfers.last_bytes();
+  if (program[i].type == ActionType::Offload || program[i].type == ActionType::Reload)
+    e.bytes = last_moved;
   hooks.exit(e);
 }
 

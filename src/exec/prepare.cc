@@ -31,11 +31,6 @@ Plan prepare_plan(const Plan& plan, int rank, int world_size, Transport transpor
   }
   if (!detail::tag_space_ok(meta.num_stages(), meta.num_microbatches))
     throw InputError("the plan has too many stages x microbatches for the message tags");
-  if (plan.has_memory_actions())
-    throw InputError(
-        "the plan holds memory actions (OFFLOAD, RELOAD or RECOMPUTE), which the executor does "
-        "not run yet: plan, verify and simulate it with pipeplan, and train a plan without them "
-        "(e.g. made without --recompute/--offload)");
   Proof proof = prove(plan, std::vector<Transport>{transport});
   const VerifyResult& result = proof.results.front();
   if (!result.ok())

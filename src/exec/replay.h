@@ -15,6 +15,7 @@
 
 #include "exec/boundary.h"
 #include "exec/hooks.h"
+#include "exec/memory.h"
 #include "exec/stages.h"
 #include "exec/ties.h"
 #include "exec/transfers.h"
@@ -34,6 +35,12 @@ struct Slot {
   std::vector<at::Tensor> roots, seeds;  // backward roots and their gradients (kept for W)
   std::vector<at::Tensor> in_grads;      // gradients for `leaves`, until shipped upstream
   bool in_grads_ready = false;
+  // Memory actions (memory_actions.cc).
+  bool delivered = false;               // outputs sent or handed to the next stage
+  Values kept_in;                       // recomputed: the forward's inputs, until RECOMPUTE
+  std::shared_ptr<RngState> rng;        // recomputed: the RNG state the forward began from
+  std::shared_ptr<SavedTensors> saved;  // offloaded: what autograd saved, until RELOAD
+  bool offloaded = false;
 };
 
 }  // namespace detail
@@ -63,6 +70,8 @@ struct Executor::Impl {
   detail::Ties ties;
   std::vector<int> ready_after_ties;  // local stages whose grads-ready waits for the tie sums
   detail::Hooks hooks;
+  detail::MemoryPlan memory;    // which microbatches the memory actions touch
+  std::int64_t last_moved = 0;  // bytes of the last OFFLOAD/RELOAD (for observers)
 
   // Lifetime.
   bool broken = false, closed = false;
@@ -114,6 +123,8 @@ struct Executor::Impl {
   // actions.cc
   void run_action(const Action& a);
   void forward(int stage, int mb);
+  Values run_forward(int stage, int mb, const Values& in, detail::Slot& sl, bool graph);
+  void check_forward_graph(int stage, const detail::Slot& sl, const Values& out);
   Values forward_inputs(int stage, int mb, detail::Slot& sl);
   void backward(int stage, int mb, bool full);
   void seed_backward(int stage, int mb, detail::Slot& sl);
@@ -124,6 +135,18 @@ struct Executor::Impl {
   void weight_grads_done(int stage);
   void check_input_grads(int stage, int mb, const detail::Slot& sl,
                          const std::vector<at::Tensor>& grads) const;
+
+  // memory_actions.cc
+  at::Device device() const;
+  bool keeps_only_input(int stage, int mb, detail::Slot& sl, const Values& in);
+  std::shared_ptr<detail::SavedTensors> saved_tensors_of(int stage, int mb, detail::Slot& sl);
+  void recompute(int stage, int mb);
+  void offload(int stage, int mb);
+  void reload(int stage, int mb);
+  void memory_ready(int stage, int mb);
+  void delivered(detail::Slot& sl, int stage, int mb);
+  static std::vector<at::Tensor*> held_for_backward(detail::Slot& sl);
+  static Values on_host(Values values);
 };
 
 }  // namespace pipeplan::exec

@@ -71,6 +71,14 @@ Values LocalStages::forward(int stage, const Values& in) const {
   return modules_[index(stage)]->forward(in);
 }
 
+std::vector<at::Tensor> LocalStages::resident(int stage) const {
+  const StageModule& m = *modules_[index(stage)];
+  std::vector<at::Tensor> out = m.parameters;
+  if (m.module)
+    for (const at::Tensor& b : m.module->buffers()) out.push_back(b);
+  return out;
+}
+
 void LocalStages::check_parameters(int stage, const std::vector<at::Tensor>& roots,
                                    const std::vector<at::Tensor>& leaves) {
   const int li = index(stage);

@@ -46,6 +46,9 @@ class LocalStages {
                         const std::vector<at::Tensor>& leaves);
   /// The parameters of `stage` that require grad.
   const std::vector<at::Tensor>& trainable(int stage) const { return trainable_[index(stage)]; }
+  /// Every parameter the stage lists and its module's buffers: model state
+  /// an OFFLOAD leaves in place.
+  std::vector<at::Tensor> resident(int stage) const;
 
   /// A training step begins: no gradient gathered, every microbatch's
   /// weight gradient still to come.

@@ -132,6 +132,13 @@ void Tracer::on_step_begin(int /*step*/, bool forward_only) {
   // projection, whose indices are not the plan's: not recorded.
   s.in_step = s.have_plan && (!forward_only || s.plan.meta.forward_only);
   if (!s.in_step) return;
+  if (s.opt.record && s.opt.measure_memory) {
+    if (!s.meter)
+      s.meter =
+          std::make_shared<detail::MemoryMeter>(s.group ? s.group->device() : at::Device(at::kCPU));
+    detail::MemoryMeter::install(s.meter);
+    s.held_at_start = s.meter->held();
+  }
   s.marked.clear();
   if (s.opt.device_clock) s.opt.device_clock->begin_step(s.step_start_ms - s.offset_ms);
   ++s.traced_steps;
@@ -152,6 +159,7 @@ void Tracer::on_entry(const ActionEvent& e) {
   if (!s.in_step || e.index >= s.cur.size()) return;
   TraceRecord& r = s.cur[e.index];
   r.start = r.end = State::ms(e.start) + s.offset_ms;
+  if (s.meter) s.meter->reset_peak();
   if (s.opt.device_clock && is_compute(e.action.type)) {
     s.opt.device_clock->mark(e.index, false);
     s.marked.push_back(e.index);
@@ -164,6 +172,10 @@ void Tracer::on_exit(const ActionEvent& e) {
   if (!s.in_step || e.index >= s.cur.size()) return;
   TraceRecord& r = s.cur[e.index];
   const double end = State::ms(e.end) + s.offset_ms;
+  if (s.meter) {
+    r.held = s.meter->held() - s.held_at_start;
+    r.peak = std::max(r.held, s.meter->peak() - s.held_at_start);
+  }
   if (s.opt.device_clock && is_compute(e.action.type)) {
     s.opt.device_clock->mark(e.index, true);
     s.marked.push_back(e.index);
@@ -184,6 +196,7 @@ void Tracer::on_step_end(int step, bool forward_only) {
   const double took = s.now_ms() - s.step_start_ms;
   spdlog::debug("rank {}: step {}{} took {:.3f} ms", s.rank, step + 1,
                 forward_only ? " (forward only)" : "", took);
+  if (s.meter) detail::MemoryMeter::uninstall(s.meter);
   if (!s.in_step) return;
   s.in_step = false;
   if (s.opt.device_clock) {

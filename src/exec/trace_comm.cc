@@ -40,6 +40,7 @@ class TracedOp : public PendingOp {
     s_->end_wait();
     s_->waited(owner_, step_, t0, s_->now_ms());
   }
+  bool done() override { return inner_->done(); }
 
  private:
   std::unique_ptr<PendingOp> inner_;
@@ -147,8 +148,8 @@ double estimate_offset(Communicator& c, std::chrono::milliseconds timeout) {
   return offset;
 }
 
-constexpr int kFields =
-    12;  // step, index, type, stage, mb, sub_stage, sub_mb, start, end, wait, bytes, post
+// step, index, type, stage, mb, sub_stage, sub_mb, start, end, wait, bytes, post, held, peak
+constexpr int kFields = 14;
 
 }  // namespace
 
@@ -191,7 +192,9 @@ std::optional<Trace> Tracer::gather(const std::string& source, std::chrono::mill
                                  r.end,
                                  r.wait,
                                  double(r.bytes),
-                                 r.post};
+                                 r.post,
+                                 double(r.held),
+                                 double(r.peak)};
       for (int f = 0; f < kFields; ++f) a[static_cast<std::int64_t>(k)][f] = v[f];
     }
     return t;
@@ -231,6 +234,8 @@ std::optional<Trace> Tracer::gather(const std::string& source, std::chrono::mill
       rec.wait = a[k][9];
       rec.bytes = static_cast<std::int64_t>(a[k][10]);
       rec.post = a[k][11];
+      rec.held = static_cast<std::int64_t>(a[k][12]);
+      rec.peak = static_cast<std::int64_t>(a[k][13]);
       t.records.push_back(rec);
     }
   }

@@ -14,6 +14,7 @@
 #include <tuple>
 #include <vector>
 
+#include "exec/memory_meter.h"
 #include "pipeplan/exec/trace.h"
 
 namespace pipeplan::exec {
@@ -38,6 +39,8 @@ struct Tracer::State {
   std::vector<TraceRecord> done;                      // finished steps
   std::vector<std::size_t> marked;                    // device clock: index of every mark, in order
   std::map<std::tuple<int, int, int>, long> recv_at;  // (type, stage, mb) -> RECV index
+  std::shared_ptr<detail::MemoryMeter> meter;         // measure_memory, once the device is known
+  std::int64_t held_at_start = 0;                     // meter->held() when the step began
 
   // ---- shared with the watchdog
   std::mutex mu;

@@ -165,6 +165,7 @@ void Transfers::check_same_shapes(int stage, int mb, const BoundarySpec& now) co
 }
 
 void Transfers::send_forward(int stage, int mb, const Values& outputs) {
+  release_completed_sends();
   const int peer = meta_.rank_of(stage + 1);
   BoundarySpec now = spec_of(outputs, stage);
   if (header_to_send(stage)) send_header(stage, now, mb);
@@ -195,6 +196,19 @@ void Transfers::release_forward_sends(int stage, int mb) {
   if (it == fwd_sends_.end()) return;
   for (auto& s : it->second) s.op->wait(timeout_, s.what);
   fwd_sends_.erase(it);
+}
+
+void Transfers::release_completed_sends() {
+  for (auto it = fwd_sends_.begin(); it != fwd_sends_.end();) {
+    bool all = true;
+    for (auto& s : it->second) all = all && s.op->done();
+    if (!all) {
+      ++it;
+      continue;
+    }
+    for (auto& s : it->second) s.op->wait(timeout_, s.what);
+    it = fwd_sends_.erase(it);
+  }
 }
 
 void Transfers::note_outputs(int stage, const Values& outputs) {

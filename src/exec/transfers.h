@@ -48,6 +48,9 @@ class Transfers {
   /// The gradient's arrival proves the peer consumed this microbatch's
   /// activations: those sends are complete and their buffers can go.
   void release_forward_sends(int stage, int mb);
+  /// Drops the forward sends known to have completed (Communicator's
+  /// PendingOp::done), so their messages free before the gradient arrives.
+  void release_completed_sends();
 
   /// A BATCH_P2P group: its members are posted between begin_group() and
   /// end_group() as one batch (Communicator::begin_group: one NCCL group),

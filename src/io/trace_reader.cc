@@ -25,7 +25,8 @@ using nlohmann::json;
 
 constexpr double kMaxTraceMs = 1e15;
 constexpr const char* kRecordShape =
-    "expected [step, rank, index, action, start, end, wait, bytes, post]";
+    "expected [step, rank, index, action, start, end, wait, bytes, post] (and optionally held, "
+    "peak)";
 
 // What a container is to the trace, by where it sits.
 enum class Role { Root, Wrapper, Records, TraceEvents, Other };
@@ -49,7 +50,7 @@ struct RecordStream {
       failure.emplace(path, what);
       failure_rank = rank;
     };
-    if (!row.is_array() || row.size() != 9) return fail(kRecordShape);
+    if (!row.is_array() || (row.size() != 9 && row.size() != 11)) return fail(kRecordShape);
     auto integer = [&](std::size_t col, const char* name, long long min,
                        long long max) -> std::optional<long long> {
       const json& v = row[col];
@@ -101,6 +102,14 @@ struct RecordStream {
     r.wait = *wait;
     r.bytes = *bytes;
     r.post = *post;
+    if (row.size() == 11) {
+      const auto held = integer(9, "held", -1, 1LL << 50);
+      if (!held) return;
+      const auto peak = integer(10, "peak", -1, 1LL << 50);
+      if (!peak) return;
+      r.held = *held;
+      r.peak = *peak;
+    }
     records.push_back(r);
   }
 
@@ -223,8 +232,12 @@ Trace parse_trace_json(std::string_view text, const std::string& source) {
   t.plan = parse_json_plan(doc["plan"].dump(), source + ": plan");
   const json expected_columns = {"step", "rank", "index", "action", "start",
                                  "end",  "wait", "bytes", "post"};
-  if (doc.contains("columns") && doc["columns"] != expected_columns)
-    fail("columns", "expected " + expected_columns.dump());
+  json with_memory = expected_columns;
+  with_memory.push_back("held");
+  with_memory.push_back("peak");
+  if (doc.contains("columns") && doc["columns"] != expected_columns &&
+      doc["columns"] != with_memory)
+    fail("columns", "expected " + expected_columns.dump() + " or " + with_memory.dump());
   if (!doc.contains("records") || !doc["records"].is_array()) fail("records", "expected an array");
   t.records = std::move(*stream).finish(source, t.plan.meta.pp_degree);
   return t;

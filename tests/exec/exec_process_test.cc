@@ -43,17 +43,19 @@ std::map<std::string, std::string> rank_env(int rank, int world, int port) {
 
 // Launches the worker on `p` ranks over `names` and returns each rank's lines.
 std::vector<std::vector<std::string>> run_workers(int p, const std::vector<std::string>& names,
-                                                  bool dynamic) {
+                                                  bool dynamic,
+                                                  const std::vector<std::string>& extra = {}) {
   std::string list;
   for (const auto& n : names) list += (list.empty() ? "" : ",") + n;
   const std::string dir = make_temp_dir("pipeplan-exec-worker");
   exec::LaunchOptions lo;
   lo.nproc = p;
   lo.grace = std::chrono::milliseconds(40000);
-  exec::LaunchResult r =
-      exec::launch_local({kWorker, "--schedules", list, "--steps", "3", "--out", dir, "--timeout",
-                          "30", "--dynamic", dynamic ? "1" : "0"},
-                         lo);
+  std::vector<std::string> args{
+      kWorker,     "--schedules", list,        "--steps",          "3", "--out", dir,
+      "--timeout", "30",          "--dynamic", dynamic ? "1" : "0"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  exec::LaunchResult r = exec::launch_local(args, lo);
   std::vector<std::vector<std::string>> lines(p);
   std::string all;
   for (int k = 0; k < p; ++k) {
@@ -431,16 +433,61 @@ TEST_CASE("exec: plans with BATCH_P2P groups train like the unpipelined referenc
   }
 }
 
-TEST_CASE("exec: train refuses a plan with memory actions until the executor runs them",
+TEST_CASE("exec: memory actions over Gloo train exactly like the plan without, dropout on",
+          "[exec][memory]") {
+  const std::vector<std::string> names = {"1f1b", "interleaved-1f1b", "zbv"};
+  for (const std::string mode : {"recompute", "offload", "both"}) {
+    auto lines = run_workers(2, names, false, {"--memory", mode});
+    for (const auto& rank_lines : lines) {
+      REQUIRE(rank_lines.size() == names.size());
+      for (std::size_t i = 0; i < names.size(); ++i) {
+        INFO(rank_lines[i]);
+        CHECK(rank_lines[i].rfind("ok " + names[i] + " memory=" + mode + " ", 0) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("exec: train runs a plan with memory actions like the plan without",
           "[exec][cli][memory]") {
   const std::string dir = make_temp_dir("pipeplan-exec-memory");
   const std::string file = dir + "/recompute.csv";
   {
     std::ofstream out(file);
-    out << "0F0,0F1,0RECOMPUTE0,0B0,0B1\n1F0,1B0,1F1,1B1\n";
+    out << "0F0,0F1,0OFFLOAD1,0RECOMPUTE0,0B0,0RELOAD1,0B1\n1F0,1B0,1F1,1RECOMPUTE1,1B1\n";
   }
-  Ran piped = run({kCli, "train", "--plan", file, "--steps", "1", "--timeout", "30"});
-  CHECK(piped.exit_code == 2);
-  CHECK(piped.err.find("memory actions (OFFLOAD, RELOAD or RECOMPUTE), which the executor does "
-                       "not run yet") != std::string::npos);
+  Ran ref = run({kCli, "train", "--reference", "--plan", file, "--steps", "3"});
+  Ran piped = run({kCli, "train", "--plan", file, "--steps", "3", "--timeout", "30"});
+  INFO(ref.err << piped.err);
+  REQUIRE(ref.exit_code == 0);
+  REQUIRE(piped.exit_code == 0);
+  std::vector<double> want = losses_of(ref.out), got = losses_of(piped.out);
+  REQUIRE(got.size() == 3);
+  REQUIRE(want.size() == 3);
+  for (int k = 0; k < 3; ++k) CHECK(std::abs(got[k] - want[k]) <= 1e-5 * std::abs(want[k]));
+}
+
+TEST_CASE("exec: train --recompute and --offload train like --reference", "[exec][cli][memory]") {
+  for (const std::vector<std::string>& policy :
+       {std::vector<std::string>{"-s", "1f1b", "--recompute", "all"},
+        std::vector<std::string>{"-s", "zbv", "--offload", "all", "--offload-lead", "2"},
+        std::vector<std::string>{"-s", "interleaved-1f1b", "-v", "2", "--recompute", "1",
+                                 "--offload", "0,3"}}) {
+    std::vector<std::string> base{kCli, "train", "-p", "2", "-m", "4", "--steps", "2"};
+    base.insert(base.end(), policy.begin(), policy.end());
+    std::vector<std::string> ref = base;
+    ref.push_back("--reference");
+    base.insert(base.end(), {"--timeout", "30"});
+    Ran want_run = run(ref), got_run = run(base);
+    INFO(policy[1] << " " << policy[2] << "\n" << want_run.err << got_run.err);
+    REQUIRE(want_run.exit_code == 0);
+    REQUIRE(got_run.exit_code == 0);
+    std::vector<double> want = losses_of(want_run.out), got = losses_of(got_run.out);
+    REQUIRE(got.size() == 2);
+    REQUIRE(want.size() == 2);
+    for (int k = 0; k < 2; ++k) CHECK(std::abs(got[k] - want[k]) <= 1e-5 * std::abs(want[k]));
+  }
+  Ran bad = run({kCli, "train", "-s", "1f1b", "-p", "2", "-m", "4", "--recompute", "7"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("stage 7") != std::string::npos);
 }

@@ -8,12 +8,14 @@
 // the gradients, and the reference trains on the global batch.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <torch/torch.h>
 
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
+#include "memory_util.h"
 #include "pipeplan/error.h"
 #include "pipeplan/exec/comm.h"
 #include "pipeplan/exec/data_parallel.h"
@@ -38,6 +40,7 @@ struct Args {
   bool tied = false;       // the last stage's weight tied to stage 0's (outputs = width)
   int dp = 1;              // data-parallel replicas of the pipeline
   bool bad_batch = false;  // rank 1 passes a batch of 3 rows per microbatch, rank 0 of 2
+  std::string memory;      // recompute|offload|both: compare with the plan without, dropout on
   bool expect_error() const { return bad_spec || throw_at >= 0 || bad_batch; }
 };
 
@@ -64,6 +67,8 @@ Args parse(int argc, char** argv) {
       a.bad_batch = v == "1";
     } else if (k == "--dp") {
       a.dp = std::stoi(v);
+    } else if (k == "--memory") {
+      a.memory = v;
     } else if (k == "--throw-at") {
       a.throw_at = std::stoi(v);
     } else if (k == "--batch-p2p") {
@@ -212,6 +217,72 @@ std::string run_one(const std::string& name, int index, const Args& a, const Par
   return line.str();
 }
 
+// One pipelined run of the demo in float64 with dropout on every stage's
+// first output: the step losses (last stage) and the local gradients.
+struct MemoryRun {
+  std::vector<double> losses;
+  std::vector<at::Tensor> grads;
+};
+
+MemoryRun run_dropout_demo(const Plan& plan, const Args& a, const DistEnv& env,
+                           const std::shared_ptr<Communicator>& comm) {
+  DemoConfig c;
+  c.num_stages = plan.meta.num_stages();
+  c.seed = 77;
+  c.dtype = at::kDouble;
+  ExecOptions opts;
+  opts.timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
+  opts.input_stages = demo_input_stages(c);
+  Executor ex(plan, env.rank, env.world_size, opts);
+  auto params = demo_parameters(c);
+  std::vector<at::Tensor> local;
+  for (int s : ex.local_stages()) {
+    StageModule st = demo_stage(c, s, params[s]);
+    st.forward = [inner = st.forward](const Values& in) {
+      Values out = inner(in);
+      out[0] = torch::dropout(std::get<at::Tensor>(out[0]), 0.25, /*train=*/true);
+      return out;
+    };
+    ex.set_stage(s, st);
+    for (auto& t : params[s]) local.push_back(t);
+  }
+  ex.set_loss(demo_loss(c));
+  ex.connect(comm);
+  MemoryRun r;
+  for (int k = 1; k <= a.steps; ++k) {
+    torch::manual_seed(1000 * env.rank + k);
+    DemoBatch b = demo_batch(c, 2 * plan.meta.num_microbatches, k);
+    if (std::optional<double> loss = ex.step(b.inputs, b.targets)) r.losses.push_back(*loss);
+    for (const at::Tensor& t : local) r.grads.push_back(t.grad().clone());
+    sgd_step(local, 0.1);
+  }
+  ex.shutdown();
+  return r;
+}
+
+// The plan with memory actions on every (stage, microbatch) against the
+// same plan without: equal losses and gradients (float64, 1e-10).
+std::string run_memory(const std::string& name, const Args& a, const DistEnv& env,
+                       const std::shared_ptr<Communicator>& comm) {
+  std::string why;
+  std::optional<Problem> pr = pick_problem(name, env.world_size, why);
+  if (!pr) return "skip " + name + ": " + why;
+  const Plan base = pipeplan::plan(*pr);
+  const MemoryRun want = run_dropout_demo(base, a, env, comm);
+  const MemoryRun got = run_dropout_demo(test::with_memory_actions(base, a.memory), a, env, comm);
+  double diff = 0;
+  if (got.losses.size() != want.losses.size() || got.grads.size() != want.grads.size())
+    return "FAIL " + name + ": runs of different lengths";
+  for (std::size_t k = 0; k < got.losses.size(); ++k)
+    diff = std::max(diff, std::abs(got.losses[k] - want.losses[k]));
+  for (std::size_t i = 0; i < got.grads.size(); ++i)
+    diff = std::max(diff, (got.grads[i] - want.grads[i]).abs().max().item<double>());
+  std::ostringstream line;
+  line << (diff <= 1e-10 ? "ok " : "FAIL ") << name << " memory=" << a.memory
+       << " rank=" << env.rank << " grads=" << got.grads.size() << " max_diff=" << diff;
+  return line.str();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -243,7 +314,9 @@ int main(int argc, char** argv) {
     }
     bool ok = true;
     for (std::size_t i = 0; i < a.schedules.size(); ++i) {
-      std::string line = run_one(a.schedules[i], static_cast<int>(i), a, groups);
+      std::string line = a.memory.empty()
+                             ? run_one(a.schedules[i], static_cast<int>(i), a, groups)
+                             : run_memory(a.schedules[i], a, env, comm);
       ok = ok && line.rfind("FAIL", 0) != 0;
       out << line << "\n" << std::flush;
       if (a.expect_error()) std::_Exit(0);  // the peers are mid-step

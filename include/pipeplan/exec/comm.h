@@ -51,6 +51,9 @@ class PendingOp {
   virtual ~PendingOp() = default;
   /// Blocks until done; throws CommError (with `what`) on failure or timeout.
   virtual void wait(std::chrono::milliseconds timeout, const std::string& what) = 0;
+  /// Without blocking: true once the operation is known to have completed
+  /// (wait() then returns at once); false when not, or not known yet.
+  virtual bool done() { return false; }
 };
 
 /// A connected process group. All methods are called from one thread.

@@ -202,6 +202,16 @@ struct ExecOptions {
   GradientCheck gradient_check = GradientCheck::EveryStep;
   /// Shared parameters (see Tie). Give the same on all ranks.
   std::vector<Tie> ties;
+  /// Release a forward output's data once it was delivered (its SEND_F
+  /// posted, or handed to the next stage on this rank): the backward starts
+  /// from the output's graph node, not its values, so only the graph stays
+  /// (what PaddlePaddle's pipeline driver does). The message keeps the data
+  /// until the send completed. Views and pass-through inputs are kept.
+  bool free_sent_outputs = true;
+  /// Forward-only steps: the last stage's outputs (StepResult::outputs) are
+  /// moved to host memory as each microbatch produces them, so the device
+  /// does not hold the whole batch's outputs.
+  bool outputs_on_host = false;
 };
 
 /// What a step produced on this rank.

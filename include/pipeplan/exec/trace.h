@@ -69,6 +69,13 @@ struct TracerOptions {
   std::function<void(const std::string&)> warn;
   /// Compute times from the device (cuda_device_clock()); null: the host's.
   std::shared_ptr<DeviceClock> device_clock;
+  /// With `record`: record the bytes the rank holds on its compute device over each step
+  /// (TraceRecord::held and peak), from LibTorch's allocator reports for
+  /// the step thread (and the autograd threads it starts), counted from the
+  /// step's start: what the step allocated and has not freed yet. The device
+  /// is the wrapped group's (CPU with Gloo). While a step runs this takes the
+  /// slot torch's profiler reports memory through, passing every report on.
+  bool measure_memory = true;
 };
 
 class Tracer : public Observer {
