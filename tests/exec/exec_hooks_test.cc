@@ -6,6 +6,8 @@
 #undef CHECK
 #include <catch2/catch.hpp>
 
+#include "solo_group.h"
+
 #include "pipeplan/error.h"
 #include "pipeplan/exec/comm.h"
 #include "pipeplan/exec/demo.h"
@@ -19,15 +21,7 @@ namespace {
 using namespace pipeplan;
 using namespace pipeplan::exec;
 
-std::shared_ptr<Communicator> solo_group() {
-  static std::shared_ptr<Communicator> comm = [] {
-    at::set_num_threads(1);
-    DistEnv env;
-    env.master_port = free_loopback_port();
-    return Communicator::connect(env, Backend::Gloo, std::chrono::seconds(30));
-  }();
-  return comm;
-}
+using pipeplan::test::solo_group;
 
 struct Recorder : Observer {
   int set_up_calls = 0;

@@ -8,6 +8,8 @@
 #undef CHECK
 #include <catch2/catch.hpp>
 
+#include "solo_group.h"
+
 #include "memory_util.h"
 #include "pipeplan/error.h"
 #include "pipeplan/exec/comm.h"
@@ -22,15 +24,7 @@ namespace {
 using namespace pipeplan;
 using namespace pipeplan::exec;
 
-std::shared_ptr<Communicator> solo_group() {
-  static std::shared_ptr<Communicator> comm = [] {
-    at::set_num_threads(1);
-    DistEnv env;
-    env.master_port = free_loopback_port();
-    return Communicator::connect(env, Backend::Gloo, std::chrono::seconds(30));
-  }();
-  return comm;
-}
+using pipeplan::test::solo_group;
 
 // 4 blocks of Linear + dropout + GELU + LayerNorm, then a head.
 torch::nn::Sequential make_model(at::ScalarType dtype) {
