@@ -333,6 +333,39 @@ TEST_CASE("search: the drain term of the lower bound", "[search]") {
   CHECK(why.find("drain") != std::string::npos);
 }
 
+TEST_CASE("search: the drain term counts the forwards the budget holds back", "[search]") {
+  // The sail-sg grid's p = 4, m = 8, I = 2 at 1F1B's budget (4 per rank,
+  // activation 0.5 per layer): the drain's rank waits 4 + 3 for its first
+  // backward, and until then holds at most 8 forwards (4 of its 8 x 2 x 0.5
+  // of F); the other 4 of F run after it with its 24 of B: 7 + 4 + 24 = 35
+  // where the budget-blind terms give 33.5. The search's plan is at it.
+  const LayerProfile prof = uniform_stages(4, 2);
+  std::string why;
+  CHECK(makespan_lower_bound(prof, 4, 8, 0.0, &why) == Approx(33.5));
+  CHECK(makespan_lower_bound(prof, 4, 8, 0.0, &why, 4.0) == Approx(35));
+  CHECK(why.find("forwards the memory budget kept") != std::string::npos);
+  CHECK(makespan_lower_bound(prof, 4, 8, 0.25, &why, 4.0) == Approx(36.5));  // + 6 transfers
+  // Twice the budget holds all 16 forwards: back to 33.5.
+  CHECK(makespan_lower_bound(prof, 4, 8, 0.0, nullptr, 8.0) == Approx(33.5));
+  // A recompute as costly as the forward saves nothing: the same bound; one
+  // cheaper than the forward, or offload, lets the forwards go unheld.
+  CHECK(makespan_lower_bound(prof, 4, 8, 0.0, nullptr, 4.0, {true, false}) == Approx(35));
+  CHECK(makespan_lower_bound(prof, 4, 8, 0.0, nullptr, 4.0, {false, true}) == Approx(33.5));
+  LayerProfile cheap = prof;
+  for (Layer& l : cheap.layers) l.recompute = 0.25;
+  CHECK(makespan_lower_bound(cheap, 4, 8, 0.0, nullptr, 4.0, {true, false}) == Approx(33.5));
+  CHECK(makespan_lower_bound(cheap, 4, 8, 0.0, nullptr, 4.0) == Approx(35));
+  SearchOptions o;
+  o.pp_degree = 4;
+  o.num_microbatches = 8;
+  o.memory_limit = 4.0;
+  o.time_limit = 60;
+  const SearchResult r = search(prof, o);
+  CHECK(r.lower_bound == Approx(35));
+  CHECK(r.makespan == Approx(35));
+  CHECK(r.peak_memory <= 4.0 + 1e-9);
+}
+
 TEST_CASE("search: the exact search runs within the time limit", "[search]") {
   // Eight uneven layers, p = 2, m = 4, transfer 0.5: 6.3 million nodes
   // (about half a second); more than the former fixed budget of 4 million.
