@@ -41,6 +41,9 @@ constexpr long long kImproveWork = 8000000;
 // when memory actions are allowed: the phases before it stop earlier, so a
 // loaded machine still decides memory where orders do not fit.
 constexpr double kMemoryShare = 0.3;
+// The share of the time limit the memory decisions leave to the finalists
+// (step 4): they stop at 90% of the limit.
+constexpr double kFinalShare = 0.1;
 // Split orders whose W passes are placed anew (the best of the pool).
 constexpr std::size_t kRefillSeeds = 8;
 // Of those, the best that the local improvement starts from too.
@@ -745,9 +748,9 @@ class Search {
   // offload or recompute so that they fit; the library with full recompute
   // that fits joins them.
   void decide_memory() {
-    clock_.release();
+    clock_.hold_back(kFinalShare);
     const detail::MemoryAllowed memory = allowed();
-    if (!memory.any() || clock_.expired()) return;
+    if (!memory.any() || clock_.expired()) return clock_.release();
     std::vector<detail::MemorySeed> seeds;
     for (std::size_t i = 0; i < library_plans_.size(); ++i) {
       const LibraryRun& run = res_.library[i];
@@ -761,7 +764,8 @@ class Search {
         seeds.push_back({make_meta(o_, c, part), sim_options(part), Plan{},
                          "list scheduler (" + config_text(c) + ")"});
     for (detail::MemoryCandidate& c :
-         detail::memory_candidates(seeds, budget_, memory, expired_, &res_.candidates))
+         detail::memory_candidates(seeds, o_.partition ? nullptr : &profile_, budget_, memory,
+                                   expired_, &res_.candidates))
       pool_.push_back({std::move(c.plan), c.makespan, c.peak, std::move(c.origin), false});
     for (std::size_t i = 0; i < recompute_plans_.size(); ++i) {
       const LibraryRun& run = res_.library_recompute[i];
@@ -771,6 +775,7 @@ class Search {
                          false});
     }
     res_.time_limited = res_.time_limited || clock_.limited();
+    clock_.release();
   }
 
   detail::MemoryAllowed allowed() const {
