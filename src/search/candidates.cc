@@ -1,0 +1,302 @@
+// The search's compute-only candidates (phases.h): list-scheduled orders
+// over mapping, v, partition and scheduler knobs, their partitions refined,
+// W passes placed anew, local improvement and the memory decisions.
+#include "search/phases.h"
+
+#include <algorithm>
+
+#include "ir/numbers.h"
+#include "model/split.h"
+#include "search/improve.h"
+#include "search/wfill.h"
+
+namespace pipeplan::detail {
+namespace {
+
+// Orders the local improvement starts from, and the work it may spend on
+// each (plans timed x actions per plan; a fixed count keeps it deterministic).
+constexpr std::size_t kImproveSeeds = 6;
+// The share of the time limit the memory decisions leave to the finalists
+// (step 4): they stop at 90% of the limit.
+constexpr double kFinalShare = 0.1;
+constexpr long long kImproveWork = 8000000;
+// Split orders whose W passes are placed anew (the best of the pool).
+constexpr std::size_t kRefillSeeds = 8;
+// Of those, the best that the local improvement starts from too.
+constexpr std::size_t kImproveRefilled = 2;
+
+std::string knob_text(const GreedyKnobs& k) {
+  std::string s = k.split ? "I/W split" : "B whole";
+  s += k.forward_first ? ", forward-first" : ", backward-first";
+  if (k.reserve) s += ", reserving a microbatch's memory";
+  if (k.memory_scale < 1)
+    s += ", forwards within " + detail::format_number(k.memory_scale * 100, 0) + "% of the budget";
+  return s;
+}
+
+PlanMeta make_meta(const SearchOptions& o, const Config& c, const Partition& partition) {
+  PlanMeta meta;
+  meta.schedule = "search";
+  meta.pp_degree = o.pp_degree;
+  meta.num_microbatches = o.num_microbatches;
+  meta.stages_per_rank = c.v;
+  meta.mapping = c.mapping;
+  meta.partition = partition;
+  return meta;
+}
+
+}  // namespace
+
+std::string config_text(const Config& c) {
+  return std::string(to_string(c.mapping)) + " mapping, v=" + std::to_string(c.v);
+}
+
+std::vector<GreedyKnobs> all_knobs() {
+  std::vector<GreedyKnobs> out;
+  for (bool split : {true, false})
+    for (bool reserve : {false, true})
+      for (bool fwd : {false, true})
+        for (double scale : {1.0, 0.8}) out.push_back(GreedyKnobs{split, fwd, reserve, scale});
+  return out;
+}
+
+std::optional<GreedyOutcome> Search::try_one(const Config& c, const Partition& part,
+                                             const GreedyKnobs& k, double limit) {
+  const double estimate = kActionsPerCell * o_.pp_degree * c.v * o_.num_microbatches;
+  if (!clock_.affords(estimate)) return std::nullopt;  // would end past the limit
+  const double began = clock_.elapsed();
+  const PlanMeta meta = make_meta(o_, c, part);
+  const detail::StageTable table =
+      detail::stage_table(stage_costs(profile_, part, comm_), meta.num_stages());
+  ++res_.candidates;
+  auto outcome = detail::list_schedule(meta, table, limit, k);
+  clock_.observe(estimate, clock_.elapsed() - began);
+  return outcome;
+}
+
+// 2. List-scheduled candidates: every (mapping, v), a few partitions, every knob.
+std::vector<Config> Search::configs() const {
+  std::vector<Config> configs;
+  if (fixed_v_ > 0) configs.push_back({StageMapping::Loop, fixed_v_});
+  for (int v = 1; v <= o_.max_stages_per_rank && fixed_v_ == 0; ++v)
+    if (v_fits(v)) configs.push_back({StageMapping::Loop, v});
+  const int max_v = o_.max_v_stages_per_rank > 0
+                        ? std::min(o_.max_v_stages_per_rank, o_.max_stages_per_rank)
+                        : o_.max_stages_per_rank;
+  for (int v = 2; v <= max_v && fixed_v_ == 0; ++v)
+    if (v_fits(v)) configs.push_back({StageMapping::V, v});
+  return configs;
+}
+
+void Search::list_schedule() {
+  for (const Config& c : configs()) {
+    if (clock_.expired()) break;
+    for (const Partition& part : partitions_for(c)) list_schedule_one(c, part);
+  }
+  for (const LibraryRun& run : res_.library)
+    smallest_peak_ = std::min(smallest_peak_, run.peak_memory);
+  for (const LibraryRun& run : res_.library_recompute)
+    smallest_peak_ = std::min(smallest_peak_, run.peak_memory);
+}
+
+std::vector<Partition> Search::partitions_for(const Config& c) const {
+  const int S = o_.pp_degree * c.v;
+  std::vector<Partition> parts;
+  if (o_.partition) {
+    parts = {*o_.partition};
+  } else {
+    parts = {detail::split_min_max(profile_, S, detail::SplitBy::Work, expired_),
+             detail::split_min_max(profile_, S, detail::SplitBy::Memory, expired_)};
+    if (c.v > 1)
+      parts.push_back(detail::split_rank_balanced(profile_, make_meta(o_, c, {}), expired_));
+  }
+  std::sort(parts.begin(), parts.end());
+  parts.erase(std::unique(parts.begin(), parts.end()), parts.end());
+  return parts;
+}
+
+void Search::list_schedule_one(const Config& c, const Partition& part) {
+  // The least memory this split can run in: one microbatch alive per rank.
+  const double floor = detail::rank_footprint(profile_, make_meta(o_, c, part));
+  if (auto g = try_one(c, part, GreedyKnobs{false, false, true, 1.0}, floor)) {
+    smallest_peak_ = std::min(smallest_peak_, g->peak);
+    if (g->peak <= budget_ + kEps)
+      pool_.push_back({g->plan, g->makespan, g->peak,
+                       "list scheduler (" + config_text(c) + ", one microbatch in flight)"});
+  }
+  if (floor > budget_ + kEps) return;
+  for (const GreedyKnobs& k : knobs_) {
+    auto g = try_one(c, part, k, budget_);
+    if (!g || g->peak > budget_ + kEps) continue;
+    smallest_peak_ = std::min(smallest_peak_, g->peak);
+    seeds_.push_back({c, part, g->makespan});
+    pool_.push_back({std::move(g->plan), g->makespan, g->peak,
+                     "list scheduler (" + config_text(c) + ", " + knob_text(k) + ")"});
+  }
+}
+
+// 3. Move partition boundaries of the best seeds while it helps.
+void Search::refine_partitions() {
+  std::stable_sort(seeds_.begin(), seeds_.end(),
+                   [](const Seed& a, const Seed& b) { return a.makespan < b.makespan; });
+  std::vector<std::pair<int, Partition>> refined;  // (config index, partition) already climbed
+  for (std::size_t si = 0;
+       si < seeds_.size() && refined.size() < 3 && !clock_.expired() && !o_.partition; ++si) {
+    const Seed& seed = seeds_[si];
+    const int key = seed.config.v * 2 + (seed.config.mapping == StageMapping::V);
+    bool seen = false;
+    for (const auto& [cv, part] : refined)
+      if (cv == key && part == seed.partition) seen = true;
+    if (seen) continue;
+    refined.push_back({key, seed.partition});
+    climb(seed);
+  }
+}
+
+void Search::climb(const Seed& seed) {
+  Partition part = seed.partition;
+  double best = seed.makespan;
+  for (int round = 0; round < 64 && !clock_.expired(); ++round) {
+    bool improved = false;
+    for (std::size_t b = 0; b + 1 < part.size() && !improved && !clock_.expired(); ++b)
+      for (int dir : {-1, 1}) {
+        Partition next = part;
+        next[b] += dir;
+        next[b + 1] -= dir;
+        if (next[b] < 1 || next[b + 1] < 1) continue;
+        for (const GreedyKnobs& k : knobs_) {
+          auto g = try_one(seed.config, next, k, budget_);
+          if (!g || g->peak > budget_ + kEps) continue;
+          if (g->makespan < best - kEps) {
+            best = g->makespan;
+            part = next;
+            improved = true;
+            pool_.push_back({std::move(g->plan), g->makespan, g->peak,
+                             "list scheduler (" + config_text(seed.config) + ", " + knob_text(k) +
+                                 ", partition refined)"});
+          }
+        }
+        if (improved) break;
+      }
+    if (!improved) break;
+  }
+}
+
+// 3a. The W passes of the best split orders placed anew (wfill.h): where
+// they fill a wait without delaying the work behind it, or free memory.
+void Search::refill_weights() {
+  sort_pool();
+  std::vector<Candidate> refilled;
+  std::size_t tried = 0;
+  for (const Candidate& c : pool_) {
+    if (tried >= kRefillSeeds) break;
+    std::size_t actions = 0;
+    for (const auto& list : c.compute.ranks) actions += list.size();
+    if (!clock_.affords(static_cast<double>(actions))) break;
+    bool split = false;
+    for (const auto& list : c.compute.ranks)
+      for (const Action& a : list) split = split || a.type == ActionType::I;
+    if (!split) continue;
+    ++tried;
+    const detail::StageTable table = table_of(c.compute);
+    for (double slack : {0.0, table.transfer}) {
+      auto g = detail::refill_weights(c.compute, table, budget_, slack);
+      ++res_.candidates;
+      if (g && g->peak <= budget_ + kEps && g->makespan < c.makespan - kEps)
+        refilled.push_back(
+            {std::move(g->plan), g->makespan, g->peak, c.origin + ", W passes placed anew", true});
+      if (table.transfer <= 0) break;
+    }
+  }
+  for (Candidate& c : refilled) pool_.push_back(std::move(c));
+}
+
+// 3b. Local improvement of the best orders: pull ready work (a forward, a
+// backward, a deferred W) into idle time or ahead of a W while the budget
+// holds. The fastest library order that fits is always among the starts.
+void Search::improve_locally() {
+  sort_pool();
+  std::vector<const Candidate*> starts;
+  const std::string best_origin =
+      res_.best_library
+          ? library_origin(res_.best_library->schedule, res_.best_library->stages_per_rank)
+          : std::string();
+  for (const Candidate& c : pool_)
+    if (c.origin == best_origin) starts.push_back(&c);
+  // The best orders as built, then the best whose W were placed anew (a
+  // re-placed order is close to its source: it gets seeds of its own).
+  for (bool refilled : {false, true}) {
+    const std::size_t limit = refilled ? starts.size() + kImproveRefilled : kImproveSeeds;
+    for (const Candidate& c : pool_) {
+      if (starts.size() >= limit) break;
+      if (c.refilled != refilled) continue;
+      bool dup = false;
+      for (const Candidate* s : starts) dup = dup || s->compute == c.compute;
+      if (!dup) starts.push_back(&c);
+    }
+  }
+  const auto expired = [this] { return clock_.expired(); };
+  std::vector<Candidate> improved;
+  for (const Candidate* c : starts) {
+    if (clock_.expired()) break;
+    std::size_t actions = 1;
+    for (const auto& list : c->compute.ranks) actions += list.size();
+    const long long evals =
+        std::max<long long>(100, kImproveWork / static_cast<long long>(actions));
+    auto imp = detail::improve_orders(c->compute, table_of(c->compute), budget_, evals, expired,
+                                      &res_.candidates);
+    if (imp)
+      improved.push_back({std::move(imp->plan), imp->makespan, imp->peak,
+                          c->origin + ", orders improved locally"});
+  }
+  for (Candidate& c : improved) pool_.push_back(std::move(c));
+  res_.time_limited = res_.time_limited || clock_.limited();
+}
+
+// 3c. Memory decisions (search/memory.h): orders built for more memory than
+// the budget (and every library order) get per (stage, microbatch) keep,
+// offload or recompute so that they fit; the library with full recompute
+// that fits joins them.
+void Search::decide_memory() {
+  clock_.hold_back(kFinalShare);
+  const detail::MemoryAllowed memory = allowed();
+  if (!memory.any() || clock_.expired()) return clock_.release();
+  std::vector<detail::MemorySeed> seeds;
+  for (std::size_t i = 0; i < library_plans_.size(); ++i) {
+    const LibraryRun& run = res_.library[i];
+    if (run.fits) continue;
+    seeds.push_back({library_plans_[i].meta, sim_options(run.partition),
+                     compute_projection(library_plans_[i]),
+                     library_origin(run.schedule, run.stages_per_rank)});
+  }
+  for (const Config& c : configs())
+    for (const Partition& part : partitions_for(c))
+      seeds.push_back({make_meta(o_, c, part), sim_options(part), Plan{},
+                       "list scheduler (" + config_text(c) + ")"});
+  for (detail::MemoryCandidate& c :
+       detail::memory_candidates(seeds, o_.partition ? nullptr : &profile_, budget_, memory,
+                                 expired_, &res_.candidates))
+    pool_.push_back({std::move(c.plan), c.makespan, c.peak, std::move(c.origin), false});
+  for (std::size_t i = 0; i < recompute_plans_.size(); ++i) {
+    const LibraryRun& run = res_.library_recompute[i];
+    if (run.fits)
+      pool_.push_back({compute_projection(recompute_plans_[i]), run.makespan, run.peak_memory,
+                       library_origin(run.schedule, run.stages_per_rank) + ", full recompute",
+                       false});
+  }
+  res_.time_limited = res_.time_limited || clock_.limited();
+  clock_.release();
+}
+
+// Nothing fits, memory actions included: say what would.
+void Search::require_candidates() {
+  if (pool_.empty()) {
+    const std::string smallest = detail::format_number(smallest_peak_, 4);
+    throw BudgetError("no plan fits the memory budget " + detail::format_number(budget_, 4) +
+                          " per rank; the smallest budget that works is " + smallest +
+                          " (--memory-limit " + smallest + ")",
+                      smallest_peak_);
+  }
+}
+
+}  // namespace pipeplan::detail

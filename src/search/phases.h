@@ -1,0 +1,166 @@
+// Internal to src/search: one search() as its phases and the state they
+// share (the pool of compute-only candidates, the library's runs and plans,
+// the memory budget, the clock). search.cc runs the phases in order; they
+// live in baselines.cc (the option checks, the library baselines, the
+// budget), candidates.cc (list-scheduled candidates, partitions refined, W
+// placed anew, local improvement, memory decisions) and finalists.cc
+// (lowering, verification, the exact search, the winner's figures).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipeplan/memory_policy.h"
+#include "pipeplan/planner.h"
+#include "pipeplan/search.h"
+#include "search/greedy.h"
+#include "search/memory.h"
+
+namespace pipeplan::detail {
+
+constexpr double kEps = 1e-9;
+
+// Actions of a lowered plan per (stage, microbatch), at most: F, B (or I
+// and W) and four SEND/RECV.
+constexpr double kActionsPerCell = 7;
+// What one candidate costs per action before any is measured: about a
+// fifth of the 2-core development machine's (plan, lower, simulate, verify),
+// so only work no machine finishes in time is refused up front.
+constexpr double kFastSecondsPerAction = 1e-7;
+
+// The time limit, and what work of n actions is expected to take (the rate
+// of the largest candidate measured so far): a candidate that would end past
+// the limit is not started, so the limit holds within the work the search
+// must do to answer at all.
+class Clock {
+ public:
+  explicit Clock(double limit)
+      : limit_(limit), phase_limit_(limit), start_(std::chrono::steady_clock::now()) {}
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  bool expired() const { return elapsed() > phase_limit_; }
+  /// Keeps the last `share` of the limit for a later phase: until release(),
+  /// expired() and affords() answer for the rest.
+  void hold_back(double share) { phase_limit_ = limit_ * (1.0 - share); }
+  void release() { phase_limit_ = limit_; }
+  /// Whether work on `actions` actions should end within the limit (false
+  /// marks the search time-limited).
+  bool affords(double actions) {
+    const bool fits = elapsed() + actions * rate_ <= phase_limit_;
+    limited_ = limited_ || !fits;
+    return fits;
+  }
+  /// The limit passed, or work was left out to keep it.
+  bool limited() const { return limited_ || expired(); }
+  /// `actions` actions of candidate work took `seconds`.
+  void observe(double actions, double seconds) {
+    if (actions < largest_) return;
+    largest_ = actions;
+    rate_ = std::max(kFastSecondsPerAction, seconds / std::max(1.0, actions));
+  }
+
+ private:
+  double limit_, phase_limit_;
+  std::chrono::steady_clock::time_point start_;
+  double rate_ = kFastSecondsPerAction;
+  double largest_ = 0;
+  bool limited_ = false;
+};
+
+struct Config {
+  StageMapping mapping;
+  int v;
+};
+
+// A compute-only plan the list scheduler built, or a library order.
+struct Candidate {
+  Plan compute;
+  double makespan = 0.0;  // compute-only model
+  double peak = 0.0;
+  std::string origin;
+  bool refilled = false;  // its W placed anew (step 3a)
+};
+
+// search()'s refusals, before any work (baselines.cc). Returns the v of a
+// given partition (0: none given).
+int check_options(const LayerProfile& profile, const SearchOptions& o);
+std::string library_origin(const std::string& schedule, int v);  // baselines.cc
+std::string config_text(const Config& c);                        // candidates.cc
+std::vector<GreedyKnobs> all_knobs();                            // candidates.cc
+
+// One search, its phases in run() order. They share the pool of compute-only
+// candidates, the library's runs and plans, and the memory budget.
+class Search {
+ public:
+  Search(const LayerProfile& profile, const SearchOptions& o, int fixed_v);
+  SearchResult run();
+
+ private:
+  struct Seed {
+    Config config;
+    Partition partition;
+    double makespan;
+  };
+
+  // search.cc: what the phases share.
+  bool v_fits(int v) const;
+  SimOptions sim_options(const Partition& partition) const;
+  detail::StageTable table_of(const Plan& compute) const;
+  void sort_pool();
+  void offer(Plan plan, double makespan, std::string origin);
+  detail::MemoryAllowed allowed() const;
+  static MemoryPolicy full_recompute();
+  bool within_budget(const SimResult& r) const;
+
+  // baselines.cc: 1. the library, the budget.
+  void run_library();
+  void run_library_one(const ScheduleInfo& info, int v, const MemoryPolicy& memory,
+                       std::vector<LibraryRun>& runs, std::vector<Plan>& plans);
+  void choose_budget();
+  void add_library_orders();
+
+  // candidates.cc: 2.-3c. compute-only candidates.
+  std::optional<GreedyOutcome> try_one(const Config& c, const Partition& part, const GreedyKnobs& k,
+                                       double limit);
+  std::vector<Config> configs() const;
+  void list_schedule();
+  std::vector<Partition> partitions_for(const Config& c) const;
+  void list_schedule_one(const Config& c, const Partition& part);
+  void refine_partitions();
+  void climb(const Seed& seed);
+  void refill_weights();
+  void improve_locally();
+  void decide_memory();
+  void require_candidates();
+
+  // finalists.cc: 4.-7. lowered, verified, the exact search, the figures.
+  void lower_finalists();
+  void keep_best_library();
+  void refine_library_partitions();
+  void solve_exactly();
+  void finish();
+
+  const LayerProfile& profile_;
+  const SearchOptions& o_;
+  const int fixed_v_;
+  Clock clock_;
+  const std::function<bool()> expired_ = [this] { return clock_.expired(); };
+  CostModel comm_;
+  const std::vector<GreedyKnobs> knobs_ = all_knobs();
+  SearchResult res_;
+  std::vector<Plan> library_plans_;    // with res_.library, index for index
+  std::vector<Plan> recompute_plans_;  // with res_.library_recompute
+  std::vector<Candidate> pool_;
+  std::vector<Seed> seeds_;
+  double budget_ = std::numeric_limits<double>::infinity();
+  double smallest_peak_ = std::numeric_limits<double>::infinity();
+  bool found_ = false;
+};
+
+}  // namespace pipeplan::detail
