@@ -16,14 +16,14 @@ namespace {
 // Orders the local improvement starts from, and the work it may spend on
 // each (plans timed x actions per plan; a fixed count keeps it deterministic).
 constexpr std::size_t kImproveSeeds = 6;
-// The share of the time limit the memory decisions leave to the finalists
-// (step 4): they stop at 90% of the limit.
-constexpr double kFinalShare = 0.1;
 constexpr long long kImproveWork = 8000000;
 // Split orders whose W passes are placed anew (the best of the pool).
 constexpr std::size_t kRefillSeeds = 8;
 // Of those, the best that the local improvement starts from too.
 constexpr std::size_t kImproveRefilled = 2;
+// The share of the time limit the memory decisions leave to the finalists
+// (step 4): they stop at 90% of the limit.
+constexpr double kFinalShare = 0.1;
 
 std::string knob_text(const GreedyKnobs& k) {
   std::string s = k.split ? "I/W split" : "B whole";
