@@ -273,9 +273,8 @@ void Search::decide_memory() {
     for (const Partition& part : partitions_for(c))
       seeds.push_back({make_meta(o_, c, part), sim_options(part), Plan{},
                        "list scheduler (" + config_text(c) + ")"});
-  for (detail::MemoryCandidate& c :
-       detail::memory_candidates(seeds, o_.partition ? nullptr : &profile_, budget_, memory,
-                                 expired_, &res_.candidates))
+  for (detail::MemoryCandidate& c : detail::memory_candidates(
+           seeds, o_.partition ? nullptr : &profile_, budget_, memory, expired_, &res_.candidates))
     pool_.push_back({std::move(c.plan), c.makespan, c.peak, std::move(c.origin), false});
   for (std::size_t i = 0; i < recompute_plans_.size(); ++i) {
     const LibraryRun& run = res_.library_recompute[i];

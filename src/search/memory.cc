@@ -79,7 +79,8 @@ class Rank {
         it.pulled_end = end_[i] + (it.split ? t.w[s] : 0.0);
         // A RECOMPUTE right before the backward first fills the rank's wait for it.
         const double idle = start[i] - (i > 0 ? end_[i - 1] : 0.0);
-        it.recompute_cost = std::max(0.0, costs.duration(make(ActionType::Recompute, a.stage, 0)) - idle);
+        it.recompute_cost =
+            std::max(0.0, costs.duration(make(ActionType::Recompute, a.stage, 0)) - idle);
       }
       it.free_end = end_[i];  // B, or the W after an I
     }

@@ -92,7 +92,10 @@ class Phase {
  public:
   Phase(const LayerProfile* profile, double budget, MemoryAllowed allowed,
         const std::function<bool()>& expired, int* evaluations)
-      : profile_(profile), budget_(budget), allowed_(allowed), expired_(expired),
+      : profile_(profile),
+        budget_(budget),
+        allowed_(allowed),
+        expired_(expired),
         evaluations_(evaluations) {}
 
   std::vector<MemoryCandidate> run(const std::vector<MemorySeed>& seeds) {
@@ -161,10 +164,11 @@ class Phase {
             std::optional<GreedyOutcome> g = list_schedule(seed.meta, table, limit, knobs);
             if (!g || g->peak <= budget_ + kEps) continue;  // fits already: the search has it
             fit_first({std::move(g->plan), limit, seed.options, kFitStyles[0],
-                 seed.origin + (split ? ", I/W split" : ", B whole") +
-                     (forward_first ? ", forward-first" : ", backward-first") + ", ordered for " +
-                     (scale > 0 ? format_number(scale, 2) + "x the budget"
-                                : std::string("no budget"))});
+                       seed.origin + (split ? ", I/W split" : ", B whole") +
+                           (forward_first ? ", forward-first" : ", backward-first") +
+                           ", ordered for " +
+                           (scale > 0 ? format_number(scale, 2) + "x the budget"
+                                      : std::string("no budget"))});
           }
     }
     return true;
@@ -281,8 +285,8 @@ class Phase {
       const MemoryCandidate& c = out_[order[k]];
       const auto evals =
           std::max<long long>(100, kPolishWork / static_cast<long long>(actions_of(c.plan)));
-      Polished p = polish_memory(c.plan, sources_[order[k]].options, budget_, evals,
-                                 expired_, evaluations_);
+      Polished p =
+          polish_memory(c.plan, sources_[order[k]].options, budget_, evals, expired_, evaluations_);
       if (p.moves == 0 || p.makespan >= c.makespan - kEps) continue;
       MemoryCandidate better{std::move(p.plan), p.makespan, p.peak, c.origin + ", polished",
                              c.finish};

@@ -29,8 +29,12 @@ class Polisher {
  public:
   Polisher(const Plan& plan, const SimOptions& options, double budget, long long max_evaluations,
            const std::function<bool()>& expired, int* evaluations)
-      : plan_(plan), options_(options), budget_(budget), left_(max_evaluations),
-        expired_(expired), evaluations_(evaluations) {
+      : plan_(plan),
+        options_(options),
+        budget_(budget),
+        left_(max_evaluations),
+        expired_(expired),
+        evaluations_(evaluations) {
     cur_ = score();
   }
 
