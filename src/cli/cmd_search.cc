@@ -86,7 +86,7 @@ std::function<int()> setup_search(CLI::App& app) {
       ->check(CLI::IsMember({"rendezvous", "eager", "serial"}));
   app.add_option("--time-limit", args->options.time_limit,
                  "Search time bound in seconds (default 3; with memory actions allowed, the last "
-                 "30% is kept for deciding them)")
+                 "30% is kept for deciding them and the last 10% for the finalists)")
       ->check(number_in(0, limits::kMaxTimeLimit, /*above_min=*/true));
   app.add_option("--max-v", args->options.max_stages_per_rank,
                  "Largest number of stages per rank tried")

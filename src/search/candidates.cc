@@ -21,6 +21,9 @@ constexpr long long kImproveWork = 8000000;
 constexpr std::size_t kRefillSeeds = 8;
 // Of those, the best that the local improvement starts from too.
 constexpr std::size_t kImproveRefilled = 2;
+// The share of the time limit the memory decisions leave to the finalists
+// (step 4): they stop at 90% of the limit.
+constexpr double kFinalShare = 0.1;
 
 std::string knob_text(const GreedyKnobs& k) {
   std::string s = k.split ? "I/W split" : "B whole";
@@ -255,9 +258,9 @@ void Search::improve_locally() {
 // offload or recompute so that they fit; the library with full recompute
 // that fits joins them.
 void Search::decide_memory() {
-  clock_.release();
+  clock_.hold_back(kFinalShare);
   const detail::MemoryAllowed memory = allowed();
-  if (!memory.any() || clock_.expired()) return;
+  if (!memory.any() || clock_.expired()) return clock_.release();
   std::vector<detail::MemorySeed> seeds;
   for (std::size_t i = 0; i < library_plans_.size(); ++i) {
     const LibraryRun& run = res_.library[i];
@@ -270,8 +273,8 @@ void Search::decide_memory() {
     for (const Partition& part : partitions_for(c))
       seeds.push_back({make_meta(o_, c, part), sim_options(part), Plan{},
                        "list scheduler (" + config_text(c) + ")"});
-  for (detail::MemoryCandidate& c :
-       detail::memory_candidates(seeds, budget_, memory, expired_, &res_.candidates))
+  for (detail::MemoryCandidate& c : detail::memory_candidates(
+           seeds, o_.partition ? nullptr : &profile_, budget_, memory, expired_, &res_.candidates))
     pool_.push_back({std::move(c.plan), c.makespan, c.peak, std::move(c.origin), false});
   for (std::size_t i = 0; i < recompute_plans_.size(); ++i) {
     const LibraryRun& run = res_.library_recompute[i];
@@ -281,6 +284,7 @@ void Search::decide_memory() {
                        false});
   }
   res_.time_limited = res_.time_limited || clock_.limited();
+  clock_.release();
 }
 
 // Nothing fits, memory actions included: say what would.

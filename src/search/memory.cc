@@ -25,11 +25,16 @@ struct Item {
   int stage = 0, mb = 0;
   std::size_t f_idx = 0, bwd_idx = 0;
   double f_start = 0, f_end = 0, bwd_start = 0, free_end = 0;
+  double pulled_end = 0;  // when it frees with its W right after its I
+  bool split = false;     // an I and a W (not a B)
+  bool pulled = false;    // its W moves right after its I
   double mem = 0, input = 0, copy = 0;
   double recompute_cost = 0;  // what its RECOMPUTE adds to the rank's time
   Keep keep = Keep::Kept;
   std::size_t reload_idx = 0;  // RELOAD before this index (== f_idx + 1: right after OFFLOAD)
   double reload_start = 0;
+  double offload_start = 0;  // after the F's end, once the copy stream is free
+  double freed() const { return pulled ? pulled_end : free_end; }
 };
 
 struct Interval {
@@ -39,8 +44,8 @@ struct Interval {
 class Rank {
  public:
   Rank(const std::vector<Action>& list, const std::vector<double>& start, const StageTable& t,
-       const CostModel& costs, double budget)
-      : budget_(budget) {
+       const CostModel& costs, double budget, FitStyle style)
+      : budget_(budget), style_(style) {
     end_.resize(list.size());
     std::unordered_map<std::uint64_t, std::size_t> at;
     const auto key = [](int s, int mb) {
@@ -70,9 +75,12 @@ class Rank {
       Item& it = items_[found->second];
       if (a.type != ActionType::W) {
         it.bwd_idx = i, it.bwd_start = start[i];
+        it.split = a.type == ActionType::I;
+        it.pulled_end = end_[i] + (it.split ? t.w[s] : 0.0);
         // A RECOMPUTE right before the backward first fills the rank's wait for it.
         const double idle = start[i] - (i > 0 ? end_[i - 1] : 0.0);
-        it.recompute_cost = std::max(0.0, costs.duration(make(ActionType::Recompute, a.stage, 0)) - idle);
+        it.recompute_cost =
+            std::max(0.0, costs.duration(make(ActionType::Recompute, a.stage, 0)) - idle);
       }
       it.free_end = end_[i];  // B, or the W after an I
     }
@@ -88,8 +96,12 @@ class Rank {
     return false;
   }
 
-  void inserts(std::vector<MemoryInsert>& out, int* recomputed, int* offloaded) const {
+  // The memory actions to insert, and the (stage, microbatch)s whose W moves
+  // right after their I.
+  void inserts(std::vector<MemoryInsert>& out, std::vector<Action>& pulled, int* recomputed,
+               int* offloaded) const {
     for (const Item& it : items_) {
+      if (it.pulled) pulled.push_back(make(ActionType::W, it.stage, it.mb));
       if (it.keep == Keep::Recomputed) {
         out.push_back({it.bwd_idx, false, make(ActionType::Recompute, it.stage, it.mb)});
         ++*recomputed;
@@ -111,16 +123,16 @@ class Rank {
       switch (it.keep) {
         case Keep::Kept:
           events_.push_back({it.f_start, it.mem});
-          events_.push_back({it.free_end, -it.mem});
+          events_.push_back({it.freed(), -it.mem});
           break;
         case Keep::Recomputed:
           events_.push_back({it.f_start, it.input});
           events_.push_back({it.bwd_start, it.mem});
-          events_.push_back({it.free_end, -(it.input + it.mem)});
+          events_.push_back({it.freed(), -(it.input + it.mem)});
           break;
         case Keep::Offloaded:
           events_.push_back({it.f_start, it.mem});
-          events_.push_back({it.f_end + it.copy, -it.mem});
+          events_.push_back({it.offload_start + it.copy, -it.mem});
           events_.push_back({it.reload_start, it.mem});
           events_.push_back({it.free_end, -it.mem});
           break;
@@ -141,8 +153,7 @@ class Rank {
   // latest position that leaves the copy time, on a free copy stream. False
   // when there is none (the backward would wait).
   bool place_reload(Item& it, double when) const {
-    const double off_end = it.f_end + it.copy;
-    if (busy(it.f_end, off_end)) return false;
+    const double off_end = it.offload_start + it.copy;
     for (std::size_t j = it.bwd_idx; j > it.f_idx; --j) {
       const double start = std::max(end_[j - 1], off_end);
       if (start <= when + kEps) return false;  // back on the device too early to help
@@ -152,6 +163,32 @@ class Rank {
       return true;
     }
     return false;
+  }
+
+  // Which of two (stage, microbatch)s to recompute first. Latest: the one
+  // needed last (it frees the longest stretch), the cheaper on ties.
+  // Cheapest: the least time added per unit of memory freed, then the latest.
+  bool recompute_first(const Item& a, const Item& b) const {
+    if (style_.rule == RecomputeRule::Cheapest) {
+      const double ca = a.recompute_cost / (a.mem - a.input);
+      const double cb = b.recompute_cost / (b.mem - b.input);
+      if (ca < cb - kEps) return true;
+      if (ca > cb + kEps) return false;
+    }
+    return a.bwd_start > b.bwd_start + kEps ||
+           (a.bwd_start >= b.bwd_start - kEps && a.recompute_cost < b.recompute_cost);
+  }
+
+  // The earliest start of `it`'s OFFLOAD from its F's end on a free stretch
+  // of the copy stream.
+  double offload_slot(const Item& it) const {
+    double start = it.f_end;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (const Interval& c : copies_)
+        if (start < c.end - kEps && c.start < start + it.copy - kEps) start = c.end, moved = true;
+    }
+    return start;
   }
 
   bool busy(double start, double end) const {
@@ -165,181 +202,79 @@ class Rank {
   bool relieve(double when, MemoryAllowed allowed) {
     Item* off = nullptr;
     Item* rec = nullptr;
+    Item* pull = nullptr;
     Item trial;
     for (Item& it : items_) {
+      // Its backward ran, its W is deferred past `when`: pulled right after
+      // its I, it frees before.
+      if (style_.pull_w && it.split && !it.pulled && it.keep != Keep::Offloaded &&
+          it.bwd_start <= when + kEps && it.free_end > when + kEps &&
+          it.pulled_end <= when + kEps && (!pull || it.mem > pull->mem + kEps))
+        pull = &it;
       if (it.keep != Keep::Kept || it.f_start > when + kEps || it.bwd_start <= when + kEps)
         continue;
-      if (allowed.offload && it.f_end + it.copy <= when + kEps &&
-          (!off || it.bwd_start > off->bwd_start)) {
+      if (allowed.offload && (!off || it.bwd_start > off->bwd_start)) {
         Item t = it;
-        if (place_reload(t, when)) off = &it, trial = t;
+        t.offload_start = offload_slot(it);
+        if (t.offload_start + t.copy <= when + kEps && place_reload(t, when)) off = &it, trial = t;
       }
-      // The one needed last (it frees the longest stretch), the cheaper on ties.
-      if (allowed.recompute && it.mem > it.input + kEps &&
-          (!rec || it.bwd_start > rec->bwd_start + kEps ||
-           (it.bwd_start >= rec->bwd_start - kEps && it.recompute_cost < rec->recompute_cost)))
+      if (allowed.recompute && it.mem > it.input + kEps && (!rec || recompute_first(it, *rec)))
         rec = &it;
+    }
+    if (pull) {
+      pull->pulled = true;
+      return true;
     }
     if (off) {
       *off = trial;
       off->keep = Keep::Offloaded;
-      copies_.push_back({off->f_end, off->f_end + off->copy});
+      copies_.push_back({off->offload_start, off->offload_start + off->copy});
       copies_.push_back({off->reload_start, off->reload_start + off->copy});
       return true;
     }
     if (!rec) return false;
     rec->keep = Keep::Recomputed;
+    rec->pulled = style_.pull_w && rec->split;
     return true;
   }
 
   double budget_;
+  FitStyle style_;
   std::vector<double> end_;
   std::vector<Item> items_;
   std::vector<Interval> copies_;  // the copy stream's reserved stretches
   std::vector<Interval> events_;  // (time, memory change)
 };
 
+// Moves the W of each of `pulled` right after its I in `list`.
+void pull_ws(std::vector<Action>& list, const std::vector<Action>& pulled) {
+  for (const Action& w : pulled) {
+    const auto at = std::find(list.begin(), list.end(), w);
+    const auto i = std::find(list.begin(), at, make(ActionType::I, w.stage, w.microbatch));
+    if (at == list.end() || i == at) continue;
+    std::rotate(i + 1, at, at + 1);
+  }
+}
+
 }  // namespace
 
 std::optional<MemoryFit> fit_memory(const Plan& compute, const StageTable& table,
-                                    const CostModel& costs, double budget, MemoryAllowed allowed) {
+                                    const CostModel& costs, double budget, MemoryAllowed allowed,
+                                    FitStyle style) {
   if (!allowed.any()) return std::nullopt;
   const std::optional<OrderTimes> times = time_orders(compute, table);
   if (!times || !times->ok) return std::nullopt;
   MemoryFit out;
   out.plan = compute;
   for (std::size_t r = 0; r < compute.ranks.size(); ++r) {
-    Rank rank(compute.ranks[r], times->start[r], table, costs, budget);
+    Rank rank(compute.ranks[r], times->start[r], table, costs, budget, style);
     if (!rank.fit(allowed)) return std::nullopt;
     std::vector<MemoryInsert> inserts;
-    rank.inserts(inserts, &out.recomputed, &out.offloaded);
+    std::vector<Action> pulled;
+    rank.inserts(inserts, pulled, &out.recomputed, &out.offloaded);
     out.plan.ranks[r] = with_memory_actions(compute.ranks[r], std::move(inserts));
+    pull_ws(out.plan.ranks[r], pulled);
   }
-  return out;
-}
-
-namespace {
-
-double peak_of(const SimResult& r) {
-  double peak = 0.0;
-  for (const RankStats& s : r.ranks) peak = std::max(peak, s.peak_memory);
-  return peak;
-}
-
-std::string fit_text(const MemoryFit& fit) {
-  std::string s;
-  if (fit.recomputed > 0) s += std::to_string(fit.recomputed) + " recomputed";
-  if (fit.offloaded > 0) s += std::string(s.empty() ? "" : ", ") + std::to_string(fit.offloaded) + " offloaded";
-  return s.empty() ? "no memory actions" : s;
-}
-
-// Fits `order` to `budget`; the simulated peak can exceed what the fit
-// assumed (inserted work shifts the times), so tighter targets are tried.
-std::optional<MemoryCandidate> fit_one(const Plan& order, const StageTable& table,
-                                       const SimOptions& options, double budget,
-                                       MemoryAllowed allowed, int* evaluations) {
-  double target = budget;
-  for (int attempt = 0; attempt < 3 && target > 0; ++attempt) {
-    std::optional<MemoryFit> fit = fit_memory(order, table, options.costs, target, allowed);
-    if (!fit) return std::nullopt;
-    if (fit->recomputed + fit->offloaded == 0) return std::nullopt;  // fits as it is
-    const SimResult r = simulate(fit->plan, options);
-    ++*evaluations;
-    if (!r.ok()) return std::nullopt;
-    const double peak = peak_of(r);
-    if (peak <= budget + kEps)
-      return MemoryCandidate{std::move(fit->plan), r.makespan, peak, fit_text(*fit)};
-    target -= peak - budget;
-  }
-  return std::nullopt;
-}
-
-// The budgets the list scheduler builds orders for: more memory than there
-// is, which the memory actions then recover.
-// How many of the best candidates get their orders improved, and the work
-// each may spend (plans timed x actions per plan, as the search's own phase).
-constexpr std::size_t kImproved = 3;
-constexpr long long kImproveWork = 4000000;
-
-constexpr double kVirtualBudgets[] = {1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 0.0};  // x budget; 0: no limit
-
-// The orders of the best few candidates improved locally for the memory
-// they were built for (improve.h), then fitted again.
-template <class Source>
-void improve_best(std::vector<MemoryCandidate>& out, const std::vector<Source>& sources,
-                  double budget, MemoryAllowed allowed, const std::function<bool()>& expired,
-                  int* evaluations) {
-  std::vector<std::size_t> order(out.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return out[a].makespan < out[b].makespan - kEps;
-  });
-  const std::size_t n = std::min<std::size_t>(order.size(), kImproved);
-  for (std::size_t k = 0; k < n && !expired(); ++k) {
-    const Source& src = sources[order[k]];
-    if (src.limit == std::numeric_limits<double>::max()) continue;  // a library order
-    const StageTable table = stage_table(src.seed->options.costs, src.seed->meta.num_stages());
-    std::size_t actions = 1;
-    for (const auto& list : src.order.ranks) actions += list.size();
-    const auto evals = std::max<long long>(100, kImproveWork / static_cast<long long>(actions));
-    auto imp = improve_orders(src.order, table, src.limit, evals, expired, evaluations);
-    if (!imp) continue;
-    std::optional<MemoryCandidate> c =
-        fit_one(imp->plan, table, src.seed->options, budget, allowed, evaluations);
-    if (!c || c->makespan >= out[order[k]].makespan - kEps) continue;
-    c->origin = out[order[k]].origin.substr(0, out[order[k]].origin.find(", memory decided")) +
-                ", orders improved locally, memory decided: " + c->origin;
-    out.push_back(std::move(*c));
-  }
-}
-
-}  // namespace
-
-std::vector<MemoryCandidate> memory_candidates(const std::vector<MemorySeed>& seeds, double budget,
-                                               MemoryAllowed allowed,
-                                               const std::function<bool()>& expired,
-                                               int* evaluations) {
-  std::vector<MemoryCandidate> out;
-  if (!allowed.any()) return out;
-  // What each candidate was fitted from: its order, and the budget it was built for.
-  struct Source {
-    Plan order;
-    double limit;
-    const MemorySeed* seed;
-  };
-  std::vector<Source> sources;
-  const auto keep = [&](const Plan& order, double limit, const MemorySeed& seed,
-                        const StageTable& table, const std::string& origin) {
-    std::optional<MemoryCandidate> c =
-        fit_one(order, table, seed.options, budget, allowed, evaluations);
-    if (!c) return;
-    c->origin = origin + ", memory decided: " + c->origin;
-    out.push_back(std::move(*c));
-    sources.push_back({order, limit, &seed});
-  };
-  for (const MemorySeed& seed : seeds) {
-    if (expired()) return out;
-    const StageTable table = stage_table(seed.options.costs, seed.meta.num_stages());
-    if (!seed.order.ranks.empty()) {
-      keep(seed.order, std::numeric_limits<double>::max(), seed, table, seed.origin);
-      continue;
-    }
-    for (const double scale : kVirtualBudgets)
-      for (bool split : {true, false})
-        for (bool forward_first : {false, true}) {
-          if (expired()) return out;
-          const double limit = scale > 0 ? budget * scale : std::numeric_limits<double>::max();
-          const GreedyKnobs knobs{split, forward_first, false, 1.0};
-          ++*evaluations;
-          std::optional<GreedyOutcome> g = list_schedule(seed.meta, table, limit, knobs);
-          if (!g || g->peak <= budget + kEps) continue;  // fits already: the search has it
-          keep(g->plan, limit, seed, table,
-               seed.origin + (split ? ", I/W split" : ", B whole") +
-                   (forward_first ? ", forward-first" : ", backward-first") + ", ordered for " +
-                   (scale > 0 ? format_number(scale, 2) + "x the budget" : std::string("no budget")));
-        }
-  }
-  improve_best(out, sources, budget, allowed, expired, evaluations);
   return out;
 }
 

@@ -6,6 +6,7 @@
 // rank fits.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "pipeplan/costs.h"
 #include "pipeplan/ir.h"
+#include "pipeplan/profile.h"
 #include "pipeplan/simulate.h"
 #include "search/greedy.h"
 
@@ -25,6 +27,22 @@ struct MemoryAllowed {
   bool any() const { return recompute || offload; }
 };
 
+/// Which recomputed (stage, microbatch) the fit picks first among those alive
+/// where the budget is exceeded.
+enum class RecomputeRule : std::uint8_t {
+  Latest,    ///< the one whose backward comes last (frees the longest stretch)
+  Cheapest,  ///< the least time added to the rank per unit of memory freed
+};
+
+/// How fit_memory decides.
+struct FitStyle {
+  RecomputeRule rule = RecomputeRule::Latest;
+  /// A recomputed (stage, microbatch) of a split backward has its W moved
+  /// right after its I, so it frees its activation at once instead of
+  /// holding it until a deferred W.
+  bool pull_w = false;
+};
+
 struct MemoryFit {
   Plan plan;  ///< compute-only, with the memory actions inserted
   int recomputed = 0, offloaded = 0;
@@ -35,12 +53,13 @@ struct MemoryFit {
 /// copy times) on the times of its compute-only run: per rank, while device
 /// memory exceeds `budget` at some moment, one (stage, microbatch) alive
 /// then leaves the device: offloaded when both copies fit idle stretches of
-/// the copy stream and its backward need not wait, else recomputed; the one
-/// whose backward comes last first. The times ignore what the inserted
-/// actions shift: the caller simulates the result. nullopt when some rank
-/// cannot fit (or the order holds other actions).
+/// the copy stream and its backward need not wait, else recomputed, the one
+/// `style.rule` picks first. The times ignore what the inserted actions shift:
+/// the caller simulates the result. nullopt when some rank cannot fit (or the
+/// order holds other actions).
 std::optional<MemoryFit> fit_memory(const Plan& compute, const StageTable& table,
-                                    const CostModel& costs, double budget, MemoryAllowed allowed);
+                                    const CostModel& costs, double budget, MemoryAllowed allowed,
+                                    FitStyle style = {});
 
 /// A compute order whose memory the phase decides: a library schedule's, or
 /// none (`order` empty) for the list scheduler to build one on `meta`.
@@ -56,14 +75,20 @@ struct MemoryCandidate {
   Plan plan;
   double makespan = 0.0, peak = 0.0;  ///< the compute-only run's
   std::string origin;
+  double finish = 0.0;  ///< the sum of the ranks' finish times (a tie-break)
 };
 
-/// The memory-decision phase: each seed's order (a library one, or the list
-/// scheduler's at several budgets above `budget`, up to no limit, with its
-/// knobs) gets its memory actions (fit_memory) and is simulated; what fits
-/// `budget` comes back. `evaluations` counts the plans timed; `expired`
-/// stops early.
-std::vector<MemoryCandidate> memory_candidates(const std::vector<MemorySeed>& seeds, double budget,
+/// The memory-decision phase (memory_phase.cc): each seed's order (a library
+/// one, or the list scheduler's at several budgets above `budget`, up to no
+/// limit, with its knobs) gets its memory actions (fit_memory) and is
+/// simulated; the best few orders are also fitted in the other FitStyles,
+/// improved locally and refitted, have their partition refined on
+/// `profile` (null: the partition is fixed) with their memory decided again
+/// on each, and the best few plans are polished with their memory actions in
+/// place (memory_polish.h). What fits `budget` comes back. `evaluations`
+/// counts the plans timed; `expired` stops early.
+std::vector<MemoryCandidate> memory_candidates(const std::vector<MemorySeed>& seeds,
+                                               const LayerProfile* profile, double budget,
                                                MemoryAllowed allowed,
                                                const std::function<bool()>& expired,
                                                int* evaluations);

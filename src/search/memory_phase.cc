@@ -1,0 +1,319 @@
+// The search's memory-decision phase (memory.h, memory_candidates): orders
+// that do not fit get their memory actions in several styles, the best few
+// have their orders improved and are polished with the actions in place.
+#include <algorithm>
+#include <limits>
+
+#include "ir/numbers.h"
+
+#include "search/improve.h"
+#include "search/memory.h"
+#include "search/memory_polish.h"
+
+namespace pipeplan::detail {
+namespace {
+
+constexpr double kEps = 1e-9;
+
+// The budgets the list scheduler builds orders for: more memory than there
+// is, which the memory actions then recover (x budget; 0: no limit).
+constexpr double kVirtualBudgets[] = {1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 0.0};
+// Every order is fitted in the first style; the best few distinct orders
+// also in the others (each a candidate).
+constexpr FitStyle kFitStyles[] = {{RecomputeRule::Latest, false},
+                                   {RecomputeRule::Cheapest, false},
+                                   {RecomputeRule::Latest, true},
+                                   {RecomputeRule::Cheapest, true}};
+constexpr std::size_t kRestyled = 8;
+// How many of the best distinct orders are improved locally, and the work
+// each may spend (plans timed x actions per plan, as the search's own phase).
+constexpr std::size_t kImproved = 3;
+constexpr long long kImproveWork = 4000000;
+// How many of the best candidates are polished with their memory actions in
+// place, and the work each may spend (plans simulated x actions per plan).
+constexpr std::size_t kPolished = 3;
+// How many of the best distinct orders have their partition refined, and in
+// how many moves at most.
+constexpr std::size_t kRefined = 3;
+constexpr int kRefineRounds = 24;
+constexpr long long kPolishWork = 400000;
+
+double peak_of(const SimResult& r) {
+  double peak = 0.0;
+  for (const RankStats& s : r.ranks) peak = std::max(peak, s.peak_memory);
+  return peak;
+}
+
+std::string fit_text(const MemoryFit& fit) {
+  std::string s;
+  if (fit.recomputed > 0) s += std::to_string(fit.recomputed) + " recomputed";
+  if (fit.offloaded > 0)
+    s += std::string(s.empty() ? "" : ", ") + std::to_string(fit.offloaded) + " offloaded";
+  return s.empty() ? "no memory actions" : s;
+}
+
+std::string style_text(FitStyle style) {
+  std::string s = style.rule == RecomputeRule::Cheapest ? " (cheapest recompute first" : "";
+  if (style.pull_w) s += s.empty() ? " (W right after I when recomputed" : ", W right after I";
+  return s.empty() ? s : s + ")";
+}
+
+std::size_t actions_of(const Plan& plan) {
+  std::size_t n = 1;
+  for (const auto& list : plan.ranks) n += list.size();
+  return n;
+}
+
+// Fits `order` to `budget`; the simulated peak can exceed what the fit
+// assumed (inserted work shifts the times), so tighter targets are tried.
+std::optional<MemoryCandidate> fit_one(const Plan& order, const StageTable& table,
+                                       const SimOptions& options, double budget,
+                                       MemoryAllowed allowed, FitStyle style, int* evaluations) {
+  double target = budget;
+  for (int attempt = 0; attempt < 3 && target > 0; ++attempt) {
+    std::optional<MemoryFit> fit = fit_memory(order, table, options.costs, target, allowed, style);
+    if (!fit) return std::nullopt;
+    if (fit->recomputed + fit->offloaded == 0) return std::nullopt;  // fits as it is
+    const SimResult r = simulate(fit->plan, options);
+    ++*evaluations;
+    if (!r.ok()) return std::nullopt;
+    const double peak = peak_of(r);
+    if (peak <= budget + kEps) {
+      double finish = 0.0;
+      for (const RankStats& st : r.ranks) finish += st.last_end;
+      return MemoryCandidate{std::move(fit->plan), r.makespan, peak, fit_text(*fit), finish};
+    }
+    target -= peak - budget;
+  }
+  return std::nullopt;
+}
+
+class Phase {
+ public:
+  Phase(const LayerProfile* profile, double budget, MemoryAllowed allowed,
+        const std::function<bool()>& expired, int* evaluations)
+      : profile_(profile),
+        budget_(budget),
+        allowed_(allowed),
+        expired_(expired),
+        evaluations_(evaluations) {}
+
+  std::vector<MemoryCandidate> run(const std::vector<MemorySeed>& seeds) {
+    if (!build(seeds)) return std::move(out_);
+    restyle();
+    improve();
+    refine();
+    polish();
+    return std::move(out_);
+  }
+
+ private:
+  // What a candidate was fitted from: its order, the budget it was built for
+  // (max: a library order), and how.
+  struct Source {
+    Plan order;  ///< its meta holds the partition
+    double limit;
+    SimOptions options;  ///< the partition's stage costs
+    FitStyle style;
+    std::string origin;  ///< the order's
+  };
+
+  std::optional<MemoryCandidate> fit_source(const Source& src) {
+    const StageTable table = stage_table(src.options.costs, src.order.meta.num_stages());
+    std::optional<MemoryCandidate> c =
+        fit_one(src.order, table, src.options, budget_, allowed_, src.style, evaluations_);
+    if (c) c->origin = src.origin + ", memory decided" + style_text(src.style) + ": " + c->origin;
+    return c;
+  }
+
+  void fit(Source src) {
+    std::optional<MemoryCandidate> c = fit_source(src);
+    if (!c) return;
+    out_.push_back(std::move(*c));
+    sources_.push_back(std::move(src));
+  }
+
+  // `src` fitted in the first style that fits it.
+  void fit_first(Source src) {
+    for (const FitStyle style : kFitStyles) {
+      src.style = style;
+      const std::size_t n = out_.size();
+      fit(src);
+      if (out_.size() > n) return;
+    }
+  }
+
+  // Each seed's order, or the list scheduler's at every virtual budget,
+  // fitted in the first style. False when time ran out.
+  bool build(const std::vector<MemorySeed>& seeds) {
+    for (const MemorySeed& seed : seeds) {
+      if (expired_()) return false;
+      if (!seed.order.ranks.empty()) {
+        fit_first({seed.order, std::numeric_limits<double>::max(), seed.options, kFitStyles[0],
+                   seed.origin});
+        continue;
+      }
+      const StageTable table = stage_table(seed.options.costs, seed.meta.num_stages());
+      for (const double scale : kVirtualBudgets)
+        for (bool split : {true, false})
+          for (bool forward_first : {false, true}) {
+            if (expired_()) return false;
+            const double limit = scale > 0 ? budget_ * scale : std::numeric_limits<double>::max();
+            const GreedyKnobs knobs{split, forward_first, false, 1.0};
+            ++*evaluations_;
+            std::optional<GreedyOutcome> g = list_schedule(seed.meta, table, limit, knobs);
+            if (!g || g->peak <= budget_ + kEps) continue;  // fits already: the search has it
+            fit_first({std::move(g->plan), limit, seed.options, kFitStyles[0],
+                       seed.origin + (split ? ", I/W split" : ", B whole") +
+                           (forward_first ? ", forward-first" : ", backward-first") +
+                           ", ordered for " +
+                           (scale > 0 ? format_number(scale, 2) + "x the budget"
+                                      : std::string("no budget"))});
+          }
+    }
+    return true;
+  }
+
+  // Candidate indices, fastest first.
+  std::vector<std::size_t> best_first() const {
+    std::vector<std::size_t> order(out_.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return out_[a].makespan < out_[b].makespan - kEps;
+    });
+    return order;
+  }
+
+  // The best `n` candidates of distinct orders (`keep` true), fastest first.
+  template <class Keep>
+  std::vector<std::size_t> best_distinct(std::size_t n, Keep keep) const {
+    std::vector<std::size_t> picked;
+    for (std::size_t i : best_first()) {
+      if (picked.size() >= n) break;
+      if (!keep(sources_[i])) continue;
+      bool dup = false;
+      for (std::size_t j : picked) dup = dup || sources_[j].order == sources_[i].order;
+      if (!dup) picked.push_back(i);
+    }
+    return picked;
+  }
+
+  // The best few orders fitted in the other styles too.
+  void restyle() {
+    for (std::size_t i : best_distinct(kRestyled, [](const Source&) { return true; }))
+      for (const FitStyle style : kFitStyles) {
+        if (expired_()) return;
+        if (style.rule == sources_[i].style.rule && style.pull_w == sources_[i].style.pull_w)
+          continue;
+        Source src = sources_[i];
+        src.style = style;
+        fit(std::move(src));
+      }
+  }
+
+  // The orders of the best few list-scheduled candidates improved locally
+  // for the memory they were built for (improve.h), then fitted again.
+  void improve() {
+    const auto listed = [](const Source& s) {
+      return s.limit != std::numeric_limits<double>::max();
+    };
+    for (std::size_t i : best_distinct(kImproved, listed)) {
+      if (expired_()) return;
+      Source src = sources_[i];
+      const StageTable table = stage_table(src.options.costs, src.order.meta.num_stages());
+      const auto evals =
+          std::max<long long>(100, kImproveWork / static_cast<long long>(actions_of(src.order)));
+      auto imp = improve_orders(src.order, table, src.limit, evals, expired_, evaluations_);
+      if (!imp) continue;
+      const double before = out_[i].makespan;
+      const std::size_t n = out_.size();
+      src.order = std::move(imp->plan);
+      src.origin += ", orders improved locally";
+      fit(std::move(src));
+      if (out_.size() > n && out_.back().makespan >= before - kEps) {
+        out_.pop_back();
+        sources_.pop_back();
+      }
+    }
+  }
+
+  // The partitions of the best few candidates hill-climbed, one layer across
+  // one boundary at a time, the order's memory decided again on each (what
+  // must be recomputed changes with the stages' sizes).
+  void refine() {
+    if (!profile_) return;
+    for (std::size_t i : best_distinct(kRefined, [](const Source&) { return true; })) {
+      Source src = sources_[i];
+      double best = out_[i].makespan, finish = out_[i].finish;
+      std::optional<MemoryCandidate> kept;
+      for (int round = 0; round < kRefineRounds && !expired_(); ++round) {
+        bool improved = false;
+        const Partition part = src.order.meta.partition;
+        for (std::size_t b = 0; b + 1 < part.size() && !improved && !expired_(); ++b)
+          for (int dir : {-1, 1}) {
+            Source next = src;
+            Partition& np = next.order.meta.partition;
+            np[b] += dir;
+            np[b + 1] -= dir;
+            if (np[b] < 1 || np[b + 1] < 1) continue;
+            next.options.costs = stage_costs(*profile_, np, src.options.costs);
+            std::optional<MemoryCandidate> c = fit_source(next);
+            // Equal makespans move on when the ranks finish earlier in sum
+            // (one layer off the busiest rank may need another off the next).
+            if (!c || c->makespan > best + kEps ||
+                (c->makespan >= best - kEps && c->finish >= finish - kEps))
+              continue;
+            best = c->makespan, finish = c->finish;
+            src = std::move(next), kept = std::move(c), improved = true;
+            break;
+          }
+        if (!improved) break;
+      }
+      if (!kept || kept->makespan >= out_[i].makespan - kEps) continue;
+      kept->origin += ", partition refined";
+      out_.push_back(std::move(*kept));
+      sources_.push_back(std::move(src));
+    }
+  }
+
+  // The best few candidates polished with their memory actions in place
+  // (memory_polish.h): RECOMPUTEs the budget does not need dropped, work
+  // pulled into the idle time the inserted actions left.
+  void polish() {
+    const std::vector<std::size_t> order = best_first();
+    for (std::size_t k = 0; k < order.size() && k < kPolished && !expired_(); ++k) {
+      const MemoryCandidate& c = out_[order[k]];
+      const auto evals =
+          std::max<long long>(100, kPolishWork / static_cast<long long>(actions_of(c.plan)));
+      Polished p =
+          polish_memory(c.plan, sources_[order[k]].options, budget_, evals, expired_, evaluations_);
+      if (p.moves == 0 || p.makespan >= c.makespan - kEps) continue;
+      MemoryCandidate better{std::move(p.plan), p.makespan, p.peak, c.origin + ", polished",
+                             c.finish};
+      Source src = sources_[order[k]];
+      out_.push_back(std::move(better));
+      sources_.push_back(std::move(src));
+    }
+  }
+
+  const LayerProfile* profile_;
+  double budget_;
+  MemoryAllowed allowed_;
+  const std::function<bool()>& expired_;
+  int* evaluations_;
+  std::vector<MemoryCandidate> out_;
+  std::vector<Source> sources_;  // with out_, index for index
+};
+
+}  // namespace
+
+std::vector<MemoryCandidate> memory_candidates(const std::vector<MemorySeed>& seeds,
+                                               const LayerProfile* profile, double budget,
+                                               MemoryAllowed allowed,
+                                               const std::function<bool()>& expired,
+                                               int* evaluations) {
+  if (!allowed.any()) return {};
+  return Phase(profile, budget, allowed, expired, evaluations).run(seeds);
+}
+
+}  // namespace pipeplan::detail

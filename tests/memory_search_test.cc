@@ -1,0 +1,96 @@
+// The search's memory phase against the targets of docs/memory.md ("Every
+// example profile"): cells of scripts/memory_grid.py pinned where a search
+// takes a second, and the fit's split-backward style on a zero-bubble order.
+#include <catch2/catch.hpp>
+
+#include "pipeplan/io.h"
+#include "pipeplan/lower.h"
+#include "pipeplan/planner.h"
+#include "pipeplan/profile.h"
+#include "pipeplan/search.h"
+#include "pipeplan/simulate.h"
+#include "pipeplan/verify.h"
+#include "search/greedy.h"
+#include "search/memory.h"
+#include "test_util.h"
+
+using namespace pipeplan;
+
+namespace {
+
+LayerProfile example(const std::string& name) {
+  const std::string path = "examples/layers/" + name + ".csv";
+  return parse_layer_profile(test::read_source_file(path), path);
+}
+
+bool verifies_everywhere(const Plan& plan) {
+  for (Transport t : {Transport::Rendezvous, Transport::Eager, Transport::Serial})
+    if (!verify(plan, {t}).ok()) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("memory search: half of 1F1B's budget, recompute alone, within 25% of the free best",
+          "[memory][search]") {
+  // m = 2p, no transfer cost; "free": no budget, no memory actions. Before
+  // the split-backward styles and polishing, gpt50 p=4 was 405 (+26.0%).
+  for (const char* name : {"gpt50", "llama35"}) {
+    CAPTURE(name);
+    const LayerProfile prof = example(name);
+    SearchOptions o;
+    o.pp_degree = 4;
+    o.num_microbatches = 8;
+    o.time_limit = 60;  // each ends within a second: deterministic, whatever the load
+    const double full = search(prof, o).memory_limit;
+    SearchOptions free = o;
+    free.memory_limit = 1e9;
+    free.recompute = false;
+    const double best = search(prof, free).makespan;
+    o.memory_limit = full / 2;
+    const SearchResult r = search(prof, o);
+    CHECK(r.makespan <= 1.25 * best + 1e-9);
+    CHECK(r.recomputed > 0);
+    CHECK(r.offloaded == 0);
+    CHECK(r.peak_memory <= *o.memory_limit + 1e-9);
+    CHECK(verifies_everywhere(r.plan));
+    REQUIRE(r.best_library_recompute);
+    CHECK(r.makespan < r.best_library_recompute->makespan);
+  }
+}
+
+TEST_CASE("memory fit: a zero-bubble order recomputes once its W follows its I",
+          "[memory][search]") {
+  // ZB-H1 on 32 uniform layers, p = 8, m = 16: rank 0 holds 8 microbatches of
+  // 4 at 1F1B's peak (32). At half of it, I-done microbatches waiting for a
+  // deferred W hold their whole activation: no choice of recomputes fits.
+  // Pulling those Ws (and the recomputed ones') right after their I does.
+  const LayerProfile prof = example("uniform32");
+  const Planner planner(Problem{"zb-h1", 8, 16, 1});
+  const Plan order = compute_projection(planner.compute());
+  const Partition part = balanced_partition(prof, 8);
+  Plan with_part = order;
+  with_part.meta.partition = part;
+  SimOptions so;
+  so.costs = stage_costs(prof, part);
+  const detail::StageTable table = detail::stage_table(so.costs, 8);
+  const detail::MemoryAllowed recompute{true, false};
+  CHECK_FALSE(detail::fit_memory(with_part, table, so.costs, 16, recompute, {}));
+  const auto fit = detail::fit_memory(with_part, table, so.costs, 16, recompute,
+                                      {detail::RecomputeRule::Cheapest, true});
+  REQUIRE(fit);
+  CHECK(fit->recomputed > 0);
+  // Every recomputed (stage, microbatch)'s W follows its I at once.
+  for (const auto& list : fit->plan.ranks)
+    for (std::size_t i = 0; i + 1 < list.size(); ++i)
+      if (list[i].type == ActionType::Recompute) {
+        REQUIRE(i + 2 < list.size());
+        CHECK(list[i + 1] == make(ActionType::I, list[i].stage, list[i].microbatch));
+        CHECK(list[i + 2] == make(ActionType::W, list[i].stage, list[i].microbatch));
+      }
+  const Plan lowered = lower(fit->plan);
+  CHECK(verifies_everywhere(lowered));
+  const SimResult r = simulate(lowered, so);
+  REQUIRE(r.ok());
+  CHECK(r.makespan > simulate(lower(with_part), so).makespan);  // the recomputes cost time
+}
