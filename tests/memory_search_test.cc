@@ -108,7 +108,8 @@ TEST_CASE("memory fit: what recomputing adds to a 1F1B-like rank", "[memory][sea
   CHECK(detail::recompute_tax(1, 1, 1, 8, 16, 4) == std::numeric_limits<double>::infinity());
 }
 
-TEST_CASE("memory fit: a partition balancing recompute beats the balanced one", "[memory][search]") {
+TEST_CASE("memory fit: a partition balancing recompute beats the balanced one",
+          "[memory][search]") {
   // llama35, p = 8, m = 16, half of 1F1B's peak (17.2): the ranks near the
   // top hold the most microbatches and recompute the most, so they get fewer
   // layers. ZB-H1's order fitted on that partition is within 25% of the

@@ -124,9 +124,9 @@ std::optional<Partition> recompute_balanced(const LayerProfile& profile, int p, 
     for (std::size_t a = r; a + (P - r) <= L; ++a) {
       if (best[r][a] == kInf) continue;
       for (std::size_t b = a + 1; b + (P - r - 1) <= L; ++b) {
-        const double cost =
-            work[b] - work[a] + recompute_tax(act[b] - act[a], profile.layers[a].input_size(),
-                                              rec[b] - rec[a], p - static_cast<int>(r), m, budget);
+        const double cost = work[b] - work[a] +
+                            recompute_tax(act[b] - act[a], profile.layers[a].input_size(),
+                                          rec[b] - rec[a], p - static_cast<int>(r), m, budget);
         const double v = std::max(best[r][a], cost);
         if (v < best[r + 1][b] - kEps) best[r + 1][b] = v, cut[r + 1][b] = a;
       }
