@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <limits>
+#include <optional>
 #include <unordered_set>
 
 #include "exec/replay.h"
@@ -178,26 +179,44 @@ void Executor::Impl::run_observed(const std::vector<Action>& program, std::size_
     run_in_context(program[i]);
     return;
   }
-  ActionEvent e;
+  Watched w = enter(program, i);
+  run_in_context(program[i]);
+  ran(w);
+  leave(w);
+}
+
+// The hooks' side of an action: on_entry, what it moved, on_exit with the
+// time it was blocked on peers (Transfers counts every wait while watched).
+Executor::Impl::Watched Executor::Impl::enter(const std::vector<Action>& program, std::size_t i) {
+  Watched w;
+  ActionEvent& e = w.event;
   e.rank = rank;
   e.step = step_index;
   e.forward_only = fwd_step;
   e.action = program[i];
   e.index = i;
-  e.bytes = 0;
   e.start = e.end = Clock::now();
   hooks.entry(e);
-  run_in_context(program[i]);
-  e.end = Clock::now();
-  if (is_comm(program[i].type)) e.bytes = transfers.last_bytes();
-  if (program[i].type == ActionType::Offload || program[i].type == ActionType::Reload)
-    e.bytes = last_moved;
-  hooks.exit(e);
+  w.waited_before = transfers.waited();
+  return w;
+}
+
+void Executor::Impl::ran(Watched& w) {
+  const ActionType t = w.event.action.type;
+  if (is_comm(t)) w.event.bytes = transfers.last_bytes();
+  if (t == ActionType::Offload || t == ActionType::Reload) w.event.bytes = last_moved;
+}
+
+void Executor::Impl::leave(Watched& w) {
+  w.event.end = Clock::now();
+  w.event.wait = transfers.waited() - w.waited_before;
+  hooks.exit(w.event);
 }
 
 // A BATCH_P2P group: its members posted as one batch (each seen by the hooks
 // as its own action), then waited for together; the rank goes on only when
-// the group ended (transfer_groups.cc).
+// the group ended (transfer_groups.cc). Watched, the last member's on_exit
+// comes after the group's wait, which is that member's `wait`.
 void Executor::Impl::run_group(const std::vector<Action>& program, std::size_t first,
                                std::size_t n) {
   const Action* members = program.data() + first;
@@ -207,9 +226,14 @@ void Executor::Impl::run_group(const std::vector<Action>& program, std::size_t f
   if (comm->backend() == Backend::Nccl)
     in_context(group_context(members, n),
                [&] { transfers.exchange_group_headers(members, n, outputs); });
+  const std::size_t last_member = first + n - 1;
+  std::optional<Watched> last_seen;
   transfers.begin_group();
   try {
-    for (std::size_t k = 0; k < n; ++k) run_observed(program, first + k);
+    for (std::size_t k = first; k < last_member; ++k) run_observed(program, k);
+    if (hooks.watching()) last_seen = enter(program, last_member);
+    run_in_context(program[last_member]);
+    if (last_seen) ran(*last_seen);
   } catch (...) {
     transfers.end_group();
     throw;
@@ -218,6 +242,7 @@ void Executor::Impl::run_group(const std::vector<Action>& program, std::size_t f
     transfers.end_group();
     transfers.await_group(members, n);
   });
+  if (last_seen) leave(*last_seen);
 }
 
 StepResult Executor::Impl::run(const Values& inputs, const Values& targets, bool forward_only) {
@@ -252,6 +277,7 @@ StepResult Executor::Impl::run_step(const Values& inputs, const Values& targets,
   check_batch();
   if (!ties.empty() && !ties.checked()) ties.check_identical(*comm, stages, timeout());
   begin_step();
+  transfers.time_waits(hooks.watching());
   hooks.step_begin(step_index, fwd_step);
   run_program(fwd_step ? fwd_program : plan.ranks[rank]);
   finish_step();

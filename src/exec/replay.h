@@ -111,6 +111,14 @@ struct Executor::Impl {
   StepResult step_result();
   void run_program(const std::vector<Action>& program);
   void run_observed(const std::vector<Action>& program, std::size_t i);
+  /// An action the hooks watch: its event, and Transfers::waited() at its start.
+  struct Watched {
+    ActionEvent event;
+    Clock::duration waited_before{};
+  };
+  Watched enter(const std::vector<Action>& program, std::size_t i);
+  void ran(Watched& w);
+  void leave(Watched& w);
   void run_group(const std::vector<Action>& program, std::size_t first, std::size_t n);
   template <class F>
   void in_context(const std::string& where, F&& body);

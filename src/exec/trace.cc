@@ -180,13 +180,19 @@ void Tracer::on_exit(const ActionEvent& e) {
     s.opt.device_clock->mark(e.index, true);
     s.marked.push_back(e.index);
   }
+  // The event's own work (ActionEvent::compute(): its time less its waits
+  // on peers) is the compute slice, or the post of a SEND/RECV.
+  const double work = std::max(0.0, std::chrono::duration<double, std::milli>(e.compute()).count());
   if (is_compute(e.action.type)) {
-    // Receives the compute waited for are the data's arrival, not compute.
-    r.start = std::min(end, std::max(r.start, s.compute_from[e.index]));
+    // Receives the compute waited for are the data's arrival, not compute:
+    // it starts after its waits, and not before the last of them ended.
+    r.start = std::min(end, std::max(end - work, s.compute_from[e.index]));
     r.end = end;
   } else {
-    r.post = std::max(0.0, end - r.start);
-    r.end = std::max(r.end, end);
+    // The waits a SEND/RECV saw (a BATCH_P2P group's, for its last member)
+    // are charged to the operations' own records (waited()).
+    r.post = work;
+    r.end = std::max(r.end, r.start + work);
     r.bytes = e.bytes;
   }
 }

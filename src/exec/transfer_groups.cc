@@ -41,7 +41,7 @@ void Transfers::await_group(const Action* members, std::size_t n) {
   }
   // The group's SEND_Bs, in posting order.
   for (std::size_t i = group_sends_from_; i < other_sends_.size(); ++i)
-    other_sends_[i].op->wait(timeout_, other_sends_[i].what);
+    wait_for(*other_sends_[i].op, other_sends_[i].what);
   other_sends_.resize(group_sends_from_);
 }
 

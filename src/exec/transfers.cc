@@ -37,11 +37,21 @@ void Transfers::begin_step(int step) {
 
 void Transfers::finish_step() {
   for (auto& [key, sends] : fwd_sends_)
-    for (auto& s : sends) s.op->wait(timeout_, s.what);
+    for (auto& s : sends) wait_for(*s.op, s.what);
   fwd_sends_.clear();
-  for (auto& s : other_sends_) s.op->wait(timeout_, s.what);
+  for (auto& s : other_sends_) wait_for(*s.op, s.what);
   other_sends_.clear();
   if (!recvs_.empty()) throw InternalError(me() + "a posted receive was never consumed");
+}
+
+void Transfers::wait_for(PendingOp& op, const std::string& what) {
+  if (!timing_) {
+    op.wait(timeout_, what);
+    return;
+  }
+  const Clock::time_point t0 = Clock::now();
+  op.wait(timeout_, what);
+  waited_ += Clock::now() - t0;
 }
 
 at::Tensor Transfers::pack(int stage, const Values& values, const BoundarySpec& spec) const {
@@ -56,8 +66,8 @@ at::Tensor Transfers::pack(int stage, const Values& values, const BoundarySpec& 
 void Transfers::await_header(int from_stage) {
   std::unique_ptr<PendingOp>& op = header_ops_[from_stage];
   if (!op) return;
-  op->wait(timeout_, me() + "receiving the shapes of stage " + std::to_string(from_stage) +
-                         "'s outputs from rank " + std::to_string(meta_.rank_of(from_stage)));
+  wait_for(*op, me() + "receiving the shapes of stage " + std::to_string(from_stage) +
+                    "'s outputs from rank " + std::to_string(meta_.rank_of(from_stage)));
   op.reset();
   specs_[from_stage] = decode_spec(header_msgs_[from_stage]);
   header_msgs_[from_stage] = at::Tensor();
@@ -120,7 +130,7 @@ void Transfers::await_recv(PostedRecv& r, Dir dir, int stage) {
     if (!r.spec.empty()) r.op = comm_->irecv(r.message, r.peer, r.tag);
     r.deferred = false;
   }
-  if (r.op) r.op->wait(timeout_, r.what);
+  if (r.op) wait_for(*r.op, r.what);
   r.op.reset();
 }
 
@@ -194,7 +204,7 @@ void Transfers::send_backward(int stage, int mb, const Values& grads) {
 void Transfers::release_forward_sends(int stage, int mb) {
   auto it = fwd_sends_.find({stage, mb});
   if (it == fwd_sends_.end()) return;
-  for (auto& s : it->second) s.op->wait(timeout_, s.what);
+  for (auto& s : it->second) wait_for(*s.op, s.what);
   fwd_sends_.erase(it);
 }
 
@@ -206,7 +216,7 @@ void Transfers::release_completed_sends() {
       ++it;
       continue;
     }
-    for (auto& s : it->second) s.op->wait(timeout_, s.what);
+    for (auto& s : it->second) wait_for(*s.op, s.what);
     it = fwd_sends_.erase(it);
   }
 }

@@ -73,6 +73,11 @@ class Transfers {
   const std::optional<BoundarySpec>& spec(int stage) const { return specs_[stage]; }
   /// Payload bytes of the last transfer posted (for observers).
   std::int64_t last_bytes() const { return last_bytes_; }
+  /// While observers watch: time every wait on a peer (waited()).
+  void time_waits(bool on) { timing_ = on; }
+  /// Time blocked on peers so far, counted while time_waits is on; the
+  /// difference across an action is its ActionEvent::wait.
+  Clock::duration waited() const { return waited_; }
 
  private:
   std::string me() const { return "rank " + std::to_string(rank_) + ": "; }
@@ -87,6 +92,8 @@ class Transfers {
   void send_header(int stage, const BoundarySpec& now, int mb);
   void post_header(int from);
   void check_same_shapes(int stage, int mb, const BoundarySpec& now) const;
+  /// Every wait on a peer's operation goes through here (timed when asked).
+  void wait_for(PendingOp& op, const std::string& what);
 
   struct PostedRecv {
     std::unique_ptr<PendingOp> op;  // null for a boundary without values or a deferred post
@@ -110,6 +117,8 @@ class Transfers {
   Communicator* comm_ = nullptr;
   int step_ = 0;
   std::int64_t last_bytes_ = 0;
+  bool timing_ = false;
+  Clock::duration waited_{};
   // Shapes of stage s's outputs: `given_` from output_specs; `learned_` once
   // a header crossed (both ends agree on when that is).
   std::vector<std::optional<BoundarySpec>> specs_;

@@ -6,6 +6,9 @@
 #undef CHECK
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <thread>
+
 #include "solo_group.h"
 
 #include "pipeplan/error.h"
@@ -90,6 +93,8 @@ TEST_CASE("exec hooks: observers see every action in plan order", "[exec][hooks]
     CHECK(rec->exits[i].step == 0);
     CHECK(rec->exits[i].rank == 0);
     if (i > 0) CHECK(rec->exits[i].start >= rec->exits[i - 1].end);
+    CHECK(rec->exits[i].wait == Clock::duration::zero());  // one rank: no peer to wait for
+    CHECK(rec->exits[i].compute() == rec->exits[i].end - rec->exits[i].start);
   }
   CHECK(rec->log.front() == "begin");
   CHECK(rec->log.back() == "end");
@@ -165,4 +170,91 @@ TEST_CASE("exec hooks: UNSHARD / RESHARD / REDUCE_GRAD run their handlers", "[ex
   calls.clear();
   ex.step(b.inputs, b.targets);
   CHECK(calls.empty());
+}
+
+namespace {
+
+// Rank `rank` of a two-rank 1f1b step over Gloo, in a thread of this
+// process: stage 0 a matmul, stage 1 a matmul whose forward also sleeps
+// `slow` (the slow peer). Returns the on_exit events, or the error.
+struct RankRun {
+  std::vector<ActionEvent> events;
+  std::string error;
+};
+
+// Keeps the on_exit events (no Catch assertions: it runs on a rank's thread).
+struct Exits : Observer {
+  std::vector<ActionEvent> events;
+  void on_exit(const ActionEvent& e) override { events.push_back(e); }
+};
+
+RankRun run_rank(const Plan& p, int rank, int port, std::chrono::milliseconds slow) {
+  RankRun out;
+  try {
+    DistEnv env;
+    env.rank = rank;
+    env.world_size = 2;
+    env.master_port = port;
+    Executor ex(p, Communicator::connect(env, Backend::Gloo, std::chrono::seconds(30)));
+    at::Tensor w = at::full({4, 4}, 0.1, at::kFloat).requires_grad_(true);
+    StageModule stage;
+    stage.parameters = {w};
+    stage.forward = [w, rank, slow](const Values& in) {
+      if (rank == 1) std::this_thread::sleep_for(slow);
+      return Values{at::matmul(std::get<at::Tensor>(in.at(0)), w)};
+    };
+    ex.set_stage(rank, stage);
+    ex.set_loss([](const Values& o, const Values&) { return std::get<at::Tensor>(o[0]).sum(); });
+    auto exits = std::make_shared<Exits>();
+    ex.add_observer(exits);
+    ex.step(rank == 0 ? Values{at::ones({4, 4})} : Values{}, {});
+    ex.shutdown();
+    out.events = exits->events;
+  } catch (const std::exception& e) {
+    out.error = e.what();
+  }
+  return out;
+}
+
+double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+}  // namespace
+
+TEST_CASE("exec hooks: over Gloo, the rank waiting for a slow peer sees the wait in its events",
+          "[exec][hooks]") {
+  const Plan p = plan(Problem{"1f1b", 2, 2});
+  // rank 0: 0F0 0SEND_F0 0F1 0RECV_B0 0SEND_F1 0B0 0RECV_B1 0B1
+  // rank 1: 1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B1
+  const std::chrono::milliseconds slow(40);
+  const int port = free_loopback_port();
+  RankRun r1;
+  std::thread peer([&] { r1 = run_rank(p, 1, port, slow); });
+  RankRun r0 = run_rank(p, 0, port, slow);
+  peer.join();
+  INFO(r0.error << r1.error);
+  REQUIRE(r0.error.empty());
+  REQUIRE(r1.error.empty());
+  REQUIRE(r0.events.size() == p.ranks[0].size());
+  REQUIRE(r1.events.size() == p.ranks[1].size());
+  for (const RankRun* r : {&r0, &r1})
+    for (const ActionEvent& e : r->events) {
+      CHECK(e.wait >= Clock::duration::zero());
+      CHECK(e.wait <= e.end - e.start);
+    }
+  // Rank 0's 0B0 waits for the gradient of rank 1's slow forward: waiting,
+  // not compute. Its 0F0 and 0F1 wait for nothing.
+  const ActionEvent& b0 = r0.events[5];
+  REQUIRE(to_string(b0.action) == "0B0");
+  CHECK(ms(b0.wait) >= 0.75 * static_cast<double>(slow.count()));
+  CHECK(b0.compute() < b0.wait);
+  CHECK(r0.events[0].wait == Clock::duration::zero());
+  CHECK(r0.events[2].wait == Clock::duration::zero());
+  // Rank 1's slow forwards are compute, not waiting.
+  for (std::size_t i : {1, 5}) {
+    const ActionEvent& f = r1.events[i];
+    INFO(to_string(f.action));
+    REQUIRE(f.action.type == ActionType::F);
+    CHECK(ms(f.compute()) >= static_cast<double>(slow.count()));
+    CHECK(f.wait < f.compute());
+  }
 }

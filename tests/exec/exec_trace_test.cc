@@ -15,6 +15,7 @@
 
 #include "pipeplan/error.h"
 #include "pipeplan/exec/comm.h"
+#include "pipeplan/exec/executor.h"
 #include "pipeplan/exec/trace.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/trace.h"
@@ -42,17 +43,24 @@ class FakeOp : public PendingOp {
   Ms delay_;
 };
 
-// In-process stand-in for a process group: every operation completes after
-// the delay set for its peer.
+// In-process stand-in for rank 0 of a two-rank group: every operation
+// completes after the delay set for its peer (sends at once when
+// `delay_sends` is off); a receive delivers zeros.
 class FakeComm : public Communicator {
  public:
   std::map<int, Ms> delay;
+  bool delay_sends = true;
   int rank() const override { return 0; }
   int size() const override { return 2; }
   Backend backend() const override { return Backend::Gloo; }
   at::Device device() const override { return at::kCPU; }
-  std::unique_ptr<PendingOp> isend(const at::Tensor&, int peer, int) override { return op(peer); }
-  std::unique_ptr<PendingOp> irecv(const at::Tensor&, int peer, int) override { return op(peer); }
+  std::unique_ptr<PendingOp> isend(const at::Tensor&, int peer, int) override {
+    return delay_sends ? op(peer) : std::make_unique<FakeOp>(Ms(0));
+  }
+  std::unique_ptr<PendingOp> irecv(const at::Tensor& t, int peer, int) override {
+    t.zero_();
+    return op(peer);
+  }
   void allreduce_max(at::Tensor&, Ms) override {}
   void barrier(Ms) override {}
   std::unique_ptr<PendingOp> iallreduce_sum(const at::Tensor&) override { return op(1); }
@@ -112,7 +120,103 @@ std::vector<TraceRecord> drive(Tracer& tracer, const Plan& plan, Ms delay, Ms co
   return tracer.records();
 }
 
+struct Exits : Observer {
+  std::vector<ActionEvent> events;
+  void on_exit(const ActionEvent& e) override { events.push_back(e); }
+};
+
+double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// One training step of rank 0 of `plan` (two stages, one per rank) as the
+// executor runs it over the fake group, traced, its peer answering every
+// receive after 30 ms; stage 0 is one small matmul. Returns the events.
+std::vector<ActionEvent> step_on_slow_peer(const Plan& plan,
+                                           const std::shared_ptr<Tracer>& tracer) {
+  auto fake = std::make_shared<FakeComm>();
+  fake->delay[1] = Ms(30);
+  fake->delay_sends = false;
+  ExecOptions opts;
+  opts.output_specs[0] = {ValueSpec{false, at::kFloat, {2, 4}}};  // no shape header
+  Executor ex(plan, tracer->wrap(fake), opts);
+  at::Tensor w = at::randn({4, 4}).requires_grad_(true);
+  StageModule stage;
+  stage.forward = [w](const Values& in) {
+    return Values{at::matmul(std::get<at::Tensor>(in.at(0)), w)};
+  };
+  stage.parameters = {w};
+  ex.set_stage(0, stage);
+  ex.add_observer(tracer);
+  auto exits = std::make_shared<Exits>();
+  ex.add_observer(exits);
+  ex.step({at::randn({4, 4})}, {});
+  CHECK(w.grad().defined());
+  return exits->events;
+}
+
 }  // namespace
+
+TEST_CASE("exec observer: an action's wait on a slow peer is apart from its compute",
+          "[exec][trace][hooks]") {
+  const Plan plan = pipeplan::plan(Problem{"1f1b", 2, 2});
+  // rank 0: 0F0 0SEND_F0 0F1 0RECV_B0 0SEND_F1 0B0 0RECV_B1 0B1
+  TracerOptions o;
+  o.warn_after = Ms(0);
+  auto tracer = std::make_shared<Tracer>(o);
+  const std::vector<ActionEvent> events = step_on_slow_peer(plan, tracer);
+  const std::vector<TraceRecord> recs = tracer->records();
+  REQUIRE(events.size() == plan.ranks[0].size());
+  REQUIRE(recs.size() == events.size());
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const ActionEvent& e = events[i];
+    INFO(to_string(e.action));
+    CHECK(e.index == i);
+    CHECK(e.compute() == e.end - e.start - e.wait);
+    CHECK(e.wait <= e.end - e.start);
+    const bool waits = e.action.type == ActionType::B;  // each B waits for its RECV_B
+    if (waits) {
+      CHECK(ms(e.wait) >= 25.0);
+      CHECK(ms(e.compute()) < 20.0);
+    } else {
+      // No wait at all: the RECVs only post, the SENDs' peer takes them at once.
+      CHECK(e.wait == Clock::duration::zero());
+    }
+    // The tracer's compute slice and post are the event's own work.
+    const TraceRecord& r = recs[i];
+    if (is_compute(e.action.type)) CHECK(r.end - r.start == Approx(ms(e.compute())).margin(2.0));
+    else CHECK(r.post == Approx(ms(e.compute())).margin(2.0));
+  }
+  // The wait itself is the RECV_B's, which posted it.
+  CHECK(recs[3].wait >= 25.0);
+  CHECK(recs[6].wait >= 25.0);
+}
+
+TEST_CASE("exec observer: a BATCH_P2P group's wait is its last member's", "[exec][trace][hooks]") {
+  LowerOptions batched;
+  batched.batch_p2p = true;
+  const Plan plan = pipeplan::plan(Problem{"1f1b", 2, 2}, batched);
+  REQUIRE(to_string(plan.ranks[0]) ==
+          "0F0 0SEND_F0 0F1 (0RECV_B0;0SEND_F1)BATCH_P2P 0B0 0RECV_B1 0B1");
+  TracerOptions o;
+  o.warn_after = Ms(0);
+  auto tracer = std::make_shared<Tracer>(o);
+  const std::vector<ActionEvent> events = step_on_slow_peer(plan, tracer);
+  const std::vector<TraceRecord> recs = tracer->records();
+  REQUIRE(events.size() == 8);
+  REQUIRE(recs.size() == 8);
+  // 0SEND_F1 closes the group: its on_exit comes once 0RECV_B0 is in.
+  const ActionEvent& last = events[4];
+  REQUIRE(to_string(last.action) == "0SEND_F1");
+  CHECK(ms(last.wait) >= 25.0);
+  CHECK(ms(last.end - last.start) >= 25.0);
+  CHECK(ms(last.compute()) < 20.0);
+  CHECK(events[3].wait == Clock::duration::zero());  // 0RECV_B0, the first member
+  CHECK(ms(events[5].wait) < 20.0);                  // 0B0: its gradient is in already
+  CHECK(ms(events[7].wait) >= 25.0);                 // 0B1 waits for 0RECV_B1
+  // The tracer: the post is the member's own work, the wait the RECV's.
+  CHECK(recs[4].post == Approx(ms(last.compute())).margin(2.0));
+  CHECK(recs[4].wait < 20.0);  // its own send completed at once
+  CHECK(recs[3].wait >= 25.0);
+}
 
 TEST_CASE("exec trace: waits go to the action that posted them, computes start after their data",
           "[exec][trace]") {

@@ -6,8 +6,9 @@
 // @code
 //   struct Printer : pipeplan::exec::Observer {
 //     void on_exit(const pipeplan::exec::ActionEvent& e) override {
-//       std::cerr << pipeplan::to_string(e.action) << " took "
-//                 << std::chrono::duration<double, std::micro>(e.end - e.start).count() << " us\n";
+//       using us = std::chrono::duration<double, std::micro>;
+//       std::cerr << pipeplan::to_string(e.action) << " took " << us(e.end - e.start).count()
+//                 << " us, " << us(e.wait).count() << " of them waiting for peers\n";
 //     }
 //   };
 //   executor.add_observer(std::make_shared<Printer>());
@@ -38,9 +39,30 @@ struct ActionEvent {
   bool forward_only = false;  ///< part of a forward-only (eval) step
   Clock::time_point start;    ///< when the executor began the action
   Clock::time_point end;      ///< when it finished (on_exit only; start in on_entry)
+  /// How long, between start and end, the executor was blocked on peers
+  /// (on_exit only; zero in on_entry): the waits for boundary transfers to
+  /// complete. A RECV only posts; its consumer waits for it: an F for its
+  /// RECV_F (and that boundary's shape header), a B or I for its RECV_B and
+  /// then for its microbatch's SEND_Fs still in flight (OVERLAP_F_B both). A
+  /// RECV_F on NCCL waits for its boundary's shape header. The last member
+  /// of a BATCH_P2P group waits for the whole group (its receives in, its
+  /// sends delivered): that member's on_exit comes once the group ended.
+  /// Waits outside every action are in no event: the sends completed at
+  /// the end of a step, shared-parameter sums, the step-loss sum,
+  /// data-parallel averaging (an observer's own work), the shape headers
+  /// NCCL exchanges before a group; nor is communication done by a
+  /// pass-through handler or an observer. Measured only while an observer
+  /// is attached.
+  Clock::duration wait{};
   /// SEND_F/SEND_B/RECV_F/RECV_B: bytes of the message's payload (0 when the
   /// boundary carries no values). Zero for every other action.
   std::int64_t bytes = 0;
+
+  /// The action's own work, end - start - wait (on_exit only): a compute's
+  /// forward or backward; a SEND/RECV's posting (packing, isend/irecv;
+  /// TraceRecord::post); a pass-through action's handler. The Tracer's
+  /// compute slices and posts use this measure.
+  Clock::duration compute() const { return end - start - wait; }
 };
 
 /// Receives the executor's events. Every method has an empty default; the
