@@ -7,6 +7,7 @@
 #undef CHECK
 #include <catch2/catch.hpp>
 
+#include "error_of.h"
 #include "solo_group.h"
 
 #include "pipeplan/error.h"
@@ -22,16 +23,8 @@ namespace {
 using namespace pipeplan;
 using namespace pipeplan::exec;
 
+using pipeplan::test::error_of;
 using pipeplan::test::solo_group;
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 // Embedding -> 3 x (Linear + GELU + LayerNorm) -> head, in float64.
 torch::nn::Sequential make_model(std::uint64_t seed) {
