@@ -70,6 +70,21 @@ struct MemorySeed {
   std::string origin;
 };
 
+/// What recomputing adds to a rank whose one stage holds `activation` (and
+/// keeps `input` when recomputed, taking `recompute` to run back) on a
+/// 1F1B-like order (ZB-H1, 1F1B at v = 1) with `in_flight` microbatches
+/// alive at once, m in all: one recomputed and being run back, the most it
+/// can keep whole within `budget`, the rest at their input. 0 when all fit
+/// whole; infinite when even that does not fit.
+double recompute_tax(double activation, double input, double recompute, int in_flight, int m,
+                     double budget);
+
+/// The partition at v = 1 that minimises the largest rank's work (m x (F +
+/// B)) plus its recompute_tax, rank r holding p - r microbatches at once.
+/// nullopt when none fits, or when the problem is too large to solve so.
+std::optional<Partition> recompute_balanced(const LayerProfile& profile, int p, int m,
+                                            double budget);
+
 /// A compute-only plan with memory actions that fits the budget.
 struct MemoryCandidate {
   Plan plan;

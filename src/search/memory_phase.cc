@@ -2,6 +2,7 @@
 // that do not fit get their memory actions in several styles, the best few
 // have their orders improved and are polished with the actions in place.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "ir/numbers.h"
@@ -88,6 +89,60 @@ std::optional<MemoryCandidate> fit_one(const Plan& order, const StageTable& tabl
   return std::nullopt;
 }
 
+}  // namespace
+
+// See memory.h.
+double recompute_tax(double act, double input, double rec, int in_flight, int m, double budget) {
+  if (in_flight * act <= budget + kEps) return 0.0;
+  const double floor = act + (in_flight - 1) * input;
+  if (floor > budget + kEps || act <= input + kEps) return std::numeric_limits<double>::infinity();
+  const double kept = std::floor((budget - floor) / (act - input) + kEps);
+  const double recomputed = std::max(0.0, in_flight - 1 - kept);
+  return m * recomputed / in_flight * rec;
+}
+
+// Min-max by dynamic programming over the layer boundaries.
+std::optional<Partition> recompute_balanced(const LayerProfile& profile, int p, int m,
+                                            double budget) {
+  const std::size_t L = profile.size(), P = static_cast<std::size_t>(p);
+  if (P > L || static_cast<double>(P) * static_cast<double>(L) * static_cast<double>(L) > 2e6)
+    return std::nullopt;
+  // Prefix sums of m x (F + B), activations and recompute times.
+  std::vector<double> work(L + 1, 0.0), act(work), rec(work);
+  for (std::size_t l = 0; l < L; ++l) {
+    const Layer& x = profile.layers[l];
+    work[l + 1] = work[l] + m * (x.f + x.b);
+    act[l + 1] = act[l] + x.activation;
+    rec[l + 1] = rec[l] + x.recompute_time();
+  }
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  // best[r][l]: the least max cost of ranks 0..r-1 holding layers [0, l).
+  std::vector<std::vector<double>> best(P + 1, std::vector<double>(L + 1, kInf));
+  std::vector<std::vector<std::size_t>> cut(P + 1, std::vector<std::size_t>(L + 1, 0));
+  best[0][0] = 0.0;
+  for (std::size_t r = 0; r < P; ++r)
+    for (std::size_t a = r; a + (P - r) <= L; ++a) {
+      if (best[r][a] == kInf) continue;
+      for (std::size_t b = a + 1; b + (P - r - 1) <= L; ++b) {
+        const double cost = work[b] - work[a] +
+                            recompute_tax(act[b] - act[a], profile.layers[a].input_size(),
+                                          rec[b] - rec[a], p - static_cast<int>(r), m, budget);
+        const double v = std::max(best[r][a], cost);
+        if (v < best[r + 1][b] - kEps) best[r + 1][b] = v, cut[r + 1][b] = a;
+      }
+    }
+  if (best[P][L] == kInf) return std::nullopt;
+  Partition part(P);
+  for (std::size_t r = P, b = L; r > 0; --r) {
+    const std::size_t a = cut[r][b];
+    part[r - 1] = static_cast<int>(b - a);
+    b = a;
+  }
+  return part;
+}
+
+namespace {
+
 class Phase {
  public:
   Phase(const LayerProfile* profile, double budget, MemoryAllowed allowed,
@@ -99,7 +154,7 @@ class Phase {
         evaluations_(evaluations) {}
 
   std::vector<MemoryCandidate> run(const std::vector<MemorySeed>& seeds) {
-    if (!build(seeds)) return std::move(out_);
+    if (!build(seeds) || !build(rebalanced(seeds))) return std::move(out_);
     restyle();
     improve();
     refine();
@@ -172,6 +227,27 @@ class Phase {
           }
     }
     return true;
+  }
+
+  // The seeds at v = 1 again on the partition that balances work plus what
+  // recomputing adds (recompute_balanced), when it differs from theirs.
+  std::vector<MemorySeed> rebalanced(const std::vector<MemorySeed>& seeds) const {
+    std::vector<MemorySeed> out;
+    if (!profile_ || !allowed_.recompute || seeds.empty()) return out;
+    const PlanMeta& meta = seeds.front().meta;
+    const std::optional<Partition> part =
+        recompute_balanced(*profile_, meta.pp_degree, meta.num_microbatches, budget_);
+    if (!part) return out;
+    for (const MemorySeed& seed : seeds) {
+      if (seed.meta.num_stages() != seed.meta.pp_degree || seed.meta.partition == *part) continue;
+      MemorySeed s = seed;
+      s.meta.partition = *part;
+      s.order.meta.partition = *part;
+      s.options.costs = stage_costs(*profile_, *part, seed.options.costs);
+      s.origin += " on a partition balancing recompute";
+      out.push_back(std::move(s));
+    }
+    return out;
   }
 
   // Candidate indices, fastest first.
