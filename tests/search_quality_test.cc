@@ -380,6 +380,20 @@ TEST_CASE("search: the drain term counts the forwards the budget holds back", "[
   CHECK(r.lower_bound == Approx(35));
   CHECK(r.makespan == Approx(35));
   CHECK(r.peak_memory <= 4.0 + 1e-9);
+  // The grid's p = 2, m = 4 analog (F = I = W = 1, transfer 0.25, 1F1B's
+  // budget 2), small enough for the exact search: the budget raises the
+  // bound from 12.75 to 13.25, which is the exact optimum.
+  const LayerProfile two = uniform_stages(2);
+  CHECK(makespan_lower_bound(two, 2, 4, 0.25) == Approx(12.75));
+  o.pp_degree = 2;
+  o.num_microbatches = 4;
+  o.memory_limit = 2.0;
+  o.comm.comm_latency = 0.25;
+  const SearchResult tiny = search(two, o);
+  REQUIRE(tiny.exact);
+  CHECK(tiny.exact->complete);
+  CHECK(tiny.exact->optimum == Approx(13.25));
+  CHECK(tiny.lower_bound == Approx(13.25));
 }
 
 TEST_CASE("search: the exact search runs within the time limit", "[search]") {
