@@ -325,12 +325,61 @@ TEST_CASE("search: the drain term of the lower bound", "[search]") {
   const SearchResult r = search(prof, o);
   CHECK(r.makespan == Approx(r.lower_bound));
   CHECK(r.lower_bound == Approx(19));
-  // The sail-sg grid's p = 8, m = 8, I = 2: 8 + 7 + 2 x 8 x 1.5 = 39, with
-  // 2(p - 1) transfers more at transfer 0.25.
+  // The sail-sg grid's p = 8, m = 8, I = 2: 8 + 7 + 2 x 8 x 1.5 = 39. At
+  // transfer 0.25, 2(p - 1) transfers more, and 7 more: the seven layers
+  // below the drain rank's two (0..8) that it does not hold are on seven
+  // other ranks (one holding two more layers, 3 x 12 of work, could not end
+  // by then), each entered on the way up: 8 + 7 + 21 x 0.25 + 24 = 44.25.
   const LayerProfile eight = uniform_stages(8, 2);
   CHECK(makespan_lower_bound(eight, 8, 8, 0.0, &why, 16.0) == Approx(39));
-  CHECK(makespan_lower_bound(eight, 8, 8, 0.25, &why, 16.0) == Approx(42.5));
+  CHECK(makespan_lower_bound(eight, 8, 8, 0.25, &why, 16.0) == Approx(44.25));
   CHECK(why.find("drain") != std::string::npos);
+  // F = I = W = 1: 8 + 3.5 + 21 x 0.25 + 16 = 32.75, and the search's plan
+  // is there (sail-sg's zbv.py: 33.5).
+  const LayerProfile even = uniform_stages(8);
+  CHECK(makespan_lower_bound(even, 8, 8, 0.25, &why, 8.0) == Approx(32.75));
+  o.pp_degree = 8;
+  o.num_microbatches = 8;
+  o.comm.comm_latency = 0.25;
+  const SearchResult at = search(even, o);
+  CHECK(at.makespan == Approx(32.75));
+  CHECK(at.lower_bound == Approx(32.75));
+  CHECK(at.peak_memory <= 8.0 + 1e-9);
+}
+
+TEST_CASE("search: the drain term counts the forwards the budget holds back", "[search]") {
+  // The sail-sg grid's p = 4, m = 8, I = 2 at 1F1B's budget (4 per rank,
+  // activation 0.5 per layer): the drain's rank waits 4 + 3 for its first
+  // backward, and until then holds at most 8 forwards (4 of its 8 x 2 x 0.5
+  // of F); the other 4 of F run after it with its 24 of B: 7 + 4 + 24 = 35
+  // where the budget-blind terms give 33.5. The search's plan is at it.
+  const LayerProfile prof = uniform_stages(4, 2);
+  std::string why;
+  CHECK(makespan_lower_bound(prof, 4, 8, 0.0, &why) == Approx(33.5));
+  CHECK(makespan_lower_bound(prof, 4, 8, 0.0, &why, 4.0) == Approx(35));
+  CHECK(why.find("forwards the memory budget kept") != std::string::npos);
+  // With transfers 0.25: 2 x 3 of them, and 3 into the ranks holding layers
+  // 0..2 (the drain rank holds 3 and 4): 7 + 9 x 0.25 + 4 + 24.
+  CHECK(makespan_lower_bound(prof, 4, 8, 0.25, &why, 4.0) == Approx(37.25));
+  // Twice the budget holds all 16 forwards: back to 33.5.
+  CHECK(makespan_lower_bound(prof, 4, 8, 0.0, nullptr, 8.0) == Approx(33.5));
+  // A recompute as costly as the forward saves nothing: the same bound; one
+  // cheaper than the forward, or offload, lets the forwards go unheld.
+  CHECK(makespan_lower_bound(prof, 4, 8, 0.0, nullptr, 4.0, {true, false}) == Approx(35));
+  CHECK(makespan_lower_bound(prof, 4, 8, 0.0, nullptr, 4.0, {false, true}) == Approx(33.5));
+  LayerProfile cheap = prof;
+  for (Layer& l : cheap.layers) l.recompute = 0.25;
+  CHECK(makespan_lower_bound(cheap, 4, 8, 0.0, nullptr, 4.0, {true, false}) == Approx(33.5));
+  CHECK(makespan_lower_bound(cheap, 4, 8, 0.0, nullptr, 4.0) == Approx(35));
+  SearchOptions o;
+  o.pp_degree = 4;
+  o.num_microbatches = 8;
+  o.memory_limit = 4.0;
+  o.time_limit = 60;
+  const SearchResult r = search(prof, o);
+  CHECK(r.lower_bound == Approx(35));
+  CHECK(r.makespan == Approx(35));
+  CHECK(r.peak_memory <= 4.0 + 1e-9);
 }
 
 TEST_CASE("search: the exact search runs within the time limit", "[search]") {

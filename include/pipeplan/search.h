@@ -145,7 +145,9 @@ struct BoundMemoryActions {
 /// layers, the k-th rank to start doing m(F + B) of each layer it holds
 /// after that wait (each rank holds one layer at least); the drain, the rank
 /// whose top layer is lowest waiting for a microbatch's F through every
-/// layer and I back through the top p-1 before all its m x B; and the memory
+/// layer (entering each other rank holding a layer below its top) and I back
+/// through the layers above, before all its m x B and the forwards the
+/// budget kept it from running while it waited; and the memory
 /// term, the round trips of the microbatches the first stage can hold at
 /// once run one after another. See docs/search.md for the proof.
 double makespan_lower_bound(const LayerProfile& profile, int pp_degree, int num_microbatches,

@@ -67,12 +67,7 @@ std::vector<StageModule> split_sequential(const torch::nn::Sequential& model, in
   if (num_stages < 1 || num_stages > n)
     throw InputError("split_sequential: cannot split " + std::to_string(n) + " children into " +
                      std::to_string(num_stages) + " non-empty stages");
-  std::vector<std::size_t> points;
-  std::size_t at = 0;
-  const std::vector<int> counts = balanced_partition(n, num_stages);
-  for (std::size_t k = 0; k + 1 < counts.size(); ++k)
-    points.push_back(at += static_cast<std::size_t>(counts[k]));
-  return split_sequential(model, points);
+  return split_sequential(model, split_points(balanced_partition(n, num_stages)));
 }
 
 std::vector<std::size_t> split_points(const std::vector<int>& partition) {

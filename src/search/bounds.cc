@@ -2,6 +2,7 @@
 // docs/search.md, "The lower bound").
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -109,26 +110,58 @@ Term layer_term(const LayerProfile& profile, int p, double m, double transfer) {
               detail::format_number(value)};
 }
 
-// The drain: take the rank R whose highest layer is the lowest of the ranks'
-// highest layers (at most layer L - p, as they are p distinct layers). Its
-// first backward needs a microbatch's F through every layer and its I back
-// through every layer above R's, across the p - 1 other ranks both ways;
-// then all of R's m x B still runs. With R holding n layers (the n cheapest
-// B of layers 0..L-p at least) and the others the other L - n as whole
+// How much forward work a rank can do while holding at most `budget` of
+// activations: budget x the largest F per unit of activation among layers
+// 0..L-p (the layers the drain's rank R may hold; a stage's ratio is at most
+// its layers' largest). Infinite when no budget is given, when a microbatch
+// may leave the device (offload), when one of those layers holds nothing, or
+// when a recompute may cost less than the forward it replaces.
+double forward_room(const LayerProfile& profile, std::size_t P, double budget,
+                    BoundMemoryActions actions) {
+  constexpr double kNone = std::numeric_limits<double>::infinity();
+  if (!std::isfinite(budget) || actions.offload) return kNone;
+  double ratio = 0;
+  for (std::size_t l = 0; l + P <= profile.size(); ++l) {
+    const Layer& layer = profile.layers[l];
+    if (layer.activation <= 0 || (actions.recompute && layer.recompute_time() < layer.f))
+      return kNone;
+    ratio = std::max(ratio, layer.f / layer.activation);
+  }
+  return budget * ratio;
+}
+
+// The drain: take the rank R whose highest layer λ is the lowest of the
+// ranks' highest layers (at most layer L - p, as they are p distinct layers).
+// Its first backward needs a microbatch's F through every layer and its I
+// back through every layer above λ, across the p - 1 other ranks both ways,
+// and its F path to λ enters each other rank holding a layer at or below λ;
+// then all of R's m x B still runs. Until then R can only run forwards, and
+// every forward it started is held at once when that backward starts, so
+// within the budget it did at most forward_room() of its m x F: the rest runs
+// after it too. With R holding n layers (the n cheapest B and the n cheapest
+// F of layers 0..L-p at least) and the others the other L - n as whole
 // layers after their starts: the least over n of the larger of the two.
-Term drain_term(const LayerProfile& profile, int p, double m, double transfer) {
+Term drain_term(const LayerProfile& profile, int p, double m, double transfer, double budget,
+                BoundMemoryActions actions) {
   const std::size_t L = profile.size();
   const auto P = static_cast<std::size_t>(p);
   if (p < 2 || L < P) return {0.0, ""};
-  double arrival = 2.0 * (p - 1) * transfer;
-  for (const Layer& l : profile.layers) arrival += l.f;
-  for (std::size_t l = L - P + 1; l < L; ++l) arrival += std::max(0.0, profile.layers[l].i());
-  std::vector<double> back;  // B of the layers R may hold, cheapest first
-  for (std::size_t l = 0; l + P <= L; ++l) back.push_back(m * profile.layers[l].b);
+  double base = 2.0 * (p - 1) * transfer;
+  for (const Layer& l : profile.layers) base += l.f;
+  std::vector<double> above(L, 0.0);  // above[λ]: the I of the layers above λ
+  for (std::size_t l = L - 1; l-- > 0;)
+    above[l] = above[l + 1] + std::max(0.0, profile.layers[l + 1].i());
+  std::vector<double> back, fwd;  // m x B and m x F of the layers R may hold, cheapest first
+  for (std::size_t l = 0; l + P <= L; ++l) {
+    back.push_back(m * profile.layers[l].b);
+    fwd.push_back(m * profile.layers[l].f);
+  }
   std::sort(back.begin(), back.end());
+  std::sort(fwd.begin(), fwd.end());
+  const double room = forward_room(profile, P, budget, actions);
   const Packing pack(profile, P, m, transfer);
   // R, the r-th to start, holds n layers; every other rank one or more.
-  std::vector<std::size_t> caps(P);
+  std::vector<std::size_t> caps(P), spare(P);
   const auto placement = [&](double T, std::size_t n) -> std::ptrdiff_t {
     std::size_t total = 0, ones = 0;
     for (std::size_t k = 0; k < P; ++k) {
@@ -141,31 +174,64 @@ Term drain_term(const LayerProfile& profile, int p, double m, double transfer) {
         return static_cast<std::ptrdiff_t>(r);
     return -1;
   };
-  double best = std::numeric_limits<double>::infinity(), work = 0;
+  // The least I above λ plus transfers into the other ranks holding one of
+  // the λ + 1 - n layers at or below λ that R does not: each holds its own
+  // top layer above λ too, so it takes at most cap - 1 of them (the caps
+  // of placement()'s T; the p - 1 largest, whichever rank R is).
+  const auto detour = [&](std::size_t n) {
+    spare.assign(P, 0);
+    for (std::size_t k = 0; k < P; ++k) spare[k] = caps[k] > 0 ? caps[k] - 1 : 0;
+    std::sort(spare.begin(), spare.end(), std::greater<>());
+    for (std::size_t k = 1; k < P; ++k) spare[k] += spare[k - 1];  // spare[k]: the k + 1 largest
+    double least = std::numeric_limits<double>::infinity();
+    for (std::size_t top = L - P + 1; top-- > n - 1 && above[top] < least - kEps;) {
+      const std::size_t below = top + 1 - n;
+      const auto ranks = static_cast<std::size_t>(
+          below == 0 ? 0
+                     : std::lower_bound(spare.begin(), spare.begin() + (P - 1), below) -
+                           spare.begin() + 1);
+      if (ranks < P) least = std::min(least, above[top] + static_cast<double>(ranks) * transfer);
+    }
+    return least;
+  };
+  double best = std::numeric_limits<double>::infinity(), work = 0, forwards = 0;
   std::size_t best_n = 0;
+  bool late_forwards = false;  // whether the best n has forwards after the first backward
   for (std::size_t n = 1; n <= back.size(); ++n) {
     work += back[n - 1];
-    const double drain = arrival + work;
-    if (drain >= best - kEps) break;  // the drain only grows with n: no n beyond wins
-    const auto fits = [&](double T) { return placement(T, n) >= 0; };
+    forwards += fwd[n - 1];
+    const double late = forwards > room ? forwards - room : 0.0;
+    const double least_drain = base + above[L - P] + work + late;
+    if (least_drain >= best - kEps) break;  // the drain only grows with n: no n beyond wins
+    const auto drain = [&] { return base + detour(n) + work + late; };  // placement()'s caps
+    const auto fits = [&](double T) {
+      return placement(T, n) >= 0 && drain() <= T + kEps * std::max(1.0, T);
+    };
     const auto need = [&](double T) {
       const auto r = static_cast<std::size_t>(placement(T, n));
-      double v = pack.start[r] + pack.cheapest[n];
+      double v = std::max(pack.start[r] + pack.cheapest[n], drain());
       for (std::size_t k = 0; k < P; ++k)
         if (k != r) v = std::max(v, pack.start[k] + pack.cheapest[caps[k]]);
       return v;
     };
-    const double layers =
-        least_time(pack.start[P - 1], pack.start[P - 1] + pack.cheapest[L], fits, need);
-    const double value = std::max(drain, layers);
-    if (value < best) best = value, best_n = n;
+    const double lo = std::max(pack.start[P - 1], least_drain);
+    const double value =
+        least_time(lo, lo + pack.cheapest[L] + above[0] + (p - 1) * transfer, fits, need);
+    if (value < best) {
+      best = value, best_n = n;
+      late_forwards =
+          late > 0 && placement(value, n) >= 0 && drain() >= value - kEps * std::max(1.0, value);
+    }
   }
   if (!std::isfinite(best)) return {0.0, ""};
-  return {best,
-          "drain: the rank with the lowest top layer waits a microbatch's F through every layer "
-          "and I back through the top p-1 layers (2(p-1) transfers), then does m x B of its " +
-              std::to_string(best_n) + " layer(s), the others whole layers after their starts = " +
-              detail::format_number(best)};
+  return {
+      best,
+      "drain: the rank with the lowest top layer waits a microbatch's F through every layer "
+      "and I back through the layers above it (2(p-1) transfers and one into each other rank "
+      "holding a lower layer), then does m x B of its " +
+          std::to_string(best_n) + " layer(s)" +
+          (late_forwards ? " and the forwards the memory budget kept from running before" : "") +
+          ", the others whole layers after their starts = " + detail::format_number(best)};
 }
 
 // One microbatch's F + I chain through every layer, the first layer's W and
@@ -226,7 +292,7 @@ double makespan_lower_bound(const LayerProfile& profile, int pp_degree, int num_
   const Term terms[] = {
       balance_term(profile, pp_degree, num_microbatches, transfer_time),
       layer_term(profile, pp_degree, num_microbatches, transfer_time),
-      drain_term(profile, pp_degree, num_microbatches, transfer_time),
+      drain_term(profile, pp_degree, num_microbatches, transfer_time, memory_limit, actions),
       chain_term(profile, pp_degree, transfer_time),
       memory_term(profile, pp_degree, num_microbatches, transfer_time, memory_limit, actions)};
   const Term* best = &terms[0];

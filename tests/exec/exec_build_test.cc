@@ -8,6 +8,7 @@
 #undef CHECK
 #include <catch2/catch.hpp>
 
+#include "error_of.h"
 #include "solo_group.h"
 
 #include "pipeplan/error.h"
@@ -23,16 +24,8 @@ namespace {
 using namespace pipeplan;
 using namespace pipeplan::exec;
 
+using pipeplan::test::error_of;
 using pipeplan::test::solo_group;
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 // Embedding, then (Linear, GELU, LayerNorm) x 3, then a Linear head: 11 layers.
 constexpr int kLayers = 11;
@@ -132,10 +125,10 @@ TEST_CASE("exec build: set_stages(factory) builds only this rank's stages", "[ex
   const std::vector<at::Tensor> mine = ex.local_parameters();
   REQUIRE(mine.size() == want.size());
   for (std::size_t i = 0; i < mine.size(); ++i) CHECK(at::equal(mine[i], want[i]));
-  CHECK(error_of([&] {
+  CHECK(error_of<InputError>([&] {
           build_stage(sequential_stages(layer, {3, 0, 8}, 5), 0, 0);
         }) == "sequential_stages: stage 1 gets 0 layers; every stage needs at least one");
-  CHECK(error_of([&] { build_stage(inner, 4, 0); }) ==
+  CHECK(error_of<InputError>([&] { build_stage(inner, 4, 0); }) ==
         "sequential_stages: no stage 4 in a split into 4 stages");
 }
 

@@ -8,6 +8,7 @@
 #undef CHECK
 #include <catch2/catch.hpp>
 
+#include "error_of.h"
 #include "solo_group.h"
 
 #include "pipeplan/error.h"
@@ -22,17 +23,8 @@ namespace {
 using namespace pipeplan;
 using namespace pipeplan::exec;
 
+using pipeplan::test::error_of;
 using pipeplan::test::solo_group;
-
-template <class E = std::exception>
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 bool starts_with(const std::string& s, const std::string& prefix) {
   return s.rfind(prefix, 0) == 0;

@@ -225,7 +225,10 @@ TEST_CASE("exec hooks: over Gloo, the rank waiting for a slow peer sees the wait
   const Plan p = plan(Problem{"1f1b", 2, 2});
   // rank 0: 0F0 0SEND_F0 0F1 0RECV_B0 0SEND_F1 0B0 0RECV_B1 0B1
   // rank 1: 1RECV_F0 1F0 1B0 1SEND_B0 1RECV_F1 1F1 1B1 1SEND_B1
-  const std::chrono::milliseconds slow(40);
+  // Slow enough that rank 0's own work between 0SEND_F0 and 0B0 (a few
+  // matmuls and posts, preempted at worst on a loaded machine) stays far
+  // below it.
+  const std::chrono::milliseconds slow(100);
   const int port = free_loopback_port();
   RankRun r1;
   std::thread peer([&] { r1 = run_rank(p, 1, port, slow); });
@@ -245,7 +248,7 @@ TEST_CASE("exec hooks: over Gloo, the rank waiting for a slow peer sees the wait
   // not compute. Its 0F0 and 0F1 wait for nothing.
   const ActionEvent& b0 = r0.events[5];
   REQUIRE(to_string(b0.action) == "0B0");
-  CHECK(ms(b0.wait) >= 0.75 * static_cast<double>(slow.count()));
+  CHECK(ms(b0.wait) >= 0.5 * static_cast<double>(slow.count()));
   CHECK(b0.compute() < b0.wait);
   CHECK(r0.events[0].wait == Clock::duration::zero());
   CHECK(r0.events[2].wait == Clock::duration::zero());

@@ -7,9 +7,11 @@
 #undef CHECK
 #include <catch2/catch.hpp>
 
+#include "error_of.h"
 #include "solo_group.h"
 
 #include "pipeplan/error.h"
+#include "pipeplan/exec/build.h"
 #include "pipeplan/exec/comm.h"
 #include "pipeplan/exec/executor.h"
 #include "pipeplan/exec/launch.h"
@@ -22,16 +24,8 @@ namespace {
 using namespace pipeplan;
 using namespace pipeplan::exec;
 
+using pipeplan::test::error_of;
 using pipeplan::test::solo_group;
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 // Embedding -> 3 x (Linear + GELU + LayerNorm) -> head, in float64.
 torch::nn::Sequential make_model(std::uint64_t seed) {
@@ -110,6 +104,13 @@ TEST_CASE("exec modules: split points, balance and coverage", "[exec][module]") 
     return n;
   };
   CHECK(sizes(split_sequential(m, 4)) == std::vector<std::size_t>{3, 3, 3, 2});
+  // Balanced by count is balanced_partition's rule, for every stage count.
+  for (int k = 1; k <= static_cast<int>(m->size()); ++k) {
+    const std::vector<int> counts = balanced_partition(static_cast<int>(m->size()), k);
+    CHECK(sizes(split_sequential(m, k)) == std::vector<std::size_t>(counts.begin(), counts.end()));
+    CHECK(sizes(split_sequential(m, split_points(counts))) ==
+          std::vector<std::size_t>(counts.begin(), counts.end()));
+  }
   CHECK(sizes(split_sequential(m, std::vector<std::size_t>{1, 10})) ==
         std::vector<std::size_t>{1, 9, 1});
   CHECK(error_of([&] { split_sequential(m, 12); }) ==

@@ -7,6 +7,7 @@
 #undef CHECK
 #include <catch2/catch.hpp>
 
+#include "error_of.h"
 #include "solo_group.h"
 
 #include "pipeplan/error.h"
@@ -20,16 +21,8 @@ namespace {
 using namespace pipeplan;
 using namespace pipeplan::exec;
 
+using pipeplan::test::error_of;
 using pipeplan::test::solo_group;
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 at::Tensor leaf(const at::Tensor& t) { return t.detach().clone().requires_grad_(true); }
 
@@ -146,7 +139,7 @@ TEST_CASE("exec ties: declarations and identical initialisation are checked", "[
   auto bad = [&](std::vector<Tie> ties) {
     ExecOptions o;
     o.ties = std::move(ties);
-    return error_of([&] { Executor ex(p, solo_group(), o); });
+    return error_of<InputError>([&] { Executor ex(p, solo_group(), o); });
   };
   CHECK(bad({Tie{"embed", {0}}}) ==
         "ExecOptions::ties: tie 'embed' needs at least two distinct stages");
@@ -158,11 +151,11 @@ TEST_CASE("exec ties: declarations and identical initialisation are checked", "[
     Executor ex(p, solo_group(), tied_options());
     StageModule s0 = m.stage0(m.embed);
     s0.tied.clear();
-    CHECK(error_of([&] { ex.set_stage(0, s0); }) ==
+    CHECK(error_of<InputError>([&] { ex.set_stage(0, s0); }) ==
           "stage 0 is in tie 'embed' but its StageModule::tied has no entry 'embed' (the "
           "stage's copy of the shared parameter)");
     s0.tied["embed"] = leaf(m.embed);  // not among the stage's parameters
-    CHECK(error_of([&] { ex.set_stage(0, s0); }) ==
+    CHECK(error_of<InputError>([&] { ex.set_stage(0, s0); }) ==
           "stage 0: the copy of tied parameter 'embed' is not among the stage's trainable "
           "parameters; list it in StageModule::parameters (with requires_grad)");
   }
@@ -172,7 +165,7 @@ TEST_CASE("exec ties: declarations and identical initialisation are checked", "[
   ex.set_stage(0, m.stage0(m.embed));
   ex.set_stage(1, m.stage1(other));
   ex.set_loss(cross_entropy());
-  CHECK(error_of([&] {
+  CHECK(error_of<InputError>([&] {
           ex.step({torch::randint(16, {4, 3}, torch::kLong)},
                   {torch::randint(16, {4, 3}, torch::kLong)});
         }) ==

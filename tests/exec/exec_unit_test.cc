@@ -10,6 +10,7 @@
 #undef CHECK
 #include <catch2/catch.hpp>
 
+#include "error_of.h"
 #include "solo_group.h"
 
 #include "exec/boundary.h"
@@ -26,16 +27,8 @@ using namespace pipeplan;
 using namespace pipeplan::exec;
 namespace xd = pipeplan::exec::detail;
 
+using pipeplan::test::error_of;
 using pipeplan::test::solo_group;
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
 
 }  // namespace
 

@@ -57,7 +57,9 @@ StageModule module_stage(const torch::nn::ModuleHolder<M>& holder) {
 std::vector<StageModule> split_sequential(const torch::nn::Sequential& model,
                                           const std::vector<std::size_t>& split_points);
 /// Balanced by count: `num_stages` runs of children whose lengths differ by at
-/// most one (the longer ones first). InputError when there are fewer children.
+/// most one (the longer ones first): split_points(balanced_partition(size,
+/// num_stages)) (pipeplan/exec/build.h, the one home of the rule).
+/// InputError when there are fewer children.
 std::vector<StageModule> split_sequential(const torch::nn::Sequential& model, int num_stages);
 
 /// Splits `model` as `plan` says: by the layer counts of its recorded
