@@ -143,3 +143,50 @@ TEST_CASE("memory fit: a partition balancing recompute beats the balanced one",
   CHECK(balanced < fitted(even));
   CHECK(balanced <= 1.25 * best);
 }
+
+TEST_CASE("memory fit: a recompute an action early runs while the rank waits for its gradient",
+          "[memory][search]") {
+  // moe40, p = 8, m = 16, half of 1F1B's peak (19.2), the zero-bubble order
+  // at v = 1: a RECOMPUTE right before its backward delays the backward (and
+  // the gradient chain down to rank 0) once the gradient is there; placed
+  // before the action ahead of it, it mostly runs in the rank's wait.
+  const LayerProfile prof = example("moe40");
+  const Partition part = balanced_partition(prof, 8);
+  Plan order = compute_projection(Planner(Problem{"interleaved-zb", 8, 16, 1}).compute());
+  order.meta.partition = part;
+  SimOptions so;
+  so.costs = stage_costs(prof, part);
+  const detail::StageTable table = detail::stage_table(so.costs, 8);
+  const auto fitted = [&](bool early) {
+    const auto fit = detail::fit_memory(order, table, so.costs, 19.2, {true, false},
+                                        {detail::RecomputeRule::Cheapest, true, early});
+    REQUIRE(fit);
+    const Plan lowered = lower(fit->plan);
+    CHECK(verifies_everywhere(lowered));
+    const SimResult r = simulate(lowered, so);
+    REQUIRE(r.ok());
+    for (const RankStats& s : r.ranks) CHECK(s.peak_memory <= 19.2 + 1e-9);
+    // RECOMPUTEs not right before their own backward.
+    int ahead = 0;
+    for (const auto& list : fit->plan.ranks)
+      for (std::size_t i = 0; i + 1 < list.size(); ++i)
+        if (list[i].type == ActionType::Recompute &&
+            list[i + 1] != make(ActionType::I, list[i].stage, list[i].microbatch))
+          ++ahead;
+    CHECK((ahead > fit->recomputed / 2) == early);
+    return r.makespan;
+  };
+  const double early = fitted(true);
+  CHECK(early < fitted(false));
+
+  // The search (early styles first, more candidates polished): was 460.8.
+  SearchOptions o;
+  o.pp_degree = 8;
+  o.num_microbatches = 16;
+  o.memory_limit = 19.2;
+  o.time_limit = 60;
+  const SearchResult r = search(prof, o);
+  CHECK(r.makespan < 460.8 - 1e-9);
+  CHECK(r.peak_memory <= 19.2 + 1e-9);
+  CHECK(verifies_everywhere(r.plan));
+}

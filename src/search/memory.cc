@@ -24,7 +24,9 @@ enum class Keep : std::uint8_t { Kept, Recomputed, Offloaded };
 struct Item {
   int stage = 0, mb = 0;
   std::size_t f_idx = 0, bwd_idx = 0;
+  std::size_t rec_idx = 0;  // its RECOMPUTE goes before this index
   double f_start = 0, f_end = 0, bwd_start = 0, free_end = 0;
+  double rec_start = 0;   // when its recomputed activation is back
   double pulled_end = 0;  // when it frees with its W right after its I
   bool split = false;     // an I and a W (not a B)
   bool pulled = false;    // its W moves right after its I
@@ -77,8 +79,12 @@ class Rank {
         it.bwd_idx = i, it.bwd_start = start[i];
         it.split = a.type == ActionType::I;
         it.pulled_end = end_[i] + (it.split ? t.w[s] : 0.0);
-        // A RECOMPUTE right before the backward first fills the rank's wait for it.
-        const double idle = start[i] - (i > 0 ? end_[i - 1] : 0.0);
+        // A RECOMPUTE right before the backward (or the action ahead of it)
+        // first fills the rank's wait for it.
+        it.rec_idx = style.early && i > it.f_idx + 1 ? i - 1 : i;
+        it.rec_start = start[it.rec_idx];
+        double idle = start[i] - (i > 0 ? end_[i - 1] : 0.0);
+        if (it.rec_idx < i) idle += start[i - 1] - (i > 1 ? end_[i - 2] : 0.0);
         it.recompute_cost =
             std::max(0.0, costs.duration(make(ActionType::Recompute, a.stage, 0)) - idle);
       }
@@ -103,7 +109,7 @@ class Rank {
     for (const Item& it : items_) {
       if (it.pulled) pulled.push_back(make(ActionType::W, it.stage, it.mb));
       if (it.keep == Keep::Recomputed) {
-        out.push_back({it.bwd_idx, false, make(ActionType::Recompute, it.stage, it.mb)});
+        out.push_back({it.rec_idx, false, make(ActionType::Recompute, it.stage, it.mb)});
         ++*recomputed;
       } else if (it.keep == Keep::Offloaded) {
         out.push_back({it.f_idx, true, make(ActionType::Offload, it.stage, it.mb)});
@@ -127,7 +133,7 @@ class Rank {
           break;
         case Keep::Recomputed:
           events_.push_back({it.f_start, it.input});
-          events_.push_back({it.bwd_start, it.mem});
+          events_.push_back({it.rec_start, it.mem});
           events_.push_back({it.freed(), -(it.input + it.mem)});
           break;
         case Keep::Offloaded:
@@ -218,7 +224,8 @@ class Rank {
         t.offload_start = offload_slot(it);
         if (t.offload_start + t.copy <= when + kEps && place_reload(t, when)) off = &it, trial = t;
       }
-      if (allowed.recompute && it.mem > it.input + kEps && (!rec || recompute_first(it, *rec)))
+      if (allowed.recompute && it.mem > it.input + kEps && it.rec_start > when + kEps &&
+          (!rec || recompute_first(it, *rec)))
         rec = &it;
     }
     if (pull) {

@@ -41,6 +41,10 @@ struct FitStyle {
   /// right after its I, so it frees its activation at once instead of
   /// holding it until a deferred W.
   bool pull_w = false;
+  /// A RECOMPUTE goes before the action ahead of its backward (when that is
+  /// not its own F), so it runs while the rank waits for the gradient
+  /// instead of delaying the backward once the gradient is there.
+  bool early = false;
 };
 
 struct MemoryFit {

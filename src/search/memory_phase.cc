@@ -21,10 +21,10 @@ constexpr double kEps = 1e-9;
 constexpr double kVirtualBudgets[] = {1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 0.0};
 // Every order is fitted in the first style; the best few distinct orders
 // also in the others (each a candidate).
-constexpr FitStyle kFitStyles[] = {{RecomputeRule::Latest, false},
-                                   {RecomputeRule::Cheapest, false},
-                                   {RecomputeRule::Latest, true},
-                                   {RecomputeRule::Cheapest, true}};
+constexpr FitStyle kFitStyles[] = {
+    {RecomputeRule::Latest, true, true}, {RecomputeRule::Cheapest, true, true},
+    {RecomputeRule::Latest, false},      {RecomputeRule::Cheapest, false},
+    {RecomputeRule::Latest, true},       {RecomputeRule::Cheapest, true}};
 constexpr std::size_t kRestyled = 8;
 // How many of the best distinct orders are improved locally, and the work
 // each may spend (plans timed x actions per plan, as the search's own phase).
@@ -32,7 +32,7 @@ constexpr std::size_t kImproved = 3;
 constexpr long long kImproveWork = 4000000;
 // How many of the best candidates are polished with their memory actions in
 // place, and the work each may spend (plans simulated x actions per plan).
-constexpr std::size_t kPolished = 3;
+constexpr std::size_t kPolished = 8;
 // How many of the best distinct orders have their partition refined, and in
 // how many moves at most.
 constexpr std::size_t kRefined = 3;
@@ -56,6 +56,7 @@ std::string fit_text(const MemoryFit& fit) {
 std::string style_text(FitStyle style) {
   std::string s = style.rule == RecomputeRule::Cheapest ? " (cheapest recompute first" : "";
   if (style.pull_w) s += s.empty() ? " (W right after I when recomputed" : ", W right after I";
+  if (style.early) s += s.empty() ? " (recomputed an action early" : ", recomputed an action early";
   return s.empty() ? s : s + ")";
 }
 
@@ -279,7 +280,8 @@ class Phase {
     for (std::size_t i : best_distinct(kRestyled, [](const Source&) { return true; }))
       for (const FitStyle style : kFitStyles) {
         if (expired_()) return;
-        if (style.rule == sources_[i].style.rule && style.pull_w == sources_[i].style.pull_w)
+        if (style.rule == sources_[i].style.rule && style.pull_w == sources_[i].style.pull_w &&
+            style.early == sources_[i].style.early)
           continue;
         Source src = sources_[i];
         src.style = style;
