@@ -190,3 +190,54 @@ TEST_CASE("memory fit: a recompute an action early runs while the rank waits for
   CHECK(r.peak_memory <= 19.2 + 1e-9);
   CHECK(verifies_everywhere(r.plan));
 }
+
+TEST_CASE("memory fit: offloads decided again on the order the pulled Ws made",
+          "[memory][search]") {
+  // llama35, p = 8, m = 16, half of 1F1B's peak (17.2), a copy stream moving
+  // one stage's activation in one forward's time. ZB-H2's order (the
+  // unconstrained best, 75 per rank) holds its I-done microbatches until
+  // deferred Ws: offloading alone never fits it. With their Ws pulled right
+  // after their I (offloaded ones too) and the copies decided again on the
+  // pulled order's own times (a RELOAD placed on the times before the pulls
+  // lands right before its I), it fits, within 10% of the unconstrained best.
+  const LayerProfile prof = example("llama35");
+  const Partition part{5, 4, 5, 5, 5, 5, 5, 1};
+  Plan order = compute_projection(Planner(Problem{"zb-h2", 8, 16, 1}).compute());
+  order.meta.partition = part;
+  SimOptions so;
+  so.costs = stage_costs(prof, part);
+  so.costs.host_bandwidth = 1;
+  const detail::StageTable table = detail::stage_table(so.costs, 8);
+  const detail::MemoryAllowed both{true, true};
+  CHECK_FALSE(detail::fit_memory(order, table, so.costs, 17.2, both,
+                                 {detail::RecomputeRule::Latest, true}));
+  const auto fit = detail::fit_memory(order, table, so.costs, 17.2, both,
+                                      {detail::RecomputeRule::Latest, true, false, true});
+  REQUIRE(fit);
+  CHECK(fit->offloaded > 0);
+  CHECK(fit->recomputed == 0);
+  const Plan lowered = lower(fit->plan);
+  CHECK(verifies_everywhere(lowered));
+  const SimResult fitted = simulate(lowered, so);
+  REQUIRE(fitted.ok());
+  for (const RankStats& s : fitted.ranks) CHECK(s.peak_memory <= 17.2 + 1e-9);
+
+  SearchOptions free;
+  free.pp_degree = 8;
+  free.num_microbatches = 16;
+  free.memory_limit = 1e9;
+  free.recompute = false;
+  free.time_limit = 60;
+  const double best = search(prof, free).makespan;
+  CHECK(fitted.makespan <= 1.1 * best);
+  // The search at that budget (was 315.95, +16.5%: 1F1B's order offloaded).
+  SearchOptions o = free;
+  o.memory_limit = 17.2;
+  o.recompute = true;
+  o.comm.host_bandwidth = 1;
+  const SearchResult r = search(prof, o);
+  CHECK(r.makespan <= 1.1 * best + 1e-9);
+  CHECK(r.offloaded > 0);
+  CHECK(r.peak_memory <= 17.2 + 1e-9);
+  CHECK(verifies_everywhere(r.plan));
+}

@@ -23,7 +23,7 @@ enum class Keep : std::uint8_t { Kept, Recomputed, Offloaded };
 // run, and what the decision makes of it.
 struct Item {
   int stage = 0, mb = 0;
-  std::size_t f_idx = 0, bwd_idx = 0;
+  std::size_t f_idx = 0, bwd_idx = 0, w_idx = 0;
   std::size_t rec_idx = 0;  // its RECOMPUTE goes before this index
   double f_start = 0, f_end = 0, bwd_start = 0, free_end = 0;
   double rec_start = 0;   // when its recomputed activation is back
@@ -37,6 +37,12 @@ struct Item {
   double reload_start = 0;
   double offload_start = 0;  // after the F's end, once the copy stream is free
   double freed() const { return pulled ? pulled_end : free_end; }
+};
+
+// A W moved earlier: from index `w` of the compute list to right before
+// index `before`.
+struct Pull {
+  std::size_t w, before;
 };
 
 struct Interval {
@@ -89,6 +95,7 @@ class Rank {
             std::max(0.0, costs.duration(make(ActionType::Recompute, a.stage, 0)) - idle);
       }
       it.free_end = end_[i];  // B, or the W after an I
+      if (a.type == ActionType::W) it.w_idx = i;
     }
   }
 
@@ -104,10 +111,10 @@ class Rank {
 
   // The memory actions to insert, and the (stage, microbatch)s whose W moves
   // right after their I.
-  void inserts(std::vector<MemoryInsert>& out, std::vector<Action>& pulled, int* recomputed,
+  void inserts(std::vector<MemoryInsert>& out, std::vector<Pull>& pulled, int* recomputed,
                int* offloaded) const {
     for (const Item& it : items_) {
-      if (it.pulled) pulled.push_back(make(ActionType::W, it.stage, it.mb));
+      if (it.pulled && it.w_idx > it.bwd_idx) pulled.push_back({it.w_idx, it.bwd_idx + 1});
       if (it.keep == Keep::Recomputed) {
         out.push_back({it.rec_idx, false, make(ActionType::Recompute, it.stage, it.mb)});
         ++*recomputed;
@@ -140,7 +147,7 @@ class Rank {
           events_.push_back({it.f_start, it.mem});
           events_.push_back({it.offload_start + it.copy, -it.mem});
           events_.push_back({it.reload_start, it.mem});
-          events_.push_back({it.free_end, -it.mem});
+          events_.push_back({style_.retime ? it.freed() : it.free_end, -it.mem});
           break;
       }
     }
@@ -212,10 +219,11 @@ class Rank {
     Item trial;
     for (Item& it : items_) {
       // Its backward ran, its W is deferred past `when`: pulled right after
-      // its I, it frees before.
-      if (style_.pull_w && it.split && !it.pulled && it.keep != Keep::Offloaded &&
-          it.bwd_start <= when + kEps && it.free_end > when + kEps &&
-          it.pulled_end <= when + kEps && (!pull || it.mem > pull->mem + kEps))
+      // its I, it frees before (offloaded too when deciding again).
+      if (style_.pull_w && it.split && !it.pulled &&
+          (it.keep != Keep::Offloaded || style_.retime) && it.bwd_start <= when + kEps &&
+          it.free_end > when + kEps && it.pulled_end <= when + kEps &&
+          (!pull || it.mem > pull->mem + kEps))
         pull = &it;
       if (it.keep != Keep::Kept || it.f_start > when + kEps || it.bwd_start <= when + kEps)
         continue;
@@ -253,14 +261,59 @@ class Rank {
   std::vector<Interval> events_;  // (time, memory change)
 };
 
-// Moves the W of each of `pulled` right after its I in `list`.
-void pull_ws(std::vector<Action>& list, const std::vector<Action>& pulled) {
-  for (const Action& w : pulled) {
-    const auto at = std::find(list.begin(), list.end(), w);
-    const auto i = std::find(list.begin(), at, make(ActionType::I, w.stage, w.microbatch));
-    if (at == list.end() || i == at) continue;
-    std::rotate(i + 1, at, at + 1);
+// `list` with each of `pulled` moved earlier; `pos` gets the new index of
+// each action, or for a moved W that of the next action staying (the
+// list's size: none), where what was to go before it goes.
+std::vector<Action> pull_ws(const std::vector<Action>& list, std::vector<Pull> pulled,
+                            std::vector<std::size_t>& pos) {
+  std::vector<bool> moved(list.size(), false);
+  for (const Pull& p : pulled) moved[p.w] = p.before < p.w;
+  std::stable_sort(pulled.begin(), pulled.end(), [](const Pull& a, const Pull& b) {
+    return a.before != b.before ? a.before < b.before : a.w < b.w;
+  });
+  std::vector<Action> out;
+  out.reserve(list.size());
+  pos.assign(list.size(), 0);
+  std::size_t k = 0;
+  for (std::size_t j = 0; j < list.size(); ++j) {
+    for (; k < pulled.size() && pulled[k].before <= j; ++k)
+      if (moved[pulled[k].w]) pos[pulled[k].w] = out.size(), out.push_back(list[pulled[k].w]);
+    if (moved[j]) continue;
+    pos[j] = out.size();
+    out.push_back(list[j]);
   }
+  for (std::size_t j = list.size(), next = out.size(); j-- > 0;)
+    if (moved[j]) pos[j] = next;
+    else next = pos[j];
+  return out;
+}
+
+// One pass of fit_memory; `pulled_order` gets the compute order with the
+// pulled Ws moved (equal to `compute` when none moved).
+std::optional<MemoryFit> fit_pass(const Plan& compute, const StageTable& table,
+                                  const CostModel& costs, double budget, MemoryAllowed allowed,
+                                  FitStyle style, Plan& pulled_order) {
+  const std::optional<OrderTimes> times = time_orders(compute, table);
+  if (!times || !times->ok) return std::nullopt;
+  MemoryFit out;
+  out.plan = compute;
+  pulled_order = compute;
+  for (std::size_t r = 0; r < compute.ranks.size(); ++r) {
+    Rank rank(compute.ranks[r], times->start[r], table, costs, budget, style);
+    if (!rank.fit(allowed)) return std::nullopt;
+    std::vector<MemoryInsert> inserts;
+    std::vector<Pull> pulled;
+    rank.inserts(inserts, pulled, &out.recomputed, &out.offloaded);
+    std::vector<std::size_t> pos;
+    pulled_order.ranks[r] = pull_ws(compute.ranks[r], std::move(pulled), pos);
+    const std::vector<Action>& order = pulled_order.ranks[r];
+    for (MemoryInsert& ins : inserts) {
+      ins.index = pos[ins.index];
+      if (ins.index == order.size()) ins.index = order.size() - 1, ins.after = true;
+    }
+    out.plan.ranks[r] = with_memory_actions(order, std::move(inserts));
+  }
+  return out;
 }
 
 }  // namespace
@@ -269,18 +322,14 @@ std::optional<MemoryFit> fit_memory(const Plan& compute, const StageTable& table
                                     const CostModel& costs, double budget, MemoryAllowed allowed,
                                     FitStyle style) {
   if (!allowed.any()) return std::nullopt;
-  const std::optional<OrderTimes> times = time_orders(compute, table);
-  if (!times || !times->ok) return std::nullopt;
-  MemoryFit out;
-  out.plan = compute;
-  for (std::size_t r = 0; r < compute.ranks.size(); ++r) {
-    Rank rank(compute.ranks[r], times->start[r], table, costs, budget, style);
-    if (!rank.fit(allowed)) return std::nullopt;
-    std::vector<MemoryInsert> inserts;
-    std::vector<Action> pulled;
-    rank.inserts(inserts, pulled, &out.recomputed, &out.offloaded);
-    out.plan.ranks[r] = with_memory_actions(compute.ranks[r], std::move(inserts));
-    pull_ws(out.plan.ranks[r], pulled);
+  Plan pulled;
+  std::optional<MemoryFit> out = fit_pass(compute, table, costs, budget, allowed, style, pulled);
+  // Pulled Ws moved the times the copies were placed on: decided again on
+  // the pulled order's own times.
+  if (out && style.retime && !(pulled == compute)) {
+    Plan again;
+    std::optional<MemoryFit> second = fit_pass(pulled, table, costs, budget, allowed, style, again);
+    if (second) out = std::move(second);
   }
   return out;
 }

@@ -45,6 +45,10 @@ struct FitStyle {
   /// not its own F), so it runs while the rank waits for the gradient
   /// instead of delaying the backward once the gradient is there.
   bool early = false;
+  /// With pull_w: offloaded (stage, microbatch)s have their W pulled too,
+  /// and when Ws were pulled, the decisions are made again on the pulled
+  /// order's own times (the copies were placed on times the pulls moved).
+  bool retime = false;
 };
 
 struct MemoryFit {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "ir/numbers.h"
 
@@ -26,6 +27,12 @@ constexpr FitStyle kFitStyles[] = {
     {RecomputeRule::Latest, false},      {RecomputeRule::Cheapest, false},
     {RecomputeRule::Latest, true},       {RecomputeRule::Cheapest, true}};
 constexpr std::size_t kRestyled = 8;
+// Then the best few distinct orders fitted again deciding after the pulls
+// (FitStyle::retime), and the best few of those polished.
+constexpr FitStyle kRetimeStyles[] = {{RecomputeRule::Latest, true, false, true},
+                                      {RecomputeRule::Cheapest, true, false, true}};
+constexpr std::size_t kRetimed = 8;
+constexpr std::size_t kRetimePolished = 3;
 // How many of the best distinct orders are improved locally, and the work
 // each may spend (plans timed x actions per plan, as the search's own phase).
 constexpr std::size_t kImproved = 3;
@@ -57,6 +64,8 @@ std::string style_text(FitStyle style) {
   std::string s = style.rule == RecomputeRule::Cheapest ? " (cheapest recompute first" : "";
   if (style.pull_w) s += s.empty() ? " (W right after I when recomputed" : ", W right after I";
   if (style.early) s += s.empty() ? " (recomputed an action early" : ", recomputed an action early";
+  if (style.retime)
+    s += s.empty() ? " (decided again after the pulls" : ", decided again after the pulls";
   return s.empty() ? s : s + ")";
 }
 
@@ -159,7 +168,8 @@ class Phase {
     restyle();
     improve();
     refine();
-    polish();
+    polish(best_first(), kPolished);
+    retime();
     return std::move(out_);
   }
 
@@ -189,13 +199,22 @@ class Phase {
     sources_.push_back(std::move(src));
   }
 
-  // `src` fitted in the first style that fits it.
+  // `src` fitted in the first style that fits it; one that fits none is
+  // tried in the styles deciding again after the pulls, held apart until
+  // retime().
   void fit_first(Source src) {
     for (const FitStyle style : kFitStyles) {
       src.style = style;
       const std::size_t n = out_.size();
       fit(src);
       if (out_.size() > n) return;
+    }
+    for (const FitStyle style : kRetimeStyles) {
+      src.style = style;
+      std::optional<MemoryCandidate> c = fit_source(src);
+      if (!c) continue;
+      held_.emplace_back(std::move(*c), std::move(src));
+      return;
     }
   }
 
@@ -281,7 +300,7 @@ class Phase {
       for (const FitStyle style : kFitStyles) {
         if (expired_()) return;
         if (style.rule == sources_[i].style.rule && style.pull_w == sources_[i].style.pull_w &&
-            style.early == sources_[i].style.early)
+            style.early == sources_[i].style.early && style.retime == sources_[i].style.retime)
           continue;
         Source src = sources_[i];
         src.style = style;
@@ -357,9 +376,8 @@ class Phase {
   // The best few candidates polished with their memory actions in place
   // (memory_polish.h): RECOMPUTEs the budget does not need dropped, work
   // pulled into the idle time the inserted actions left.
-  void polish() {
-    const std::vector<std::size_t> order = best_first();
-    for (std::size_t k = 0; k < order.size() && k < kPolished && !expired_(); ++k) {
+  void polish(const std::vector<std::size_t>& order, std::size_t n) {
+    for (std::size_t k = 0; k < order.size() && k < n && !expired_(); ++k) {
       const MemoryCandidate& c = out_[order[k]];
       const auto evals =
           std::max<long long>(100, kPolishWork / static_cast<long long>(actions_of(c.plan)));
@@ -373,6 +391,33 @@ class Phase {
       sources_.push_back(std::move(src));
     }
   }
+  // The best few distinct orders fitted in the styles that decide again
+  // after the pulls; with the orders only those styles fit (held_), the
+  // best few of them polished. After the rest of the phase, so that what it
+  // picks for its own steps stays as it was.
+  void retime() {
+    const std::vector<std::size_t> picked =
+        best_distinct(kRetimed, [](const Source&) { return true; });
+    std::vector<std::size_t> fresh;
+    for (auto& [c, src] : held_) {
+      fresh.push_back(out_.size());
+      out_.push_back(std::move(c));
+      sources_.push_back(std::move(src));
+    }
+    for (std::size_t i : picked)
+      for (const FitStyle style : kRetimeStyles) {
+        if (expired_()) return;
+        Source src = sources_[i];
+        src.style = style;
+        const std::size_t n = out_.size();
+        fit(std::move(src));
+        if (out_.size() > n) fresh.push_back(n);
+      }
+    std::stable_sort(fresh.begin(), fresh.end(), [&](std::size_t a, std::size_t b) {
+      return out_[a].makespan < out_[b].makespan - kEps;
+    });
+    polish(fresh, kRetimePolished);
+  }
 
   const LayerProfile* profile_;
   double budget_;
@@ -380,7 +425,8 @@ class Phase {
   const std::function<bool()>& expired_;
   int* evaluations_;
   std::vector<MemoryCandidate> out_;
-  std::vector<Source> sources_;  // with out_, index for index
+  std::vector<Source> sources_;                           // with out_, index for index
+  std::vector<std::pair<MemoryCandidate, Source>> held_;  // for retime()
 };
 
 }  // namespace
