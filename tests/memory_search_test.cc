@@ -31,6 +31,18 @@ bool verifies_everywhere(const Plan& plan) {
   return true;
 }
 
+// The search's options at p = 8, m = 16 without a budget nor memory
+// actions ("free"); each search ends within a second or two.
+SearchOptions free_p8() {
+  SearchOptions o;
+  o.pp_degree = 8;
+  o.num_microbatches = 16;
+  o.memory_limit = 1e9;
+  o.recompute = false;
+  o.time_limit = 60;
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("memory search: half of 1F1B's budget, recompute alone, within 25% of the free best",
@@ -132,13 +144,7 @@ TEST_CASE("memory fit: a partition balancing recompute beats the balanced one",
     CHECK(verifies_everywhere(lowered));
     return simulate(lowered, so).makespan;
   };
-  SearchOptions free;
-  free.pp_degree = 8;
-  free.num_microbatches = 16;
-  free.memory_limit = 1e9;
-  free.recompute = false;
-  free.time_limit = 60;
-  const double best = search(prof, free).makespan;
+  const double best = search(prof, free_p8()).makespan;
   const double balanced = fitted(*part);
   CHECK(balanced < fitted(even));
   CHECK(balanced <= 1.25 * best);
@@ -222,12 +228,7 @@ TEST_CASE("memory fit: offloads decided again on the order the pulled Ws made",
   REQUIRE(fitted.ok());
   for (const RankStats& s : fitted.ranks) CHECK(s.peak_memory <= 17.2 + 1e-9);
 
-  SearchOptions free;
-  free.pp_degree = 8;
-  free.num_microbatches = 16;
-  free.memory_limit = 1e9;
-  free.recompute = false;
-  free.time_limit = 60;
+  const SearchOptions free = free_p8();
   const double best = search(prof, free).makespan;
   CHECK(fitted.makespan <= 1.1 * best);
   // The search at that budget (was 315.95, +16.5%: 1F1B's order offloaded).
