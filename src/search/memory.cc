@@ -288,30 +288,38 @@ std::vector<Action> pull_ws(const std::vector<Action>& list, std::vector<Pull> p
   return out;
 }
 
-// One pass of fit_memory; `pulled_order` gets the compute order with the
-// pulled Ws moved (equal to `compute` when none moved).
+// One pass of fit_memory; `pulled_order` (when given) gets the compute
+// order with the pulled Ws moved, `any_pulled` whether any moved.
 std::optional<MemoryFit> fit_pass(const Plan& compute, const StageTable& table,
                                   const CostModel& costs, double budget, MemoryAllowed allowed,
-                                  FitStyle style, Plan& pulled_order) {
+                                  FitStyle style, Plan* pulled_order, bool* any_pulled) {
   const std::optional<OrderTimes> times = time_orders(compute, table);
   if (!times || !times->ok) return std::nullopt;
   MemoryFit out;
   out.plan = compute;
-  pulled_order = compute;
+  if (pulled_order) *pulled_order = compute;
+  *any_pulled = false;
+  std::vector<MemoryInsert> inserts;
+  std::vector<Pull> pulled;
+  std::vector<std::size_t> pos;
   for (std::size_t r = 0; r < compute.ranks.size(); ++r) {
     Rank rank(compute.ranks[r], times->start[r], table, costs, budget, style);
     if (!rank.fit(allowed)) return std::nullopt;
-    std::vector<MemoryInsert> inserts;
-    std::vector<Pull> pulled;
+    inserts.clear();
+    pulled.clear();
     rank.inserts(inserts, pulled, &out.recomputed, &out.offloaded);
-    std::vector<std::size_t> pos;
-    pulled_order.ranks[r] = pull_ws(compute.ranks[r], std::move(pulled), pos);
-    const std::vector<Action>& order = pulled_order.ranks[r];
+    if (pulled.empty()) {
+      out.plan.ranks[r] = with_memory_actions(compute.ranks[r], std::move(inserts));
+      continue;
+    }
+    *any_pulled = true;
+    const std::vector<Action> order = pull_ws(compute.ranks[r], std::move(pulled), pos);
     for (MemoryInsert& ins : inserts) {
       ins.index = pos[ins.index];
       if (ins.index == order.size()) ins.index = order.size() - 1, ins.after = true;
     }
     out.plan.ranks[r] = with_memory_actions(order, std::move(inserts));
+    if (pulled_order) pulled_order->ranks[r] = order;
   }
   return out;
 }
@@ -323,12 +331,14 @@ std::optional<MemoryFit> fit_memory(const Plan& compute, const StageTable& table
                                     FitStyle style) {
   if (!allowed.any()) return std::nullopt;
   Plan pulled;
-  std::optional<MemoryFit> out = fit_pass(compute, table, costs, budget, allowed, style, pulled);
+  bool any = false;
+  std::optional<MemoryFit> out = fit_pass(compute, table, costs, budget, allowed, style,
+                                          style.retime ? &pulled : nullptr, &any);
   // Pulled Ws moved the times the copies were placed on: decided again on
   // the pulled order's own times.
-  if (out && style.retime && !(pulled == compute)) {
-    Plan again;
-    std::optional<MemoryFit> second = fit_pass(pulled, table, costs, budget, allowed, style, again);
+  if (out && style.retime && any) {
+    std::optional<MemoryFit> second =
+        fit_pass(pulled, table, costs, budget, allowed, style, nullptr, &any);
     if (second) out = std::move(second);
   }
   return out;

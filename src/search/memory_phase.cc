@@ -32,7 +32,7 @@ constexpr std::size_t kRestyled = 8;
 constexpr FitStyle kRetimeStyles[] = {{RecomputeRule::Latest, true, false, true},
                                       {RecomputeRule::Cheapest, true, false, true}};
 constexpr std::size_t kRetimed = 8;
-constexpr std::size_t kRetimePolished = 3;
+constexpr std::size_t kRetimePolished = 1;
 // How many of the best distinct orders are improved locally, and the work
 // each may spend (plans timed x actions per plan, as the search's own phase).
 constexpr std::size_t kImproved = 3;
