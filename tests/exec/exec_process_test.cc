@@ -41,6 +41,16 @@ std::map<std::string, std::string> rank_env(int rank, int world, int port) {
           {"MASTER_PORT", std::to_string(port)}};
 }
 
+// Starts the worker on `nproc` local ranks with these arguments, each rank
+// given `grace_ms` to end once another has failed.
+exec::LaunchResult launch_workers(int nproc, int grace_ms, std::vector<std::string> args) {
+  exec::LaunchOptions lo;
+  lo.nproc = nproc;
+  lo.grace = std::chrono::milliseconds(grace_ms);
+  args.insert(args.begin(), kWorker);
+  return exec::launch_local(args, lo);
+}
+
 // Launches the worker on `p` ranks over `names` and returns each rank's lines.
 std::vector<std::vector<std::string>> run_workers(int p, const std::vector<std::string>& names,
                                                   bool dynamic,
@@ -48,14 +58,11 @@ std::vector<std::vector<std::string>> run_workers(int p, const std::vector<std::
   std::string list;
   for (const auto& n : names) list += (list.empty() ? "" : ",") + n;
   const std::string dir = make_temp_dir("pipeplan-exec-worker");
-  exec::LaunchOptions lo;
-  lo.nproc = p;
-  lo.grace = std::chrono::milliseconds(40000);
   std::vector<std::string> args{
-      kWorker,     "--schedules", list,        "--steps",          "3", "--out", dir,
-      "--timeout", "30",          "--dynamic", dynamic ? "1" : "0"};
+      "--schedules", list,        "--steps", "3",         "--out",
+      dir,           "--timeout", "30",      "--dynamic", dynamic ? "1" : "0"};
   args.insert(args.end(), extra.begin(), extra.end());
-  exec::LaunchResult r = exec::launch_local(args, lo);
+  exec::LaunchResult r = launch_workers(p, 40000, args);
   std::vector<std::vector<std::string>> lines(p);
   std::string all;
   for (int k = 0; k < p; ++k) {
@@ -257,12 +264,9 @@ TEST_CASE("exec: a stalled rank makes its peer time out", "[exec][cli]") {
 
 TEST_CASE("exec: a wrong output_specs fails the step naming the mismatch and the fix", "[exec]") {
   const std::string dir = make_temp_dir("pipeplan-exec-badspec");
-  exec::LaunchOptions lo;
-  lo.nproc = 2;
-  lo.grace = std::chrono::milliseconds(30000);
-  exec::LaunchResult r = exec::launch_local({kWorker, "--schedules", "1f1b", "--steps", "1",
-                                             "--out", dir, "--timeout", "30", "--bad-spec", "1"},
-                                            lo);
+  exec::LaunchResult r = launch_workers(
+      2, 30000,
+      {"--schedules", "1f1b", "--steps", "1", "--out", dir, "--timeout", "30", "--bad-spec", "1"});
   const std::string sender = slurp(dir + "/rank0.txt"), receiver = slurp(dir + "/rank1.txt");
   INFO("rank 0: " << sender << "rank 1: " << receiver);
   CHECK(r.exit_code() == 0);
@@ -295,13 +299,10 @@ TEST_CASE("exec: tied parameters across ranks match the tied unpipelined model",
   for (const char* dp : {"1", "2"}) {
     const int world = 2 * std::stoi(dp);
     const std::string dir = make_temp_dir("pipeplan-exec-tied");
-    exec::LaunchOptions lo;
-    lo.nproc = world;
-    lo.grace = std::chrono::milliseconds(40000);
     exec::LaunchResult r =
-        exec::launch_local({kWorker, "--schedules", "1f1b,interleaved-1f1b,zbv", "--steps", "3",
-                            "--out", dir, "--timeout", "30", "--tied", "1", "--dp", dp},
-                           lo);
+        launch_workers(world, 40000,
+                       {"--schedules", "1f1b,interleaved-1f1b,zbv", "--steps", "3", "--out", dir,
+                        "--timeout", "30", "--tied", "1", "--dp", dp});
     CHECK(r.exit_code() == 0);
     for (int k = 0; k < world; ++k) {
       const std::string lines = slurp(dir + "/rank" + std::to_string(k) + ".txt");
@@ -319,12 +320,9 @@ TEST_CASE("exec: the batch size is checked across ranks", "[exec]") {
   // check across the ranks sees the mismatch. Both ranks fail, before any
   // action.
   const std::string dir = make_temp_dir("pipeplan-exec-bad-batch");
-  exec::LaunchOptions lo;
-  lo.nproc = 2;
-  lo.grace = std::chrono::milliseconds(30000);
-  exec::LaunchResult r = exec::launch_local({kWorker, "--schedules", "1f1b", "--steps", "1",
-                                             "--out", dir, "--timeout", "30", "--bad-batch", "1"},
-                                            lo);
+  exec::LaunchResult r = launch_workers(
+      2, 30000,
+      {"--schedules", "1f1b", "--steps", "1", "--out", dir, "--timeout", "30", "--bad-batch", "1"});
   CHECK(r.exit_code() == 0);
   const std::string why = "the ranks were given different batch sizes (between 10 and 15 samples; ";
   const std::string tail =
@@ -338,14 +336,11 @@ TEST_CASE("exec: a throwing stage is reported with its context on every rank", "
   // names the group.
   for (const char* batched : {"0", "1"}) {
     const std::string dir = make_temp_dir("pipeplan-exec-throw");
-    exec::LaunchOptions lo;
-    lo.nproc = 3;
-    lo.grace = std::chrono::milliseconds(30000);
     const auto start = std::chrono::steady_clock::now();
     exec::LaunchResult r =
-        exec::launch_local({kWorker, "--schedules", "1f1b", "--steps", "1", "--out", dir,
-                            "--timeout", "20", "--throw-at", "1", "--batch-p2p", batched},
-                           lo);
+        launch_workers(3, 30000,
+                       {"--schedules", "1f1b", "--steps", "1", "--out", dir, "--timeout", "20",
+                        "--throw-at", "1", "--batch-p2p", batched});
     const double took =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string origin = "stage 1, microbatch 1, action 1F1: stage 1 refuses microbatch 1";

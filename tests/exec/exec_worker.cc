@@ -134,7 +134,7 @@ std::string run_one(const std::string& name, int index, const Args& a, const Par
   opts.reexchange_shapes = a.dynamic;
   if (a.tied) opts.ties = {Tie{"w", {0, last}}};
   if (a.bad_spec)  // the real boundary is Float[2, 16], Float[2, 16], int
-    opts.output_specs[0] = {{false, at::kFloat, {2, 8}}, {false, at::kFloat, {2, 16}}, {true}};
+    opts.output_specs[0] = {{false, at::kFloat, {2, 8}}, {false, at::kFloat, {2, 16}}, {true, at::kFloat, {}}};
   Executor ex(plan, g.pipeline_rank, g.pipeline->size(), opts);
   if (a.dp > 1) ex.add_observer(std::make_shared<GradientAverager>(g.data, opts.timeout));
   auto pipe_params = demo_parameters(c);
