@@ -134,7 +134,8 @@ std::string run_one(const std::string& name, int index, const Args& a, const Par
   opts.reexchange_shapes = a.dynamic;
   if (a.tied) opts.ties = {Tie{"w", {0, last}}};
   if (a.bad_spec)  // the real boundary is Float[2, 16], Float[2, 16], int
-    opts.output_specs[0] = {{false, at::kFloat, {2, 8}}, {false, at::kFloat, {2, 16}}, {true, at::kFloat, {}}};
+    opts.output_specs[0] = {
+        {false, at::kFloat, {2, 8}}, {false, at::kFloat, {2, 16}}, {true, at::kFloat, {}}};
   Executor ex(plan, g.pipeline_rank, g.pipeline->size(), opts);
   if (a.dp > 1) ex.add_observer(std::make_shared<GradientAverager>(g.data, opts.timeout));
   auto pipe_params = demo_parameters(c);
@@ -314,9 +315,8 @@ int main(int argc, char** argv) {
     }
     bool ok = true;
     for (std::size_t i = 0; i < a.schedules.size(); ++i) {
-      std::string line = a.memory.empty()
-                             ? run_one(a.schedules[i], static_cast<int>(i), a, groups)
-                             : run_memory(a.schedules[i], a, env, comm);
+      std::string line = a.memory.empty() ? run_one(a.schedules[i], static_cast<int>(i), a, groups)
+                                          : run_memory(a.schedules[i], a, env, comm);
       ok = ok && line.rfind("FAIL", 0) != 0;
       out << line << "\n" << std::flush;
       if (a.expect_error()) std::_Exit(0);  // the peers are mid-step
