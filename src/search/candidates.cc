@@ -291,9 +291,16 @@ void Search::decide_memory() {
 void Search::require_candidates() {
   if (pool_.empty()) {
     const std::string smallest = detail::format_number(smallest_peak_, 4);
+    // The number is the least peak of the plans built without a budget to
+    // fit (orders and full-recompute library plans); memory actions fitted to
+    // a budget can go below it, so where they are allowed the message says so.
+    const std::string below =
+        allowed().any() ? "; recompute or offload fitted to a budget may also make a smaller "
+                          "one work"
+                        : "";
     throw BudgetError("no plan fits the memory budget " + detail::format_number(budget_, 4) +
                           " per rank; the smallest budget that works is " + smallest +
-                          " (--memory-limit " + smallest + ")",
+                          " (--memory-limit " + smallest + ") of the plans tried" + below,
                       smallest_peak_);
   }
 }
