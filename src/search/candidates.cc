@@ -31,6 +31,9 @@ std::string knob_text(const GreedyKnobs& k) {
   if (k.reserve) s += ", reserving a microbatch's memory";
   if (k.memory_scale < 1)
     s += ", forwards within " + detail::format_number(k.memory_scale * 100, 0) + "% of the budget";
+  if (k.pace > 0)
+    s += ", paced at " + detail::format_number(k.pace, 2) +
+         "x the busiest rank's work per microbatch after " + std::to_string(k.burst);
   return s;
 }
 
@@ -57,6 +60,15 @@ std::vector<GreedyKnobs> all_knobs() {
     for (bool reserve : {false, true})
       for (bool fwd : {false, true})
         for (double scale : {1.0, 0.8}) out.push_back(GreedyKnobs{split, fwd, reserve, scale});
+  // Paced admission (greedy.h): fewer microbatches in flight than the budget
+  // allows, each rank holding about one round trip's worth.
+  for (double pace : {1.0, 1.1, 1.2})
+    for (int burst : {0, 1, 2}) {
+      GreedyKnobs k{true, false, false, 1.0};
+      k.pace = pace;
+      k.burst = burst;
+      out.push_back(k);
+    }
   return out;
 }
 

@@ -25,6 +25,16 @@ struct GreedyKnobs {
   /// stage fit (never starves a later stage; needs more memory).
   bool reserve = false;
   double memory_scale = 1.0;  ///< use only this fraction of the budget for forwards
+  /// Paced admission: the scheduler releases the first stage's forward of
+  /// microbatch j at (j - burst) x pace x the busiest rank's work per
+  /// microbatch (F + B of its stages), so microbatches enter at the rate the
+  /// pipeline drains them and each rank holds about as many as one round
+  /// trip takes, not as many as the budget allows. It shapes the order only:
+  /// where the scheduler idled a rank for a release, the plan's own times
+  /// (the simulator's) start the forward as soon as the rank is free, and
+  /// the outcome's makespan and peak are those times'. 0: no pacing.
+  double pace = 0.0;
+  int burst = 0;  ///< microbatches admitted before the pacing starts
 };
 
 struct GreedyOutcome {

@@ -20,6 +20,13 @@ constexpr double kEps = 1e-9;
 // The budgets the list scheduler builds orders for: more memory than there
 // is, which the memory actions then recover (x budget; 0: no limit).
 constexpr double kVirtualBudgets[] = {1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 0.0};
+// The paced orders (GreedyKnobs::pace): their budgets, and paces.
+constexpr double kPacedBudgets[] = {1.5, 0.0};
+constexpr double kPaces[] = {1.0, 1.1, 1.2};
+
+std::string budget_text(double scale) {
+  return scale > 0 ? format_number(scale, 2) + "x the budget" : std::string("no budget");
+}
 // Every order is fitted in the first style; the best few distinct orders
 // also in the others (each a candidate).
 constexpr FitStyle kFitStyles[] = {
@@ -241,9 +248,25 @@ class Phase {
             fit_first({std::move(g->plan), limit, seed.options, kFitStyles[0],
                        seed.origin + (split ? ", I/W split" : ", B whole") +
                            (forward_first ? ", forward-first" : ", backward-first") +
-                           ", ordered for " +
-                           (scale > 0 ? format_number(scale, 2) + "x the budget"
-                                      : std::string("no budget"))});
+                           ", ordered for " + budget_text(scale)});
+          }
+      // Paced admission (greedy.h): orders holding about one round trip's
+      // microbatches, whatever the budget lets in.
+      for (const double scale : kPacedBudgets)
+        for (const double pace : kPaces)
+          for (const int burst : {0, 1, 2}) {
+            if (expired_()) return false;
+            const double limit = scale > 0 ? budget_ * scale : std::numeric_limits<double>::max();
+            GreedyKnobs knobs{true, false, false, 1.0};
+            knobs.pace = pace;
+            knobs.burst = burst;
+            ++*evaluations_;
+            std::optional<GreedyOutcome> g = list_schedule(seed.meta, table, limit, knobs);
+            if (!g || g->peak <= budget_ + kEps) continue;
+            fit_first({std::move(g->plan), limit, seed.options, kFitStyles[0],
+                       seed.origin + ", I/W split, paced at " + format_number(pace, 2) +
+                           "x the busiest rank's work per microbatch after " +
+                           std::to_string(burst) + ", ordered for " + budget_text(scale)});
           }
     }
     return true;
