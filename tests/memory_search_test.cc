@@ -3,6 +3,7 @@
 // takes a second, and the fit's split-backward style on a zero-bubble order.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <limits>
 
 #include "pipeplan/io.h"
@@ -14,6 +15,7 @@
 #include "pipeplan/verify.h"
 #include "search/greedy.h"
 #include "search/memory.h"
+#include "search/phases.h"
 #include "test_util.h"
 
 using namespace pipeplan;
@@ -296,4 +298,49 @@ TEST_CASE("list scheduler: paced admission holds a round trip's microbatches, no
   CHECK(best.makespan <= 1.25 * 199 + 1e-9);  // 231 measured
   CHECK(best.peak_memory <= 16 + 1e-9);
   CHECK(verifies_everywhere(best.plan));
+}
+
+TEST_CASE("list scheduler: paced at 1.05x with 5% headroom, moe40 p8 at half of 1F1B's budget",
+          "[memory][search]") {
+  // moe40 at p = 8, m = 16, V mapping, v = 2 on the work-balanced partition,
+  // half of 1F1B's budget (19.2): of the paced knobs every search pass tries
+  // (all_knobs: pace 1, 1.1 or 1.2 after 0-2, the whole budget) the best
+  // order runs 474.8; paced at 1.05x after one with forwards kept within 95%
+  // of the budget (the first pass's extra knobs) it runs 457, and the search
+  // then places its W passes anew and improves it locally to 433.2 without
+  // a memory action (444.4 before; the free best is 344.8, 1.25x is 431).
+  const LayerProfile prof = example("moe40");
+  PlanMeta meta;
+  meta.pp_degree = 8, meta.num_microbatches = 16, meta.stages_per_rank = 2;
+  meta.mapping = StageMapping::V;
+  meta.partition = {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+  const detail::StageTable table =
+      detail::stage_table(stage_costs(prof, meta.partition, CostModel{}), 16);
+  double best_plain = std::numeric_limits<double>::infinity();
+  for (const detail::GreedyKnobs& k : detail::all_knobs()) {
+    if (k.pace <= 0) continue;
+    if (const auto g = detail::list_schedule(meta, table, 19.2, k))
+      best_plain = std::min(best_plain, g->makespan);
+  }
+  CHECK(best_plain == Approx(474.8));
+  detail::GreedyKnobs k{true, false, false, 0.95};
+  k.pace = 1.05;
+  k.burst = 1;
+  bool first_pass = false;
+  for (const detail::GreedyKnobs& f : detail::first_pass_knobs())
+    first_pass = first_pass || (f.split == k.split && f.forward_first == k.forward_first &&
+                                f.reserve == k.reserve && f.memory_scale == k.memory_scale &&
+                                f.pace == k.pace && f.burst == k.burst);
+  CHECK(first_pass);
+  const auto g = detail::list_schedule(meta, table, 19.2, k);
+  REQUIRE(g);
+  CHECK(g->makespan <= 457 + 1e-9);
+  CHECK(g->peak <= 19.2 + 1e-9);
+  SearchOptions s = free_p8();
+  s.memory_limit = 19.2;
+  s.recompute = true;
+  const SearchResult r = search(prof, s);
+  CHECK(r.makespan <= 433.2 + 1e-9);
+  CHECK(r.peak_memory <= 19.2 + 1e-9);
+  CHECK(verifies_everywhere(r.plan));
 }

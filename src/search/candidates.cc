@@ -72,6 +72,24 @@ std::vector<GreedyKnobs> all_knobs() {
   return out;
 }
 
+std::vector<GreedyKnobs> first_pass_knobs() {
+  std::vector<GreedyKnobs> out = all_knobs();
+  // Paced at 1.05x too, and every pace with forwards kept within 95% of the
+  // budget (a W or a later local stage's forward runs before a forward that
+  // would fill the last 5%): where the budget binds, a slightly slower
+  // admission or a little headroom keeps a rank from filling up and waiting.
+  for (double pace : {1.0, 1.05, 1.1, 1.2})
+    for (int burst : {0, 1, 2})
+      for (double scale : {1.0, 0.95}) {
+        if (pace != 1.05 && scale == 1.0) continue;  // in all_knobs()
+        GreedyKnobs k{true, false, false, scale};
+        k.pace = pace;
+        k.burst = burst;
+        out.push_back(k);
+      }
+  return out;
+}
+
 std::optional<GreedyOutcome> Search::try_one(const Config& c, const Partition& part,
                                              const GreedyKnobs& k, double limit) {
   const double estimate = kActionsPerCell * o_.pp_degree * c.v * o_.num_microbatches;
@@ -137,10 +155,17 @@ void Search::list_schedule_one(const Config& c, const Partition& part) {
                        "list scheduler (" + config_text(c) + ", one microbatch in flight)"});
   }
   if (floor > budget_ + kEps) return;
-  for (const GreedyKnobs& k : knobs_) {
+  const std::size_t first = pool_.size();
+  for (std::size_t ki = 0; ki < first_knobs_.size(); ++ki) {
+    const GreedyKnobs& k = first_knobs_[ki];
     auto g = try_one(c, part, k, budget_);
     if (!g || g->peak > budget_ + kEps) continue;
     smallest_peak_ = std::min(smallest_peak_, g->peak);
+    // A first-pass-only knob adds only an order the others did not build.
+    bool dup = false;
+    for (std::size_t i = first; i < pool_.size() && ki >= knobs_.size() && !dup; ++i)
+      dup = pool_[i].compute == g->plan;
+    if (dup) continue;
     seeds_.push_back({c, part, g->makespan});
     pool_.push_back({std::move(g->plan), g->makespan, g->peak,
                      "list scheduler (" + config_text(c) + ", " + knob_text(k) + ")"});
@@ -199,17 +224,11 @@ void Search::climb(const Seed& seed) {
 void Search::refill_weights() {
   sort_pool();
   std::vector<Candidate> refilled;
-  std::size_t tried = 0;
-  for (const Candidate& c : pool_) {
-    if (tried >= kRefillSeeds) break;
+  // False when the time limit refuses it; `c` an order whose W are placed anew.
+  const auto refill = [&](const Candidate& c) {
     std::size_t actions = 0;
     for (const auto& list : c.compute.ranks) actions += list.size();
-    if (!clock_.affords(static_cast<double>(actions))) break;
-    bool split = false;
-    for (const auto& list : c.compute.ranks)
-      for (const Action& a : list) split = split || a.type == ActionType::I;
-    if (!split) continue;
-    ++tried;
+    if (!clock_.affords(static_cast<double>(actions))) return false;
     const detail::StageTable table = table_of(c.compute);
     for (double slack : {0.0, table.transfer}) {
       auto g = detail::refill_weights(c.compute, table, budget_, slack);
@@ -219,7 +238,29 @@ void Search::refill_weights() {
             {std::move(g->plan), g->makespan, g->peak, c.origin + ", W passes placed anew", true});
       if (table.transfer <= 0) break;
     }
+    return true;
+  };
+  const auto split = [](const Candidate& c) {
+    for (const auto& list : c.compute.ranks)
+      for (const Action& a : list)
+        if (a.type == ActionType::I) return true;
+    return false;
+  };
+  // The best split orders, then every library order that fits and was not
+  // among them (more list-scheduled orders must not crowd the library's
+  // out: zbv's order placed anew is the best at some shapes).
+  std::vector<char> tried(pool_.size(), 0);
+  std::size_t n = 0;
+  bool in_time = true;
+  for (std::size_t i = 0; i < pool_.size() && n < kRefillSeeds && in_time; ++i) {
+    if (!split(pool_[i])) continue;
+    ++n;
+    tried[i] = 1;
+    in_time = refill(pool_[i]);
   }
+  for (std::size_t i = 0; i < pool_.size() && in_time; ++i)
+    if (!tried[i] && pool_[i].origin.rfind("library ", 0) == 0 && split(pool_[i]))
+      in_time = refill(pool_[i]);
   for (Candidate& c : refilled) pool_.push_back(std::move(c));
 }
 

@@ -93,6 +93,8 @@ int check_options(const LayerProfile& profile, const SearchOptions& o);
 std::string library_origin(const std::string& schedule, int v);  // baselines.cc
 std::string config_text(const Config& c);                        // candidates.cc
 std::vector<GreedyKnobs> all_knobs();                            // candidates.cc
+/// all_knobs() and the paced variants only the first pass (step 2) tries.
+std::vector<GreedyKnobs> first_pass_knobs();  // candidates.cc
 
 // One search, its phases in run() order. They share the pool of compute-only
 // candidates, the library's runs and plans, and the memory budget.
@@ -152,7 +154,8 @@ class Search {
   Clock clock_;
   const std::function<bool()> expired_ = [this] { return clock_.expired(); };
   CostModel comm_;
-  const std::vector<GreedyKnobs> knobs_ = all_knobs();
+  const std::vector<GreedyKnobs> knobs_ = all_knobs();               // step 3
+  const std::vector<GreedyKnobs> first_knobs_ = first_pass_knobs();  // step 2
   SearchResult res_;
   std::vector<Plan> library_plans_;    // with res_.library, index for index
   std::vector<Plan> recompute_plans_;  // with res_.library_recompute
