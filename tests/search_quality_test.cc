@@ -124,7 +124,8 @@ TEST_CASE("search: tiny shapes return the exact optimum", "[search]") {
   };
   for (const Shape& s :
        {Shape{2, 2, 0, {}}, Shape{2, 3, 0, {}}, Shape{2, 4, 0, {}}, Shape{2, 3, 0.5, {}},
-        Shape{2, 4, 0.5, {}}, Shape{2, 3, 0, 5.0}, Shape{2, 2, 1, {}}, Shape{4, 2, 0, {}}}) {
+        Shape{2, 4, 0.5, {}}, Shape{2, 3, 0, 5.0}, Shape{2, 3, 0.5, 5.0}, Shape{2, 2, 1, {}},
+        Shape{4, 2, 0, {}}}) {
     CAPTURE(s.p, s.m, s.comm);
     SearchOptions o;
     o.pp_degree = s.p;
@@ -142,11 +143,18 @@ TEST_CASE("search: tiny shapes return the exact optimum", "[search]") {
     CHECK(r.peak_memory <= r.memory_limit + 1e-9);
     check_verified(r.plan);
     if (s.p == 2 && s.m == 4 && s.comm == 0) {
-      // The heuristic's 32 against the optimum 29.5: the exact plan is returned.
-      CHECK(r.exact->search_value == Approx(32));
+      // The heuristic had 32 here before paced list scheduling; now the optimum.
+      CHECK(r.exact->search_value == Approx(29.5));
       CHECK(r.exact->optimum == Approx(29.5));
+      CHECK_FALSE(r.exact->returned);
+    }
+    if (s.p == 2 && s.m == 3 && s.comm == 0.5 && s.budget) {
+      // The heuristic's 24.5 against the optimum 24: the exact plan is returned
+      // (24.5 once lowered with its transfers, as the heuristic's).
+      CHECK(r.exact->search_value == Approx(24.5));
+      CHECK(r.exact->optimum == Approx(24));
       CHECK(r.exact->returned);
-      CHECK(r.makespan == Approx(29.5));
+      CHECK(r.makespan == Approx(24.5));
       CHECK(r.origin.rfind("exact branch and bound", 0) == 0);
     }
   }
@@ -155,18 +163,28 @@ TEST_CASE("search: tiny shapes return the exact optimum", "[search]") {
 TEST_CASE("search: the CLI writes the exact plan and says it won", "[search][cli]") {
   const std::string layers = std::string(PIPEPLAN_SOURCE_DIR) + "/examples/layers/tiny4.csv";
   const std::string plan_path = test::temp_file("exact.json", "");
-  auto s =
-      run_cli({"search", "-p", "2", "-m", "4", "--layers", layers, "-o", plan_path, "-f", "json"});
+  const std::vector<std::string> shape{"-p", "2", "-m", "3", "--comm", "0.5", "--memory-limit", "5"};
+  std::vector<std::string> args{"search", "--layers", layers, "-o", plan_path, "-f", "json"};
+  args.insert(args.end(), shape.begin(), shape.end());
+  auto s = run_cli(args);
   REQUIRE(s.exit_code == 0);
   const auto doc = nlohmann::json::parse(s.out);
   CHECK(doc["exact"]["winner"] == "exact");
-  CHECK(doc["makespan"].get<double>() == Approx(29.5));
-  CHECK(doc["exact"]["optimum"].get<double>() == Approx(29.5));
+  CHECK(doc["makespan"].get<double>() == Approx(24.5));
+  CHECK(doc["exact"]["optimum"].get<double>() == Approx(24));
+  CHECK(doc["exact"]["search"].get<double>() == Approx(24.5));
   CHECK(run_cli({"verify", plan_path, "--model", "all"}).exit_code == 0);
-  auto sim = run_cli({"simulate", plan_path, "--layers", layers, "-f", "json"});
+  auto sim =
+      run_cli({"simulate", plan_path, "--layers", layers, "--comm", "0.5", "-f", "json"});
   REQUIRE(sim.exit_code == 0);
-  CHECK(nlohmann::json::parse(sim.out)["makespan"].get<double>() == Approx(29.5));
-  auto text = run_cli({"search", "-p", "2", "-m", "4", "--layers", layers});
+  CHECK(nlohmann::json::parse(sim.out)["makespan"].get<double>() == Approx(24.5));
+  auto compute_only = run_cli(
+      {"simulate", plan_path, "--layers", layers, "--compute-only", "--comm", "0.5", "-f", "json"});
+  REQUIRE(compute_only.exit_code == 0);
+  CHECK(nlohmann::json::parse(compute_only.out)["makespan"].get<double>() == Approx(24));
+  std::vector<std::string> text_args{"search", "--layers", layers};
+  text_args.insert(text_args.end(), shape.begin(), shape.end());
+  auto text = run_cli(text_args);
   CHECK(text.out.find("returned: the exact search's plan") != std::string::npos);
   auto heuristic = run_cli({"search", "-p", "2", "-m", "2", "--layers", layers, "-f", "json"});
   CHECK(nlohmann::json::parse(heuristic.out)["exact"]["winner"] == "heuristic");
