@@ -141,7 +141,7 @@ void Search::list_schedule_one(const Config& c, const Partition& part) {
     auto g = try_one(c, part, k, budget_);
     if (!g || g->peak > budget_ + kEps) continue;
     smallest_peak_ = std::min(smallest_peak_, g->peak);
-    seeds_.push_back({c, part, g->makespan});
+    seeds_.push_back({c, part, g->makespan, k.pace > 0});
     pool_.push_back({std::move(g->plan), g->makespan, g->peak,
                      "list scheduler (" + config_text(c) + ", " + knob_text(k) + ")"});
   }
@@ -177,6 +177,7 @@ void Search::climb(const Seed& seed) {
         next[b + 1] -= dir;
         if (next[b] < 1 || next[b + 1] < 1) continue;
         for (const GreedyKnobs& k : knobs_) {
+          if (k.pace > 0 && !seed.paced) continue;  // pacing did not make this seed
           auto g = try_one(seed.config, next, k, budget_);
           if (!g || g->peak > budget_ + kEps) continue;
           if (g->makespan < best - kEps) {
