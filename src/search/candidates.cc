@@ -166,7 +166,7 @@ void Search::list_schedule_one(const Config& c, const Partition& part) {
     for (std::size_t i = first; i < pool_.size() && ki >= knobs_.size() && !dup; ++i)
       dup = pool_[i].compute == g->plan;
     if (dup) continue;
-    seeds_.push_back({c, part, g->makespan});
+    seeds_.push_back({c, part, g->makespan, k.pace > 0});
     pool_.push_back({std::move(g->plan), g->makespan, g->peak,
                      "list scheduler (" + config_text(c) + ", " + knob_text(k) + ")"});
   }
@@ -202,6 +202,7 @@ void Search::climb(const Seed& seed) {
         next[b + 1] -= dir;
         if (next[b] < 1 || next[b + 1] < 1) continue;
         for (const GreedyKnobs& k : knobs_) {
+          if (k.pace > 0 && !seed.paced) continue;  // pacing did not make this seed
           auto g = try_one(seed.config, next, k, budget_);
           if (!g || g->peak > budget_ + kEps) continue;
           if (g->makespan < best - kEps) {

@@ -42,7 +42,7 @@ constexpr std::size_t kRetimed = 8;
 constexpr std::size_t kRetimePolished = 1;
 // How many of the best distinct orders are improved locally, and the work
 // each may spend (plans timed x actions per plan, as the search's own phase).
-constexpr std::size_t kImproved = 3;
+constexpr std::size_t kImproved = 4;
 constexpr long long kImproveWork = 4000000;
 // How many of the best candidates are polished with their memory actions in
 // place, and the work each may spend (plans simulated x actions per plan).

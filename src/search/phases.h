@@ -108,6 +108,7 @@ class Search {
     Config config;
     Partition partition;
     double makespan;
+    bool paced = false;  ///< its list schedule was paced (GreedyKnobs::pace)
   };
 
   // search.cc: what the phases share.
