@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 #include "pipeplan/io.h"
 #include "pipeplan/lower.h"
@@ -43,6 +44,15 @@ SearchOptions free_p8() {
   o.recompute = false;
   o.time_limit = 60;
   return o;
+}
+
+// p = 8, m = 16, V mapping, v = 2 on `partition`.
+PlanMeta v2_p8(Partition partition) {
+  PlanMeta meta;
+  meta.pp_degree = 8, meta.num_microbatches = 16, meta.stages_per_rank = 2;
+  meta.mapping = StageMapping::V;
+  meta.partition = std::move(partition);
+  return meta;
 }
 
 }  // namespace
@@ -249,14 +259,12 @@ TEST_CASE("list scheduler: paced admission holds a round trip's microbatches, no
           "[memory][search]") {
   // uniform32 at p = 8, m = 16, V mapping, v = 2 (two layers a stage), half of
   // 1F1B's budget: unpaced, the scheduler lets in what the budget allows (and
-  // without reserving a microbatch's memory on both stages it starves); paced at the busiest rank's work per
-  // microbatch (12) after one, each rank holds about one round trip's worth
-  // and the pipeline stays full (240; the free best is 199, 1.25x is 248.75).
+  // without reserving a microbatch's memory on both stages it starves);
+  // paced at the busiest rank's work per microbatch (12) after one, each rank
+  // holds about one round trip's worth and the pipeline stays full (246; the
+  // free best is 199, 1.25x is 248.75).
   const LayerProfile prof = example("uniform32");
-  PlanMeta meta;
-  meta.pp_degree = 8, meta.num_microbatches = 16, meta.stages_per_rank = 2;
-  meta.mapping = StageMapping::V;
-  meta.partition = Partition(16, 2);
+  const PlanMeta meta = v2_p8(Partition(16, 2));
   const CostModel costs = stage_costs(prof, meta.partition, CostModel{});
   const detail::StageTable table = detail::stage_table(costs, 16);
   const detail::GreedyKnobs plain{true, true, true, 1.0};  // the search's best unpaced
@@ -310,10 +318,7 @@ TEST_CASE("list scheduler: paced at 1.05x with 5% headroom, moe40 p8 at half of 
   // then places its W passes anew and improves it locally to 433.2 without
   // a memory action (444.4 before; the free best is 344.8, 1.25x is 431).
   const LayerProfile prof = example("moe40");
-  PlanMeta meta;
-  meta.pp_degree = 8, meta.num_microbatches = 16, meta.stages_per_rank = 2;
-  meta.mapping = StageMapping::V;
-  meta.partition = {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+  const PlanMeta meta = v2_p8({2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3});
   const detail::StageTable table =
       detail::stage_table(stage_costs(prof, meta.partition, CostModel{}), 16);
   double best_plain = std::numeric_limits<double>::infinity();
