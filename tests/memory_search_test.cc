@@ -34,17 +34,18 @@ bool verifies_everywhere(const Plan& plan) {
   return true;
 }
 
-// The search's options at p = 8, m = 16 without a budget nor memory
-// actions ("free"); each search ends within a second or two.
-SearchOptions free_p8() {
+// The search's options without a budget nor memory actions ("free"); each
+// search ends within a second or two.
+SearchOptions free_search(int p, int m) {
   SearchOptions o;
-  o.pp_degree = 8;
-  o.num_microbatches = 16;
+  o.pp_degree = p;
+  o.num_microbatches = m;
   o.memory_limit = 1e9;
   o.recompute = false;
   o.time_limit = 60;
   return o;
 }
+SearchOptions free_p8() { return free_search(8, 16); }
 
 // p = 8, m = 16, V mapping, v = 2 on `partition`.
 PlanMeta v2_p8(Partition partition) {
@@ -379,11 +380,5 @@ TEST_CASE("memory plan: wlight32 p4 at half of 1F1B's budget has a plan within 2
     }));
   CHECK(recomputes == 27);
   for (const RankStats& s : r.ranks) CHECK(s.peak_memory <= 16 + 1e-9);
-  SearchOptions free;
-  free.pp_degree = 4;
-  free.num_microbatches = 8;
-  free.memory_limit = 1e9;
-  free.recompute = false;
-  free.time_limit = 60;
-  CHECK(r.makespan <= 1.25 * search(prof, free).makespan + 1e-9);
+  CHECK(r.makespan <= 1.25 * search(prof, free_search(4, 8)).makespan + 1e-9);
 }
