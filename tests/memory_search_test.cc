@@ -375,9 +375,8 @@ TEST_CASE("memory plan: wlight32 p4 at half of 1F1B's budget has a plan within 2
   CHECK(r.makespan == Approx(246.4).margin(1e-9));
   int recomputes = 0;
   for (const auto& list : order.ranks)
-    recomputes += static_cast<int>(std::count_if(list.begin(), list.end(), [](const Action& a) {
-      return a.type == ActionType::Recompute;
-    }));
+    recomputes += static_cast<int>(std::count_if(
+        list.begin(), list.end(), [](const Action& a) { return a.type == ActionType::Recompute; }));
   CHECK(recomputes == 27);
   for (const RankStats& s : r.ranks) CHECK(s.peak_memory <= 16 + 1e-9);
   CHECK(r.makespan <= 1.25 * search(prof, free_search(4, 8)).makespan + 1e-9);
