@@ -144,108 +144,139 @@ def _stage_schedules(schedules, micro_batches, stages):
     return scheds
 
 
+class _Mb:
+    """A microbatch id, or (a received value not sent yet) the message it will be."""
+
+    __slots__ = ("ref",)
+
+    def __init__(self, ref=None):
+        self.ref = ref
+
+    def get(self):
+        v = self
+        while isinstance(v, _Mb):
+            v = v.ref
+        return v
+
+
 class _Stage:
     """The engine's buffers of one stage, holding microbatch ids (None: empty)."""
 
     def __init__(self, stage, num_stages, stream, num_buffers):
-        self.stage, self.stream, self.pc = stage, stream, 0
+        self.stage, self.stream = stage, stream
         self.first, self.last = stage == 0, stage == num_stages - 1
         self.num_buffers = num_buffers
         self.inputs, self.outputs, self.labels = {}, {}, {}
         self.grad_layer = None
         self.loads = 0
-        self.actions = []
+        self.actions = []  # (kind, _Mb)
+        self.losses = []  # (instruction, inputs' _Mb, labels' _Mb) of the last stage
+
+
+class _Link:
+    """One direction between two stages: sends and receives matched by order."""
+
+    def __init__(self):
+        self.sent = collections.deque()  # values posted, not received yet
+        self.waiting = collections.deque()  # receives posted, not sent yet: (_Mb, stage, instr)
+
+    def send(self, value):
+        if self.waiting:
+            self.waiting.popleft()[0].ref = value
+        else:
+            self.sent.append(value)
+
+    def recv(self, stage, ins):
+        if self.sent:
+            return _Mb(self.sent.popleft())
+        cell = _Mb()
+        self.waiting.append((cell, stage, ins))
+        return cell
+
+
+def _fail(stage, ins, what):
+    raise InputError("from_deepspeed: %s %s" % (ins.where(stage), what))
+
+
+def _run(st, links, p):
+    """Runs one stage's instructions with the engine's buffer semantics."""
+    s = st.stage
+    for ins in st.stream:
+        b, name = ins.buffer, ins.name
+        if st.num_buffers is not None and b >= st.num_buffers:
+            _fail(s, ins, "names a buffer beyond num_pipe_buffers() = %d" % st.num_buffers)
+        if name == "LoadMicroBatch":
+            if st.first:
+                st.inputs[b] = _Mb(st.loads)
+            if st.last:
+                st.labels[b] = _Mb(st.loads)
+            st.loads += 1
+        elif name == "ForwardPass":
+            mb = st.inputs.get(b)
+            if mb is None:
+                _fail(s, ins, "runs a forward on an empty input buffer (nothing was loaded or "
+                      "received into it)")
+            if st.last:
+                st.losses.append((ins, mb, st.labels.get(b)))
+            st.outputs[b] = mb
+            st.actions.append(("F", mb))
+        elif name == "BackwardPass":
+            mb = st.outputs.get(b)
+            if mb is None:
+                _fail(s, ins, "runs a backward on an empty output buffer")
+            st.outputs[b] = None
+            st.actions.append(("B", mb))
+        elif name in (_SEND_ACT, _SEND_GRAD):
+            fwd = name == _SEND_ACT
+            peer = s + 1 if fwd else s - 1
+            if not 0 <= peer < p:
+                _fail(s, ins, "sends to stage %d, which does not exist" % peer)
+            mb = (st.outputs if fwd else st.inputs).get(b)
+            if mb is None:
+                _fail(s, ins, "sends from an empty %s buffer" % ("output" if fwd else "input"))
+            if not fwd:
+                st.inputs[b] = None
+            links[(s, peer)].send(mb)
+            st.actions.append(("SEND_F" if fwd else "SEND_B", mb))
+        elif name in (_RECV_ACT, _RECV_GRAD):
+            fwd = name == _RECV_ACT
+            peer = s - 1 if fwd else s + 1
+            if not 0 <= peer < p:
+                _fail(s, ins, "receives from stage %d, which does not exist" % peer)
+            mb = links[(peer, s)].recv(s, ins)
+            if fwd:
+                st.inputs[b] = mb
+            else:
+                st.grad_layer = mb
+            st.actions.append(("RECV_F" if fwd else "RECV_B", mb))
 
 
 def _trace(stages):
     """Runs the engine's buffer semantics over all stages; fills each stage's actions.
 
     Transfers match by order per direction (the k-th send of stage s to s+1 is
-    the k-th receive there), so the values carried do not depend on timing: a
-    receive reads its message once the sender posted it, senders never wait.
+    the k-th receive there), so what a receive gets does not depend on timing:
+    the stages run one after the other, and a receive whose message is not
+    sent yet holds a reference the send fills in.
     """
-    queues = collections.defaultdict(collections.deque)  # (src, dst) -> microbatch ids
+    links = collections.defaultdict(_Link)
     p = len(stages)
-
-    def fail(st, ins, what):
-        raise InputError("from_deepspeed: %s %s" % (ins.where(st.stage), what))
-
-    def check_buffer(st, ins):
-        if st.num_buffers is not None and ins.buffer >= st.num_buffers:
-            fail(st, ins, "names a buffer beyond num_pipe_buffers() = %d" % st.num_buffers)
-
-    def run(st):
-        """Runs st until it finishes or waits for a message; whether it moved."""
-        moved = False
-        s = st.stage
-        while st.pc < len(st.stream):
-            ins = st.stream[st.pc]
-            check_buffer(st, ins)
-            b, name = ins.buffer, ins.name
-            if name == "LoadMicroBatch":
-                if st.first:
-                    st.inputs[b] = st.loads
-                if st.last:
-                    st.labels[b] = st.loads
-                st.loads += 1
-            elif name == "ForwardPass":
-                mb = st.inputs.get(b)
-                if mb is None:
-                    fail(st, ins, "runs a forward on an empty input buffer (nothing was loaded "
-                         "or received into it)")
-                if st.last and st.labels.get(b) != mb:
-                    fail(st, ins, "computes the loss of microbatch %d with the labels of %s"
-                         % (mb, "no microbatch" if st.labels.get(b) is None
-                            else "microbatch %d" % st.labels[b]))
-                st.outputs[b] = mb
-                st.actions.append("%dF%d" % (s, mb))
-            elif name == "BackwardPass":
-                mb = st.outputs.get(b)
-                if mb is None:
-                    fail(st, ins, "runs a backward on an empty output buffer")
-                st.outputs[b] = None
-                st.actions.append("%dB%d" % (s, mb))
-            elif name in (_SEND_ACT, _SEND_GRAD):
-                fwd = name == _SEND_ACT
-                peer = s + 1 if fwd else s - 1
-                if not 0 <= peer < p:
-                    fail(st, ins, "sends to stage %d, which does not exist" % peer)
-                mb = (st.outputs if fwd else st.inputs).get(b)
-                if mb is None:
-                    fail(st, ins, "sends from an empty %s buffer" % ("output" if fwd else "input"))
-                if not fwd:
-                    st.inputs[b] = None
-                queues[(s, peer)].append(mb)
-                st.actions.append("%dSEND_%s%d" % (s, "F" if fwd else "B", mb))
-            elif name in (_RECV_ACT, _RECV_GRAD):
-                fwd = name == _RECV_ACT
-                peer = s - 1 if fwd else s + 1
-                if not 0 <= peer < p:
-                    fail(st, ins, "receives from stage %d, which does not exist" % peer)
-                q = queues[(peer, s)]
-                if not q:
-                    return moved  # waits for the sender to post its message
-                mb = q.popleft()
-                if fwd:
-                    st.inputs[b] = mb
-                else:
-                    st.grad_layer = mb
-                st.actions.append("%dRECV_%s%d" % (s, "F" if fwd else "B", mb))
-            st.pc += 1
-            moved = True
-        return moved
-
-    while any(run(st) for st in stages):
-        pass
-    stuck = [st for st in stages if st.pc < len(st.stream)]
-    if stuck:
-        waits = []
-        for st in stuck:
-            ins = st.stream[st.pc]
-            peer = st.stage - 1 if ins.name == _RECV_ACT else st.stage + 1
-            waits.append("%s waits for a message stage %d never sends" % (ins.where(st.stage), peer))
-        raise InputError("from_deepspeed: the receives outnumber the sends, or wait on each "
-                         "other, so what they receive is unknown: " + "; ".join(waits))
+    for st in stages:
+        _run(st, links, p)
+    for (src, dst), link in sorted(links.items()):
+        if link.waiting:
+            _, stage, ins = link.waiting[0]
+            raise InputError(
+                "from_deepspeed: %s receives a message stage %d never sends (%d receives "
+                "from stage %d have no send)" % (ins.where(stage), src, len(link.waiting), src))
+    last = stages[-1]
+    for ins, mb, label in last.losses:
+        if label is None or label.get() != mb.get():
+            _fail(last.stage, ins, "computes the loss of microbatch %d with the labels of %s"
+                  % (mb.get(), "no microbatch" if label is None else
+                     "microbatch %d" % label.get()))
+    for st in stages:
+        st.actions = ["%d%s%d" % (st.stage, kind, mb.get()) for kind, mb in st.actions]
 
 
 def from_deepspeed(schedules, micro_batches=None, stages=None, *, forward_only=None) -> Plan:
