@@ -91,6 +91,24 @@ def test_inference_grid_verifies_and_is_gpipe():
         assert compute_order(plan) == lines(gpipe), where
 
 
+def test_comms_differ_from_pipeplans_lowering_past_two_stages():
+    # The compute orders are equal; where the transfers sit is not. DeepSpeed
+    # exchanges at the start of a step what the previous step produced: a
+    # forward's SEND_F waits for the next (backward) step, after its RECV_B,
+    # and a backward's SEND_B for the next forward step; in inference odd
+    # stages receive the next activation before sending the last one.
+    # pipeplan's 1f1b (parity-staggered sends) and gpipe lowerings send
+    # right after the producer where they can: the same plan only for p <= 2
+    # (and, in inference, m=1).
+    for p, m in GRID:
+        train = pipeplan.from_deepspeed(TrainSchedule, m, p)
+        if m >= p:
+            assert (lines(train) == lines(pipeplan.plan("1f1b", p, m))) == (p <= 2), (p, m)
+        infer = pipeplan.from_deepspeed(InferenceSchedule, m, p)
+        gpipe = pipeplan.plan("gpipe", p, m, forward_only=True)
+        assert (lines(infer) == lines(gpipe)) == (p <= 2 or m == 1), (p, m)
+
+
 def test_comms_keep_deepspeeds_order_within_a_step():
     # p=3, m=4, stage 1: a forward step exchanges SendGrad (previous backward)
     # then RecvActivation; a backward step RecvGrad then SendActivation
