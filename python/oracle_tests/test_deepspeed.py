@@ -242,54 +242,7 @@ def test_dropped_recv_grad_is_rejected(p, m):
             assert [d.action for d in diags if d.code == "backward-before-grad"] == late, where
 
 
-# Duck-typed input and bad input -------------------------------------------
-
-
-def duck(name, buffer_id=None):
-    cls = type(name, (), {})
-    obj = cls()
-    if buffer_id is not None:
-        obj.buffer_id = buffer_id
-    return obj
-
-
-class DuckSchedule:
-    def __init__(self, steps):
-        self._steps = steps
-
-    def steps(self):
-        return iter(self._steps)
-
-
-def test_duck_typed_streams():
-    # p=2, m=1 by hand, no DeepSpeed class involved.
-    s0 = DuckSchedule([[duck("LoadMicroBatch", 0), duck("ForwardPass", 0)],
-                       [duck("RecvGrad", 0), duck("SendActivation", 0)],
-                       [duck("BackwardPass", 0)], [duck("OptimizerStep")]])
-    s1 = DuckSchedule([[], [duck("RecvActivation", 0), duck("LoadMicroBatch", 0),
-                            duck("ForwardPass", 0)],
-                       [duck("BackwardPass", 0)], [duck("SendGrad", 0)]])
-    plan = pipeplan.from_deepspeed([s0, s1])
-    assert plan.to_text().splitlines() == ["rank 0: 0F0 0RECV_B0 0SEND_F0 0B0",
-                                           "rank 1: 1RECV_F0 1F0 1B0 1SEND_B0"]
-    # RecvGrad before SendActivation, on both sides of a blocking pair: the
-    # verifier, not the converter, says it hangs.
-    assert [d.code for d in pipeplan.verify(plan, transport="serial")][-1] == "deadlock"
-
-
-@pytest.mark.parametrize("bad,match", [
-    (42, "expected one DeepSpeed schedule per stage"),
-    ([], "no schedules"),
-    ([object()], "not a DeepSpeed schedule"),
-    ([DuckSchedule([[duck("Frobnicate")]])], "unknown instruction Frobnicate"),
-    ([DuckSchedule([[duck("ForwardPass")]])], "no non-negative integer buffer_id"),
-    ([DuckSchedule([[duck("ForwardPass", 0)]])], "forward on an empty input buffer"),
-    ([DuckSchedule([[duck("LoadMicroBatch", 0), duck("ForwardPass", 0),
-                     duck("SendActivation", 0)]])], "sends to stage 1, which does not exist"),
-])
-def test_bad_input(bad, match):
-    with pytest.raises(pipeplan.InputError, match=match):
-        pipeplan.from_deepspeed(bad)
+# Bad input (the duck-typed and generic cases: python/tests/test_from_deepspeed.py)
 
 
 def test_bad_input_deepspeed():
