@@ -167,7 +167,6 @@ class _Stage:
         self.first, self.last = stage == 0, stage == num_stages - 1
         self.num_buffers = num_buffers
         self.inputs, self.outputs, self.labels = {}, {}, {}
-        self.grad_layer = None
         self.loads = 0
         self.actions = []  # (kind, _Mb)
         self.losses = []  # (instruction, inputs' _Mb, labels' _Mb) of the last stage
@@ -246,8 +245,10 @@ def _run(st, links, p):
             mb = links[(peer, s)].recv(s, ins)
             if fwd:
                 st.inputs[b] = mb
-            else:
-                st.grad_layer = mb
+            # A RecvGrad fills the engine's one grad_layer, which the next
+            # BackwardPass uses whatever its buffer: the plan's B needs the
+            # RECV_B of its own microbatch before it, so a gradient received
+            # late, or not at all, is the verifier's backward-before-grad.
             st.actions.append(("RECV_F" if fwd else "RECV_B", mb))
 
 
