@@ -1,9 +1,14 @@
 // The verifier against what real runtimes do: the posting orders of
-// Megatron-LM's and DeepSpeed's pipeline schedules re-enacted op by op (from
-// reading their schedules and P2P layers; none of their code), with the
+// Megatron-LM's pipeline schedules re-enacted op by op (from reading its
+// schedules and P2P layer; none of its code), DeepSpeed's as the real package's
+// instruction streams convert (tests/golden/deepspeed/, which the oracle test
+// python/oracle_tests/test_deepspeed.py holds to the installed DeepSpeed; the
+// core tests run without Python, so they read the golden), with the
 // verdict each model must give and why, and swapped-order mutations that
 // every model must reject (matching is by order everywhere).
 #include <catch2/catch.hpp>
+#include <cstdio>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -203,55 +208,35 @@ Plan megatron_interleaved(int p, int v, int m, P2p mode) {
   return plan;
 }
 
-int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-bool even(int x) { return x % 2 == 0; }
+// DeepSpeed's TrainSchedule / InferenceSchedule plans as pipeplan.from_deepspeed
+// converts the real package's instruction streams (tests/golden/deepspeed/,
+// checked against the installed DeepSpeed by python/oracle_tests/
+// test_deepspeed.py): "p=P m=M" then one "rank R: ..." line per rank, blocks
+// separated by an empty line.
+struct GoldenPlan {
+  int p = 0, m = 0;
+  std::vector<std::vector<std::string>> cells;
+};
 
-// DeepSpeed's TrainSchedule (pipe/schedule.py) on stage s of p: 2(m+p-1)
-// steps, even stages forward on even steps, odd stages on odd steps; a step
-// first exchanges (forward step: SendGrad of the previous step's backward,
-// RecvActivation of this one; backward step: RecvGrad of this one,
-// SendActivation of the previous step's forward), then computes. Every
-// send/recv is blocking.
-std::vector<std::string> deepspeed_train(int p, int m, int s) {
-  auto step_mb = [&](int step, bool* fwd) {
-    if (even(step) == even(s)) {
-      *fwd = true;
-      return floor_div(even(step) ? step : step - 1, 2) - s / 2;
+std::vector<GoldenPlan> deepspeed_golden(const std::string& name) {
+  std::vector<GoldenPlan> out;
+  std::istringstream in(test::read_source_file("tests/golden/deepspeed/" + name + ".txt"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    if (line.rfind("p=", 0) == 0) {
+      GoldenPlan g;
+      REQUIRE(std::sscanf(line.c_str(), "p=%d m=%d", &g.p, &g.m) == 2);
+      out.push_back(g);
+      continue;
     }
-    *fwd = false;
-    if (even(step)) return floor_div(step, 2) - p + (s + 1) / 2;
-    return floor_div(step - 1, 2) - p + 1 + s / 2;
-  };
-  auto valid = [&](int mb) { return mb >= 0 && mb < m; };
-  std::vector<std::string> out;
-  for (int step = 0; step < 2 * (m + p - 1); ++step) {
-    bool fwd = false, prev_fwd = false;
-    const int mb = step_mb(step, &fwd), prev = step_mb(step - 1, &prev_fwd);
-    if (fwd) {
-      if (valid(prev) && s > 0) out.push_back(cell(s, "SEND_B", prev));
-      if (valid(mb) && s > 0) out.push_back(cell(s, "RECV_F", mb));
-    } else {
-      if (valid(mb) && s < p - 1) out.push_back(cell(s, "RECV_B", mb));
-      if (valid(prev) && s < p - 1) out.push_back(cell(s, "SEND_F", prev));
-    }
-    if (valid(mb)) out.push_back(cell(s, fwd ? "F" : "B", mb));
-  }
-  return out;
-}
-
-// DeepSpeed's InferenceSchedule: m+p-1 steps, stage s forwards microbatch
-// step-s; even stages send the previous step's activation before receiving,
-// odd stages receive first.
-std::vector<std::string> deepspeed_inference(int p, int m, int s) {
-  std::vector<std::string> out;
-  auto valid = [&](int mb) { return mb >= 0 && mb < m; };
-  for (int step = 0; step < m + p - 1; ++step) {
-    const int mb = step - s;
-    const bool send = s < p - 1 && valid(mb - 1), recv = s > 0 && valid(mb);
-    if (even(s) && send) out.push_back(cell(s, "SEND_F", mb - 1));
-    if (recv) out.push_back(cell(s, "RECV_F", mb));
-    if (!even(s) && send) out.push_back(cell(s, "SEND_F", mb - 1));
-    if (valid(mb)) out.push_back(cell(s, "F", mb));
+    REQUIRE(!out.empty());
+    const std::string prefix = "rank " + std::to_string(out.back().cells.size()) + ": ";
+    REQUIRE(line.rfind(prefix, 0) == 0);
+    std::istringstream cells(line.substr(prefix.size()));
+    std::vector<std::string> row;
+    for (std::string c; cells >> c;) row.push_back(c);
+    out.back().cells.push_back(row);
   }
   return out;
 }
@@ -335,21 +320,23 @@ TEST_CASE("runtimes: Megatron 1F1B, batched and unbatched, on a grid", "[runtime
 TEST_CASE("runtimes: DeepSpeed train and inference schedules, on a grid", "[runtimes]") {
   // Blocking send/recv in the step order: each exchange's partner is the
   // neighbour's next posted operation (the step parity alternates between
-  // neighbours), so even one stream per rank (serial) runs.
-  for (int p = 2; p <= 8; ++p) {
-    for (int m = 1; m <= 16; ++m) {
-      INFO("p=" << p << " m=" << m);
-      std::vector<std::vector<std::string>> train, infer;
-      for (int s = 0; s < p; ++s) {
-        train.push_back(deepspeed_train(p, m, s));
-        infer.push_back(deepspeed_inference(p, m, s));
-      }
-      const Plan t = from_cells(p, m, train), i = from_cells(p, m, infer, true);
-      REQUIRE(check_structure(t).empty());
-      REQUIRE(check_structure(i).empty());
-      CHECK(verdicts(t) == "rendezvous=ok serial=ok eager=ok ");
-      CHECK(verdicts(i) == "rendezvous=ok serial=ok eager=ok ");
-    }
+  // neighbours), so even one stream per rank (serial) runs. p 2..6, m 1..10;
+  // the oracle test runs DeepSpeed itself on p 1..8, m 1..16.
+  const std::vector<GoldenPlan> train = deepspeed_golden("train"),
+                                infer = deepspeed_golden("inference");
+  REQUIRE(train.size() == 50);
+  REQUIRE(infer.size() == 50);
+  for (const GoldenPlan& g : train) {
+    INFO("train p=" << g.p << " m=" << g.m);
+    const Plan t = from_cells(g.p, g.m, g.cells);
+    REQUIRE(check_structure(t).empty());
+    CHECK(verdicts(t) == "rendezvous=ok serial=ok eager=ok ");
+  }
+  for (const GoldenPlan& g : infer) {
+    INFO("inference p=" << g.p << " m=" << g.m);
+    const Plan i = from_cells(g.p, g.m, g.cells, true);
+    REQUIRE(check_structure(i).empty());
+    CHECK(verdicts(i) == "rendezvous=ok serial=ok eager=ok ");
   }
 }
 

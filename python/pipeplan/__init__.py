@@ -9,9 +9,10 @@ verifier and simulator as the ``pipeplan`` CLI, with the CLI's messages.
     []
     >>> pipeplan.simulate(plan, cost="F=1,B=2").makespan
     >>> pipeplan.verify(pipeplan.from_torch(schedule.pipeline_order_with_comms))
+    >>> pipeplan.verify(pipeplan.from_deepspeed(TrainSchedule, 8, 4), transport="serial")
 
 Functions: plan, lower, verify, check, simulate, compare, search, loads, read,
-read_layers, from_torch, to_torch_csv, schedules. Types: Plan, PlanMeta,
+read_layers, from_torch, from_deepspeed, to_torch_csv, schedules. Types: Plan, PlanMeta,
 Action, ActionList, Diagnostic, SimResult, RankStats, Comparison, ComparisonRow,
 ScheduleInfo, Layer, LayerProfile, SearchResult, LibraryRun.
 Errors (pipeplan.errors): Error > InputError > ShapeError, BudgetError, InputTypeError
@@ -62,6 +63,7 @@ from ._pipeplan import (
     to_torch_csv,
     verify,
 )
+from .deepspeed import from_deepspeed
 
 __all__ = [
     "Action",
@@ -89,6 +91,7 @@ __all__ = [
     "check",
     "compare",
     "errors",
+    "from_deepspeed",
     "from_torch",
     "loads",
     "lower",

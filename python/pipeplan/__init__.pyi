@@ -428,4 +428,11 @@ def from_torch(
     schedule: str = "custom",
     forward_only: bool = False,
 ) -> Plan: ...
+def from_deepspeed(
+    schedules: Any,
+    micro_batches: Optional[int] = None,
+    stages: Optional[int] = None,
+    *,
+    forward_only: Optional[bool] = None,
+) -> Plan: ...
 def to_torch_csv(plan: Plan, reduce_grad: Optional[bool] = None) -> str: ...
