@@ -30,7 +30,7 @@ TEST_CASE("analytic: a small llama layer by hand", "[analytic]") {
   CHECK(layers[0].name == "tok_embeddings");
   CHECK(layers[1].name == "layers.0");
   CHECK(layers[3].name == "norm");
-  CHECK(layers[4].name == "output");
+  CHECK(layers[4].name == "lm_head");
   const LayerWork& l = layers[1];
   // T = 32 tokens, h = 64, kv/heads = 1/2, f = 128.
   // QKV 2*32*64*(64 + 2*32) + out 2*32*64*64 = 786432; core 4*2*16^2*64 = 131072;
@@ -153,7 +153,7 @@ TEST_CASE("cli: profile writes a layer CSV that search reads", "[analytic][cli]"
   const LayerProfile p = parse_layer_profile(r.out, "stdout");
   REQUIRE(p.size() == 7);
   CHECK(p.layers[0].name == "tok_embeddings");
-  CHECK(p.layers[6].name == "output");
+  CHECK(p.layers[6].name == "lm_head");
   CHECK(r.out.find("# pipeplan profile: llama, 4 layers") == 0);
   const std::string file = pipeplan::test::temp_file("analytic.csv", r.out);
   const auto s = run_cli({"search", "-p", "2", "-m", "4", "--layers", file, "--time-limit", "1"});

@@ -13,13 +13,13 @@ using namespace pipeplan;
 
 namespace {
 
-LayerProfile model(int blocks) {
+LayerProfile model(int blocks, const std::string& head = "output") {
   LayerProfile p;
   p.layers.push_back(Layer{"tok_embeddings", 0.2, 0.4, 0.4, 0.1, {}, {}});
   for (int i = 0; i < blocks; ++i)
     p.layers.push_back(Layer{"layers." + std::to_string(i), 1, 2, 1, 1, {}, {}});
   p.layers.push_back(Layer{"norm", 0.05, 0.1, 0, 0.05, {}, {}});
-  p.layers.push_back(Layer{"output", 2, 4, 2, 1.5, {}, {}});
+  p.layers.push_back(Layer{head, 2, 4, 2, 1.5, {}, {}});
   return p;
 }
 
@@ -94,33 +94,112 @@ TEST_CASE("megatron: what Megatron can run, and its flags", "[megatron]") {
                                  "--num-layers-per-virtual-pipeline-stage", "2"});
 }
 
-TEST_CASE("torchtitan: the compute-only CSV and the TOML", "[torchtitan]") {
-  const LayerProfile p = model(8);
+TEST_CASE("torchtitan: 0.3.0's CLI overrides, one argument a line", "[torchtitan]") {
+  const LayerProfile p = model(8, "lm_head");
   Plan pl = plan(Problem{"1f1b", 2, 4, 1});
   pl.meta.partition = {5, 6};
   std::ostringstream csv;
   write_torch_compute_csv(pl, csv);
   CHECK(csv.str() == "0F0,0F1,0B0,0F2,0B1,0F3,0B2,0B3\n1F0,1B0,1F1,1B1,1F2,1B2,1F3,1B3\n");
+  TorchtitanOptions o;
+  o.csv_path = "/tmp/x/schedule.csv";
+  o.microbatch_size = 2;
+  CHECK(o.version == "0.3.0");
+  CHECK(torchtitan_release("0.3.0").file == "torchtitan.args");
+  std::ostringstream args;
+  write_torchtitan_config(pl, p, o, args);
+  CHECK(args.str() ==
+        "--parallelism.pipeline_parallel_degree=2\n"
+        "--parallelism.pipeline_parallel_schedule=1F1B\n"
+        "--parallelism.pipeline_parallel_schedule_csv=/tmp/x/schedule.csv\n"
+        "--parallelism.pipeline_parallel_microbatch_size=2\n"
+        "--parallelism.module_fqns_per_model_part\n"
+        "tok_embeddings,layers.0,layers.1,layers.2,layers.3\n"
+        "layers.4,layers.5,layers.6,layers.7,norm,lm_head\n"
+        "--training.local_batch_size=8\n"
+        "--training.disable_cuda_graphs\n");
+  // A searched loop plan names the loop placement, a V one the V placement.
+  pl.meta.schedule = "search";
+  std::ostringstream searched;
+  write_torchtitan_config(pl, p, o, searched);
+  CHECK_THAT(searched.str(), Catch::Contains("--parallelism.pipeline_parallel_schedule=1F1B\n"));
+}
+
+TEST_CASE("torchtitan: module names are the release's llama modules, all of them, in order",
+          "[torchtitan]") {
+  const TorchtitanRelease& now = torchtitan_release("0.3.0");
+  const TorchtitanRelease& old = torchtitan_release("0.2.2");
+  CHECK(torchtitan_module_refusal(model(4, "lm_head"), now).empty());
+  CHECK(torchtitan_module_refusal(model(4, "output"), old).empty());
+  CHECK(torchtitan_module_refusal(model(4, "output"), now) ==
+        "profile layer 6 'output' is not a module of torchtitan 0.3.0's llama model "
+        "(tok_embeddings, layers.N, norm, lm_head): torchtitan 0.3.0 calls the output "
+        "projection lm_head (0.3.0: lm_head, 0.2.x: output)");
+  CHECK_THAT(torchtitan_module_refusal(model(4, "lm_head"), old),
+             Catch::Contains("'lm_head' is not a module of torchtitan 0.2.2's llama model"));
+  LayerProfile typo = model(4, "lm_head");
+  typo.layers[2].name = "layer.1";
+  CHECK(torchtitan_module_refusal(typo, now) ==
+        "profile layer 2 'layer.1' is not a module of torchtitan 0.3.0's llama model "
+        "(tok_embeddings, layers.N, norm, lm_head)");
+  LayerProfile headless = model(4, "lm_head");
+  headless.layers.pop_back();
+  CHECK(torchtitan_module_refusal(headless, now) ==
+        "the profile leaves out module 'lm_head' of torchtitan 0.3.0's llama model "
+        "(tok_embeddings, layers.N, norm, lm_head): torchtitan would build no stage with it");
+  LayerProfile gap = model(4, "lm_head");
+  gap.layers[3].name = "layers.7";
+  CHECK_THAT(torchtitan_module_refusal(gap, now),
+             Catch::Contains("the profile leaves out module 'layers.2'"));
+  LayerProfile swapped = model(4, "lm_head");
+  std::swap(swapped.layers[1], swapped.layers[2]);
+  CHECK(torchtitan_module_refusal(swapped, now) ==
+        "profile layer 1 is 'layers.1', but torchtitan 0.3.0's llama model (tok_embeddings, "
+        "layers.N, norm, lm_head) has 'layers.0' there: name each module once, in model order");
+  // Refused before anything is written.
+  Plan pl = plan(Problem{"1f1b", 2, 4, 1});
+  std::ostringstream out;
+  CHECK_THROWS_WITH(write_torchtitan_config(pl, model(4, "output"), TorchtitanOptions{}, out),
+                    Catch::Contains("'output' is not a module of torchtitan 0.3.0"));
+  CHECK(out.str().empty());
+}
+
+TEST_CASE("torchtitan: unknown releases are refused, naming the known ones", "[torchtitan]") {
+  CHECK(torchtitan_versions() == std::vector<std::string_view>{"0.3.0", "0.2.2", "0.2.1", "0.2.0"});
+  CHECK_THROWS_WITH(torchtitan_release("0.4"),
+                    "unknown torchtitan version '0.4': pipeplan writes for 0.3.0, 0.2.2, 0.2.1, "
+                    "0.2.0 (0.3.0 takes CLI overrides of its Python config, 0.2.x a TOML)");
+  CHECK_THROWS_WITH(torchtitan_release("0.1.0"), Catch::Contains("pipeline_parallel_split_points"));
+}
+
+TEST_CASE("torchtitan: the compute-only CSV and the TOML of 0.2.x", "[torchtitan]") {
+  const LayerProfile p = model(8);
+  Plan pl = plan(Problem{"1f1b", 2, 4, 1});
+  pl.meta.partition = {5, 6};
   std::ostringstream toml;
   TorchtitanOptions o;
   o.csv_path = "/tmp/x/schedule.csv";
   o.microbatch_size = 2;
-  write_torchtitan_toml(pl, p, o, toml);
+  o.version = "0.2.2";
+  CHECK(torchtitan_release("0.2.2").file == "torchtitan.toml");
+  write_torchtitan_config(pl, p, o, toml);
   const std::string t = toml.str();
   CHECK_THAT(t, Catch::Contains("[parallelism]\npipeline_parallel_degree = 2\n"
                                 "pipeline_parallel_schedule = \"1F1B\"\n"
                                 "pipeline_parallel_schedule_csv = \"/tmp/x/schedule.csv\"\n"
-                                "pipeline_parallel_microbatch_size = 2\n"));
+                                "pipeline_parallel_microbatch_size = 2\n"
+                                "module_fqns_per_model_part = [\n"));
   CHECK_THAT(t, Catch::Contains("  [\"tok_embeddings\", \"layers.0\", \"layers.1\", \"layers.2\", "
                                 "\"layers.3\"],\n  [\"layers.4\", \"layers.5\", \"layers.6\", "
                                 "\"layers.7\", \"norm\", \"output\"],\n]"));
   CHECK_THAT(t, Catch::Contains("[training]\n"));
   CHECK_THAT(t, Catch::Contains("local_batch_size = 8\n"));
-  // A searched loop plan names no schedule; a V one names the V placement.
+  // A searched plan names the placement torchtitan builds, with a comment.
   pl.meta.schedule = "search";
   std::ostringstream searched;
-  write_torchtitan_toml(pl, p, o, searched);
-  CHECK(searched.str().find("pipeline_parallel_schedule =") == std::string::npos);
+  write_torchtitan_config(pl, p, o, searched);
+  CHECK_THAT(searched.str(),
+             Catch::Contains("sets the order\npipeline_parallel_schedule = \"1F1B\"\n"));
   CHECK(torch_schedule_name("interleaved-zb") == "InterleavedZeroBubble");
   CHECK(torch_schedule_name("zb-h1").empty());
   Plan v4 = pl;

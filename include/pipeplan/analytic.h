@@ -10,7 +10,7 @@
 //   DeviceSpec d;
 //   d.tflops = 495;  // sustained dense bf16 TFLOP/s
 //   d.mem_bw = 3350;  // GB/s
-//   LayerProfile p = analytic_profile(m, d);  // tok_embeddings, layers.0.., norm, output
+//   LayerProfile p = analytic_profile(m, d);  // tok_embeddings, layers.0.., norm, lm_head
 // @endcode
 #pragma once
 

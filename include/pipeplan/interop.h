@@ -116,20 +116,52 @@ Plan compute_actions(const Plan& plan);
 /// (torch inserts the SEND/RECV and REDUCE_GRAD itself).
 void write_torch_compute_csv(const Plan& plan, std::ostream& out);
 
-struct TorchtitanOptions {
-  std::string csv_path = "schedule.csv";  ///< as written into the TOML
-  int microbatch_size = 1;                ///< sequences per microbatch
+/// A torchtitan release pipeplan writes for: how it takes its config and
+/// what its llama model calls the output projection. Each entry names the
+/// code it was read from (docs/torchtitan.md).
+struct TorchtitanRelease {
+  std::string_view version;     ///< "0.3.0"
+  std::string_view file;        ///< what export writes: "torchtitan.args" or "torchtitan.toml"
+  std::string_view head;        ///< the output projection's module: "lm_head" or "output"
+  std::string_view provenance;  ///< where the key names and module names come from
 };
 
-/// The torchtitan TOML snippet: [parallelism] pipeline_parallel_degree,
-/// pipeline_parallel_schedule (a library schedule's torch name, or the
-/// placement a V plan needs), pipeline_parallel_schedule_csv,
-/// pipeline_parallel_microbatch_size, pipeline_parallel_module_fqns_per_model_part;
-/// [training] local_batch_size = microbatches x microbatch size (torchtitan
-/// divides it back). Throws InputError on torchtitan_refusal or a profile
-/// the plan's partition does not fit.
-void write_torchtitan_toml(const Plan& plan, const LayerProfile& profile,
-                           const TorchtitanOptions& options, std::ostream& out);
+/// The release export writes for when no version is given (the current one).
+inline constexpr std::string_view kTorchtitanDefaultVersion = "0.3.0";
+
+/// The releases pipeplan writes for, newest first (--torchtitan-version's choices).
+std::vector<std::string_view> torchtitan_versions();
+
+/// The release `version` names; throws InputError naming the known releases
+/// for any other (releases before 0.2.0 split with other keys and are refused).
+const TorchtitanRelease& torchtitan_release(std::string_view version);
+
+/// Why the profile's layer names are not exactly the modules of the
+/// release's llama model in model order (tok_embeddings, layers.0 ..
+/// layers.L-1, norm, head), or "" when they are. torchtitan's split keeps
+/// the named modules and sets every other to None, so an unknown or missing
+/// name would silently build a stage without it.
+std::string torchtitan_module_refusal(const LayerProfile& profile,
+                                      const TorchtitanRelease& release);
+
+struct TorchtitanOptions {
+  std::string csv_path = "schedule.csv";           ///< as written into the config
+  int microbatch_size = 1;                         ///< sequences per microbatch
+  std::string version{kTorchtitanDefaultVersion};  ///< the torchtitan release to write for
+};
+
+/// The torchtitan config for `options.version`, in the form that release
+/// loads: for 0.3.0 its CLI overrides (torchtitan.config.manager's tyro
+/// parser; one argv token a line, appended after `--module M --config C`),
+/// for 0.2.x the TOML it reads with --job.config_file. Both set
+/// parallelism.pipeline_parallel_degree, pipeline_parallel_schedule (a
+/// library schedule's torch name, else the placement), _schedule_csv,
+/// _microbatch_size, module_fqns_per_model_part, and training.local_batch_size
+/// = microbatches x microbatch size (torchtitan divides it back). Throws
+/// InputError on an unknown version, torchtitan_refusal,
+/// torchtitan_module_refusal or a profile the plan's partition does not fit.
+void write_torchtitan_config(const Plan& plan, const LayerProfile& profile,
+                             const TorchtitanOptions& options, std::ostream& out);
 
 // ------------------------------------------------------------ Megatron out/in
 

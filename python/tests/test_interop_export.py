@@ -95,10 +95,11 @@ def megatron_validate(stages, pp, num_layers):
 
 # ------------------------------------------------------------------- fixtures
 
-def profile_csv(tmp_path, layers=8):
+def profile_csv(tmp_path, layers=8, head="lm_head"):
+    """A llama profile named as torchtitan 0.3.0's modules (head "output" for 0.2.x)."""
     rows = ["name,F,B,W,activation", "tok_embeddings,0.2,0.4,0.4,0.1"]
     rows += [f"layers.{i},1,2,1,1" for i in range(layers)]
-    rows += ["norm,0.05,0.1,0,0.05", "output,2,4,2,1.5"]
+    rows += ["norm,0.05,0.1,0,0.05", f"{head},2,4,2,1.5"]
     path = tmp_path / "model.csv"
     path.write_text("\n".join(rows) + "\n")
     return path
@@ -112,11 +113,12 @@ def read_plan(cli, path):
 @pytest.mark.parametrize("schedule,v", [("1f1b", 1), ("interleaved-1f1b", 2), ("zbv", 2),
                                         ("zb-h1", 1)])
 def test_torchtitan_export_reads_back_as_torch_and_tomllib_read_it(cli, tmp_path, schedule, v):
-    layers = profile_csv(tmp_path)
+    layers = profile_csv(tmp_path, head="output")
     plan = tmp_path / "plan.json"
     cli.out("plan", "-s", schedule, "-p", "2", "-m", "4", "-v", v, "--layers", layers, "-o", plan)
     out = tmp_path / "tt"
-    cli.out("export", "torchtitan", plan, "--layers", layers, "-o", out, "--microbatch-size", 2)
+    cli.out("export", "torchtitan", plan, "--layers", layers, "-o", out, "--microbatch-size", 2,
+            "--torchtitan-version", "0.2.2")
     meta = read_plan(cli, plan)
     stages = 2 * v
     text = (out / "schedule.csv").read_text()
@@ -133,12 +135,13 @@ def test_torchtitan_export_reads_back_as_torch_and_tomllib_read_it(cli, tmp_path
     assert par["pipeline_parallel_schedule_csv"] == str((out / "schedule.csv").resolve())
     assert par["pipeline_parallel_microbatch_size"] == 2
     assert config["training"]["local_batch_size"] == 8  # 4 microbatches of 2
-    fqns = par["pipeline_parallel_module_fqns_per_model_part"]
+    fqns = par["module_fqns_per_model_part"]
     assert len(fqns) == stages
     assert [n for part in fqns for n in part] == (
         ["tok_embeddings"] + [f"layers.{i}" for i in range(8)] + ["norm", "output"])
-    torch_names = {"1f1b": "1F1B", "interleaved-1f1b": "Interleaved1F1B", "zbv": "ZBVZeroBubble"}
-    assert par.get("pipeline_parallel_schedule") == torch_names.get(schedule)
+    torch_names = {"1f1b": "1F1B", "interleaved-1f1b": "Interleaved1F1B", "zbv": "ZBVZeroBubble",
+                   "zb-h1": "1F1B"}  # not torch's: the loop placement
+    assert par["pipeline_parallel_schedule"] == torch_names[schedule]
     # torchtitan places stages "v" only for V schedules: the CSV must agree.
     if meta["stage_to_rank"] == "v":
         assert stage_to_rank == {s: min(s, stages - 1 - s) for s in range(stages)}
@@ -166,8 +169,27 @@ def test_searched_plan_emits_torchtitan(cli, tmp_path):
     meta = read_plan(cli, tmp_path / "best.json")
     stages = meta["pp_degree"] * meta["stages_per_rank"]
     torch_load_csv((out / "schedule.csv").read_text(), 2, stages, 4)
-    par = tomllib.loads((out / "torchtitan.toml").read_text())["parallelism"]
-    assert [len(p) for p in par["pipeline_parallel_module_fqns_per_model_part"]] == meta["partition"]
+    args = (out / "torchtitan.args").read_text().splitlines()
+    at = args.index("--parallelism.module_fqns_per_model_part")
+    parts = [line.split(",") for line in args[at + 1:at + 1 + stages]]
+    assert [len(p) for p in parts] == meta["partition"]
+    assert parts[-1][-1] == "lm_head"
+
+
+def test_torchtitan_refuses_names_that_are_not_the_release_modules(cli, tmp_path):
+    plan = tmp_path / "plan.json"
+    cli.out("plan", "-s", "1f1b", "-p", "2", "-m", "4", "-o", plan)
+    old = profile_csv(tmp_path, head="output")
+    code, message = cli.error("export", "torchtitan", plan, "--layers", old, "-o", tmp_path / "a")
+    assert code == 2 and "'output' is not a module of torchtitan 0.3.0's llama model" in message
+    assert not (tmp_path / "a").exists()
+    code, message = cli.error("search", "-p", "2", "-m", "4", "--layers", old, "--time-limit", "1",
+                              "--emit", "torchtitan", tmp_path / "b")
+    assert code == 2 and "calls the output projection lm_head" in message
+    assert not (tmp_path / "b").exists()
+    code, message = cli.error("export", "torchtitan", plan, "--layers", old, "-o", tmp_path / "c",
+                              "--torchtitan-version", "0.4.0")
+    assert code == 2 and "unknown torchtitan version '0.4.0'" in message
 
 
 def test_megatron_layout_round_trips_through_search(cli, tmp_path):

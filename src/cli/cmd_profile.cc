@@ -77,7 +77,7 @@ std::function<int()> setup_profile(CLI::App& app) {
   add_int(app, "--seq", m.seq, "Sequence length", 1, 1 << 24)->required();
   add_int(app, "--micro-batch", m.micro_batch, "Sequences per microbatch", 1, 1 << 20)->required();
   add_int(app, "--vocab", m.vocab,
-          "Vocabulary size: adds the tok_embeddings, norm and output layers (default: none)", 1,
+          "Vocabulary size: adds the tok_embeddings, norm and lm_head layers (default: none)", 1,
           1 << 28);
   add_int(app, "--tp", m.tp, "Tensor-parallel degree (sequence parallel assumed; default 1)", 1,
           1 << 16);

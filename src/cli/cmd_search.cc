@@ -45,6 +45,7 @@ struct SearchArgs {
   std::string layout;
   std::vector<std::string> emit;
   int microbatch_size = 1;
+  std::string torchtitan_version{kTorchtitanDefaultVersion};
   bool no_recompute = false, no_offload = false;
 };
 }  // namespace
@@ -99,8 +100,9 @@ std::function<int()> setup_search(CLI::App& app) {
                  "\"Et*3|t*4|t*4|t*3L\"): v = its stages / p, loop placement");
   app.add_option("--emit", args->emit,
                  "torchtitan DIR: also write the chosen plan as DIR/schedule.csv and "
-                 "DIR/torchtitan.toml (as 'export torchtitan')")
+                 "DIR/torchtitan.args or .toml (as 'export torchtitan')")
       ->expected(2);
+  add_torchtitan_version_option(app, args->torchtitan_version);
   add_count_option(app, "--microbatch-size", args->microbatch_size,
                    "Sequences per microbatch, for --emit (default 1)", 1 << 20, " sequences")
       ->check(CLI::Range(1, 1 << 20));
@@ -145,6 +147,12 @@ std::function<int()> setup_search(CLI::App& app) {
       o.max_v_stages_per_rank = 2;      // torchtitan places a V only with 2 stages per rank
       o.recompute = o.offload = false;  // torch's dialect has no memory actions
       spdlog::debug("--emit torchtitan: V mappings with 2 stages per rank only, no memory actions");
+      // Refuse the profile's module names before searching, not after.
+      const TorchtitanRelease& release = torchtitan_release(args->torchtitan_version);
+      if (std::string why = torchtitan_module_refusal(profile, release); !why.empty())
+        throw InputError(why);
+    } else if (app.count("--torchtitan-version") > 0) {
+      throw InputError("--torchtitan-version goes with --emit torchtitan DIR");
     }
     if (!args->layout.empty()) {
       o.partition =
@@ -160,7 +168,8 @@ std::function<int()> setup_search(CLI::App& app) {
       plan_out.close();
     }
     if (!args->emit.empty())
-      write_torchtitan_dir(result.plan, profile, args->emit[1], args->microbatch_size);
+      write_torchtitan_dir(result.plan, profile, args->emit[1], args->microbatch_size,
+                           args->torchtitan_version);
     Output out("");
     if (args->format == "json") write_search_json(result, o, out.stream());
     else write_search_text(result, o, out.stream());

@@ -21,7 +21,7 @@ const std::vector<Command>& commands() {
       {"search", "Find the fastest verified plan for a layer profile under a memory budget",
        setup_search},
       {"export",
-       "Write a plan for a trainer: torchtitan (schedule CSV + TOML) or Megatron-LM "
+       "Write a plan for a trainer: torchtitan (schedule CSV + its config) or Megatron-LM "
        "(layout and flags)",
        setup_export},
       {"profile", "Analytic layer profile of a transformer (llama, gpt, moe) for --layers",

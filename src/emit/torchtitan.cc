@@ -1,5 +1,7 @@
 // torchtitan out: the compute-only schedule CSV torch's runtime loads and
-// the [parallelism] TOML that points torchtitan at it.
+// the config that points torchtitan at it, in the form each release loads
+// (0.3.0: CLI overrides of its Python config; 0.2.x: TOML).
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -102,34 +104,76 @@ void write_torch_compute_csv(const Plan& plan, std::ostream& out) {
   write_csv(compute_actions(plan), out);
 }
 
-void write_torchtitan_toml(const Plan& plan, const LayerProfile& profile,
-                           const TorchtitanOptions& o, std::ostream& out) {
-  if (std::string why = torchtitan_refusal(plan); !why.empty()) throw InputError(why);
-  if (o.microbatch_size < 1)
-    throw InputError("the microbatch size must be at least 1, got " +
-                     std::to_string(o.microbatch_size));
-  const PlanMeta& meta = plan.meta;
-  const Partition partition = partition_for(profile, meta);
-  check_partition(profile, partition, meta.num_stages());
-  const auto fqns = module_fqns_per_stage(profile, partition);
-  const std::string library = torch_schedule_name(meta.schedule);
-  out << "# torchtitan config for pipeplan plan '" << limits::excerpt(meta.schedule) << "' (pp "
-      << meta.pp_degree << ", " << meta.num_microbatches << " microbatches, "
-      << meta.stages_per_rank << " stages per rank, " << to_string(meta.mapping) << " placement)\n";
+namespace {
+
+// The schedule name torchtitan builds its stage placement from
+// (_get_pp_rank_to_stage_indices_mapping: "v" for ZBVZeroBubble and
+// DualPipeV, else loop); the CSV sets the order.
+std::string placement_schedule(const PlanMeta& meta) {
+  if (std::string library = torch_schedule_name(meta.schedule); !library.empty()) return library;
+  if (meta.mapping == StageMapping::V) return "ZBVZeroBubble";
+  return meta.stages_per_rank > 1 ? "Interleaved1F1B" : "1F1B";
+}
+
+// What both dialects say, checked once.
+struct TorchtitanConfig {
+  const PlanMeta* meta = nullptr;
+  std::string schedule;
+  std::vector<std::vector<std::string>> fqns;
+  long long local_batch_size = 0;
+};
+
+using ConfigWriter = void (*)(const TorchtitanConfig&, const TorchtitanOptions&, std::ostream&);
+
+std::string header(const PlanMeta& meta, std::string_view version) {
+  return "pipeplan plan '" + limits::excerpt(meta.schedule) + "' (pp " +
+         std::to_string(meta.pp_degree) + ", " + std::to_string(meta.num_microbatches) +
+         " microbatches, " + std::to_string(meta.stages_per_rank) + " stages per rank, " +
+         std::string(to_string(meta.mapping)) + " placement) for torchtitan " +
+         std::string(version);
+}
+
+// torchtitan 0.3.0: torchtitan/config/manager.py parses `--module M --config
+// C` and then these overrides with tyro; list[list[str]] takes one argument
+// per stage, its names joined by commas (the list[str] rule). One token a
+// line, so `mapfile -t` passes them unchanged; no comments (they would be
+// arguments).
+void write_args(const TorchtitanConfig& c, const TorchtitanOptions& o, std::ostream& out) {
+  if (o.csv_path.find_first_of("\n\r") != std::string::npos)
+    throw InputError(
+        "the schedule path holds a line break; torchtitan.args holds one argument a "
+        "line");
+  out << "--parallelism.pipeline_parallel_degree=" << c.meta->pp_degree << "\n";
+  out << "--parallelism.pipeline_parallel_schedule=" << c.schedule << "\n";
+  out << "--parallelism.pipeline_parallel_schedule_csv=" << o.csv_path << "\n";
+  out << "--parallelism.pipeline_parallel_microbatch_size=" << o.microbatch_size << "\n";
+  out << "--parallelism.module_fqns_per_model_part\n";
+  for (const auto& stage : c.fqns) {
+    for (std::size_t k = 0; k < stage.size(); ++k) out << (k ? "," : "") << stage[k];
+    out << "\n";
+  }
+  out << "--training.local_batch_size=" << c.local_batch_size << "\n";
+  // trainer.py _validate_cuda_graphs refuses pipeline parallelism otherwise.
+  out << "--training.disable_cuda_graphs\n";
+}
+
+// torchtitan 0.2.0-0.2.2: config/manager.py loads --job.config_file with
+// tomllib and refuses unknown keys; config/job_config.py's Parallelism and
+// Training name them.
+void write_toml(const TorchtitanConfig& c, const TorchtitanOptions& o, std::ostream& out) {
+  const PlanMeta& meta = *c.meta;
+  out << "# torchtitan config for " << header(meta, o.version) << "\n";
   out << "# Merge into your job's TOML. torch lowers the compute-only CSV itself.\n";
   out << "[parallelism]\n";
   out << "pipeline_parallel_degree = " << meta.pp_degree << "\n";
-  if (!library.empty()) {
-    out << "pipeline_parallel_schedule = " << toml_string(library) << "\n";
-  } else if (meta.mapping == StageMapping::V) {
-    out << "# not a torch schedule: torchtitan reads the V placement from this name; the CSV "
+  if (torch_schedule_name(meta.schedule).empty())
+    out << "# not a torch schedule: torchtitan reads the stage placement from this name; the CSV "
            "sets the order\n";
-    out << "pipeline_parallel_schedule = \"ZBVZeroBubble\"\n";
-  }
+  out << "pipeline_parallel_schedule = " << toml_string(c.schedule) << "\n";
   out << "pipeline_parallel_schedule_csv = " << toml_string(o.csv_path) << "\n";
   out << "pipeline_parallel_microbatch_size = " << o.microbatch_size << "\n";
-  out << "pipeline_parallel_module_fqns_per_model_part = [\n";
-  for (const auto& stage : fqns) {
+  out << "module_fqns_per_model_part = [\n";
+  for (const auto& stage : c.fqns) {
     out << "  [";
     for (std::size_t k = 0; k < stage.size(); ++k) out << (k ? ", " : "") << toml_string(stage[k]);
     out << "],\n";
@@ -138,8 +182,128 @@ void write_torchtitan_toml(const Plan& plan, const LayerProfile& profile,
   out << "[training]\n";
   out << "# torchtitan runs local_batch_size / pipeline_parallel_microbatch_size = "
       << meta.num_microbatches << " microbatches\n";
-  out << "local_batch_size = " << static_cast<long long>(meta.num_microbatches) * o.microbatch_size
-      << "\n";
+  out << "local_batch_size = " << c.local_batch_size << "\n";
+}
+
+struct ReleaseEntry {
+  TorchtitanRelease release;
+  ConfigWriter write;
+};
+
+constexpr std::string_view kProvenance030 =
+    "torchtitan 0.3.0 (PyPI): config/manager.py, config/configs.py (ParallelismConfig, "
+    "TrainingConfig), distributed/pipeline_parallel.py (_split_module), models/llama3";
+constexpr std::string_view kProvenance02 =
+    "torchtitan git tags v0.2.0-v0.2.2: config/manager.py, config/job_config.py, "
+    "models/llama3/model/model.py";
+
+const std::vector<ReleaseEntry>& releases() {
+  static const std::vector<ReleaseEntry> table = {
+      {{"0.3.0", "torchtitan.args", "lm_head", kProvenance030}, write_args},
+      {{"0.2.2", "torchtitan.toml", "output", kProvenance02}, write_toml},
+      {{"0.2.1", "torchtitan.toml", "output", kProvenance02}, write_toml},
+      {{"0.2.0", "torchtitan.toml", "output", kProvenance02}, write_toml},
+  };
+  return table;
+}
+
+const ReleaseEntry& release_entry(std::string_view version) {
+  for (const ReleaseEntry& e : releases())
+    if (e.release.version == version) return e;
+  std::string known;
+  for (std::string_view v : torchtitan_versions())
+    known += (known.empty() ? "" : ", ") + std::string(v);
+  std::string why = "unknown torchtitan version '" + limits::excerpt(version) +
+                    "': pipeplan writes for " + known +
+                    " (0.3.0 takes CLI overrides of its Python config, 0.2.x a TOML)";
+  if (version.rfind("0.1.", 0) == 0)
+    why +=
+        "; torchtitan 0.1.x splits with pipeline_parallel_split_points, which cannot hold an "
+        "uneven partition";
+  throw InputError(why);
+}
+
+// "layers.<digits>" -> the index, else -1.
+long layer_index(std::string_view name) {
+  constexpr std::string_view kPrefix = "layers.";
+  if (name.size() <= kPrefix.size() || name.substr(0, kPrefix.size()) != kPrefix) return -1;
+  const std::string_view digits = name.substr(kPrefix.size());
+  if (digits.size() > 9 || (digits.size() > 1 && digits[0] == '0')) return -1;
+  long index = 0;
+  for (char ch : digits) {
+    if (ch < '0' || ch > '9') return -1;
+    index = index * 10 + (ch - '0');
+  }
+  return index;
+}
+
+}  // namespace
+
+std::vector<std::string_view> torchtitan_versions() {
+  std::vector<std::string_view> out;
+  for (const ReleaseEntry& e : releases()) out.push_back(e.release.version);
+  return out;
+}
+
+const TorchtitanRelease& torchtitan_release(std::string_view version) {
+  return release_entry(version).release;
+}
+
+std::string torchtitan_module_refusal(const LayerProfile& profile,
+                                      const TorchtitanRelease& release) {
+  const std::string model = "torchtitan " + std::string(release.version) +
+                            "'s llama model (tok_embeddings, layers.N, norm, " +
+                            std::string(release.head) + ")";
+  long num_layers = 0;
+  for (std::size_t i = 0; i < profile.layers.size(); ++i) {
+    const std::string& name = profile.layers[i].name;
+    if (layer_index(name) >= 0) {
+      ++num_layers;
+      continue;
+    }
+    if (name == "tok_embeddings" || name == "norm" || name == release.head) continue;
+    std::string why = "profile layer " + std::to_string(i) + " '" + limits::excerpt(name) +
+                      "' is not a module of " + model;
+    if (name == "output" || name == "lm_head")
+      why += ": torchtitan " + std::string(release.version) + " calls the output projection " +
+             std::string(release.head) + " (0.3.0: lm_head, 0.2.x: output)";
+    return why;
+  }
+  std::vector<std::string> expected = {"tok_embeddings"};
+  for (long k = 0; k < num_layers; ++k) expected.push_back("layers." + std::to_string(k));
+  expected.emplace_back("norm");
+  expected.emplace_back(release.head);
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    if (i < profile.layers.size() && profile.layers[i].name == expected[i]) continue;
+    const bool present = std::any_of(profile.layers.begin(), profile.layers.end(),
+                                     [&](const Layer& l) { return l.name == expected[i]; });
+    if (!present)
+      return "the profile leaves out module '" + expected[i] + "' of " + model +
+             ": torchtitan would build no stage with it";
+    return "profile layer " + std::to_string(i) + " is '" +
+           limits::excerpt(profile.layers[i].name) + "', but " + model + " has '" + expected[i] +
+           "' there: name each module once, in model order";
+  }
+  return {};
+}
+
+void write_torchtitan_config(const Plan& plan, const LayerProfile& profile,
+                             const TorchtitanOptions& o, std::ostream& out) {
+  const ReleaseEntry& entry = release_entry(o.version);
+  if (std::string why = torchtitan_refusal(plan); !why.empty()) throw InputError(why);
+  if (o.microbatch_size < 1)
+    throw InputError("the microbatch size must be at least 1, got " +
+                     std::to_string(o.microbatch_size));
+  if (std::string why = torchtitan_module_refusal(profile, entry.release); !why.empty())
+    throw InputError(why);
+  TorchtitanConfig c;
+  c.meta = &plan.meta;
+  const Partition partition = partition_for(profile, plan.meta);
+  check_partition(profile, partition, plan.meta.num_stages());
+  c.fqns = module_fqns_per_stage(profile, partition);
+  c.schedule = placement_schedule(plan.meta);
+  c.local_batch_size = static_cast<long long>(plan.meta.num_microbatches) * o.microbatch_size;
+  entry.write(c, o, out);
 }
 
 }  // namespace pipeplan

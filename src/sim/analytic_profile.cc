@@ -125,7 +125,7 @@ std::vector<LayerWork> head_and_tail(const Dims& d, bool head) {
   n.activation_bytes = n.input_bytes = p * T * h / d.t;
   out.push_back(n);
   LayerWork o;
-  o.name = "output";
+  o.name = "lm_head";  // torchtitan 0.3.0's llama model (models/common/decoder.py)
   o.f_flops = o.i_flops = o.w_flops = 2 * T * h * d.V / d.t;
   o.f_bytes = 12 * T * d.V / d.t;  // fp32 logits: cast, log-softmax (read + write)
   o.i_bytes = 2 * o.f_bytes;
