@@ -102,6 +102,8 @@ TEST_CASE("analytic: moe layers route top-k of E experts", "[analytic]") {
   CHECK(analytic_layers(ds)[1].f_flops == layers[1].f_flops + 6 * 32 * 64 * 512.0);
   ds.dense_layers = 3;
   CHECK(model_shape_problem(ds) == "dense-layers 3 is outside 0..2");
+  ds.dense_layers = 0, ds.dense_ffn = 256;
+  CHECK(model_shape_problem(ds) == "dense-ffn needs dense-layers");
   CHECK(model_shape_problem([] {
           ModelShape x = small_llama();
           x.shared_experts = 1;

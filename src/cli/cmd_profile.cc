@@ -81,16 +81,17 @@ std::function<int()> setup_profile(CLI::App& app) {
           1 << 24);
   add_int(app, "--experts", m.experts, "Routed experts (moe)", 1, 1 << 16);
   add_int(app, "--top-k", m.top_k, "Experts per token (moe)", 1, 1 << 16);
-  add_int(app, "--shared-experts", m.shared_experts,
-          "Shared experts every token passes (moe; DeepSeek's n_shared_experts), each --ffn wide",
-          0, 1 << 16);
+  add_int(
+      app, "--shared-experts", m.shared_experts,
+      "Shared experts every token passes (moe; torchtitan's num_shared_experts), each --ffn wide",
+      0, 1 << 16);
   add_int(app, "--shared-expert-ffn", m.shared_ffn,
           "The shared experts' total width (moe; Megatron's moe_shared_expert_intermediate_size; "
           "default: --shared-experts x --ffn)",
           1, 1 << 24);
   add_int(app, "--dense-layers", m.dense_layers,
-          "The first K layers have a dense SwiGLU MLP instead of experts (moe; DeepSeek's "
-          "first_k_dense_replace)",
+          "The first K layers have a dense SwiGLU MLP instead of experts (moe; torchtitan's "
+          "n_dense_layers, DeepSeek's first_k_dense_replace)",
           0, limits::kMaxLayers - 3);
   add_int(app, "--dense-ffn", m.dense_ffn,
           "The dense layers' MLP width (moe; Megatron's ffn_hidden_size; default 8h/3 rounded up "

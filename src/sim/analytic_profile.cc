@@ -222,6 +222,7 @@ std::string model_shape_problem(const ModelShape& in) {
       return out_of_range("dense-layers", m.dense_layers, 0, m.layers);
     if (m.dense_ffn < 0 || m.dense_ffn > kMaxFfn)
       return out_of_range("dense-ffn", m.dense_ffn, 0, kMaxFfn);
+    if (m.dense_ffn > 0 && m.dense_layers == 0) return "dense-ffn needs dense-layers";
   } else if (m.experts != 0 || m.top_k != 0) {
     return "experts and top-k belong to the moe architecture";
   } else if (m.shared_experts != 0 || m.shared_ffn != 0 || m.dense_layers != 0 ||
