@@ -36,7 +36,6 @@ struct Dims {
   double fs;    // moe: the shared experts' total width (0: none)
   double fd;    // moe: the dense layers' MLP width
   double core;  // the attention core's FLOPs per b s^2 h: 4 (full) or 2 (causal)
-  int dense;    // moe: the first `dense` layers have a dense MLP
   bool gpt, moe, eager;
 };
 
@@ -57,7 +56,6 @@ Dims dims_of(const ModelShape& m) {
   d.fs = static_cast<double>(m.shared_ffn);
   d.fd = static_cast<double>(m.dense_ffn);
   d.core = m.core == AttentionCore::Full ? 4 : 2;
-  d.dense = m.dense_layers;
   d.gpt = m.arch == Arch::Gpt;
   d.moe = m.arch == Arch::Moe;
   d.eager = m.attention == Attention::Eager;
