@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "pipeplan/analytic.h"
 #include "pipeplan/error.h"
@@ -33,11 +35,19 @@ TEST_CASE("analytic: a small llama layer by hand", "[analytic]") {
   CHECK(layers[4].name == "lm_head");
   const LayerWork& l = layers[1];
   // T = 32 tokens, h = 64, kv/heads = 1/2, f = 128.
-  // QKV 2*32*64*(64 + 2*32) + out 2*32*64*64 = 786432; core 4*2*16^2*64 = 131072;
-  // SwiGLU 6*32*64*128 = 1572864.
-  CHECK(l.f_flops == 786432.0 + 131072.0 + 1572864.0);
+  // QKV 2*32*64*(64 + 2*32) + out 2*32*64*64 = 786432; core, causal (half the
+  // scores, Megatron's count) 2*2*16^2*64 = 65536; SwiGLU 6*32*64*128 = 1572864.
+  CHECK(l.f_flops == 786432.0 + 65536.0 + 1572864.0);
   CHECK(l.w_flops == 786432.0 + 1572864.0);
-  CHECK(l.i_flops == 786432.0 + 1572864.0 + 2 * 131072.0);
+  CHECK(l.i_flops == 786432.0 + 1572864.0 + 2 * 65536.0);
+  // The full s x s (torchtitan's count): the core doubles, nothing else moves.
+  ModelShape full = small_llama();
+  full.core = AttentionCore::Full;
+  const LayerWork& lf = analytic_layers(full)[1];
+  CHECK(lf.f_flops == 786432.0 + 131072.0 + 1572864.0);
+  CHECK(lf.w_flops == l.w_flops);
+  CHECK(lf.i_flops == 786432.0 + 1572864.0 + 2 * 131072.0);
+  CHECK(lf.activation_bytes == l.activation_bytes);
   // Kept: norm in, QKV in, Q, out-proj in (4 x 2*32*64), K and V (2 x 2*32*32),
   // fp32 LSE 4*4*16*2, MLP norm in + w1/w3 in 2 x 4096, SwiGLU 4 x 2*32*128.
   CHECK(l.activation_bytes == 4 * 4096.0 + 2 * 2048.0 + 512.0 + 2 * 4096.0 + 4 * 8192.0);
@@ -58,7 +68,10 @@ TEST_CASE("analytic: GPT with eager attention is Korthikanti's sbh(34 + 5as/h)",
   m.tp = 4;  // sequence parallel: everything split over t
   CHECK(analytic_layers(m)[0].activation_bytes == s * b * h * (34 + 5 * a * s / h) / 4);
   CHECK(analytic_layers(m)[0].input_bytes == 2 * s * b * h / 4);
-  // 24 b s h^2 (1 + s / (6h)) forward FLOPs per layer (Narayanan et al. 2021), split over t.
+  // 24 b s h^2 (1 + s / (6h)) forward FLOPs per layer (Narayanan et al. 2021, the full
+  // s x s), split over t; causal (the default) halves the core: 1 + s / (12h).
+  CHECK(analytic_layers(m)[0].f_flops == Approx(24 * b * s * h * h * (1 + s / (12 * h)) / 4));
+  m.core = AttentionCore::Full;
   CHECK(analytic_layers(m)[0].f_flops == Approx(24 * b * s * h * h * (1 + s / (6 * h)) / 4));
 }
 
@@ -69,7 +82,33 @@ TEST_CASE("analytic: moe layers route top-k of E experts", "[analytic]") {
   const auto layers = analytic_layers(m);
   REQUIRE(layers.size() == 2);
   // Router 2*32*64*8 + 2 experts x 6*32*64*128 replaces the dense MLP.
-  CHECK(layers[0].f_flops == 786432.0 + 131072.0 + 2 * 32 * 64 * 8.0 + 2 * 1572864.0);
+  CHECK(layers[0].f_flops == 786432.0 + 65536.0 + 2 * 32 * 64 * 8.0 + 2 * 1572864.0);
+  // One shared expert (--ffn wide) and a dense first layer (8h/3 up to 256 = 256 wide).
+  ModelShape ds = m;
+  ds.shared_experts = 1, ds.dense_layers = 1;
+  CHECK(resolved(ds).shared_ffn == 128);
+  CHECK(resolved(ds).dense_ffn == 256);
+  const auto dl = analytic_layers(ds);
+  CHECK(dl[0].f_flops == 786432.0 + 65536.0 + 6 * 32 * 64 * 256.0);
+  CHECK(dl[1].f_flops == layers[1].f_flops + 1572864.0);
+  CHECK(dl[1].w_flops == layers[1].w_flops + 1572864.0);
+  CHECK(dl[1].activation_bytes == layers[1].activation_bytes + 4 * 2 * 32 * 128.0);
+  // The dense layer is a llama layer with f = 256.
+  ModelShape dense = small_llama();
+  dense.ffn = 256, dense.vocab = 0;
+  CHECK(dl[0].activation_bytes == analytic_layers(dense)[0].activation_bytes);
+  CHECK(dl[0].f_bytes == analytic_layers(dense)[0].f_bytes);
+  ds.shared_ffn = 512;  // Megatron's moe_shared_expert_intermediate_size wins over the count
+  CHECK(analytic_layers(ds)[1].f_flops == layers[1].f_flops + 6 * 32 * 64 * 512.0);
+  ds.dense_layers = 3;
+  CHECK(model_shape_problem(ds) == "dense-layers 3 is outside 0..2");
+  ds.dense_layers = 0, ds.dense_ffn = 256;
+  CHECK(model_shape_problem(ds) == "dense-ffn needs dense-layers");
+  CHECK(model_shape_problem([] {
+          ModelShape x = small_llama();
+          x.shared_experts = 1;
+          return x;
+        }()) == "shared experts and dense layers belong to the moe architecture");
   CHECK_THROWS_WITH(analytic_layers([] {
                       ModelShape x = small_llama();
                       x.experts = 4;
@@ -83,9 +122,9 @@ TEST_CASE("analytic: the profile in ms on a device, and its defaults", "[analyti
   d.tflops = 1;  // 1e12 FLOP/s: 1e9 FLOP = 1 ms
   const LayerProfile p = analytic_profile(small_llama(), d);
   const Layer& l = p.layers[1];
-  CHECK(l.f == Approx(2490368e-9));
+  CHECK(l.f == Approx(2424832e-9));
   CHECK(l.w == Approx(2359296e-9));
-  CHECK(l.b == Approx((2359296.0 + 2621440.0) * 1e-9));
+  CHECK(l.b == Approx((2359296.0 + 2490368.0) * 1e-9));
   CHECK(l.recompute_time() == l.f);
   CHECK(l.input_size() == Approx(4096e-9));
   d.mem_bw = 1000;  // GB/s: bytes add time
@@ -135,7 +174,8 @@ TEST_CASE("profile: the optional input and recompute columns", "[profile][io]") 
   fails("name,F,B,W,activation,recompute\na,1,2,1,3,2e12\n", "more than the supported 1e+12");
   fails("name,F,B,W,activation,input,input\na,1,2,1,3,1,1\n", "column 'input' is given twice");
   fails("name,F,B,W,activation,memory\na,1,2,1,3,1\n", "unknown column 'memory'");
-  fails("name,F,B,W,activation,input\na,1,2,1,3\n", "expected 6 columns (name,F,B,W,activation,input), got 5");
+  fails("name,F,B,W,activation,input\na,1,2,1,3\n",
+        "expected 6 columns (name,F,B,W,activation,input), got 5");
   LayerProfile bad;
   bad.layers.push_back(Layer{"a,b", 1, 2, 1, 1, {}, {}});
   std::ostringstream sink;
@@ -155,6 +195,7 @@ TEST_CASE("cli: profile writes a layer CSV that search reads", "[analytic][cli]"
   CHECK(p.layers[0].name == "tok_embeddings");
   CHECK(p.layers[6].name == "lm_head");
   CHECK(r.out.find("# pipeplan profile: llama, 4 layers") == 0);
+  CHECK(r.out.find("flash attention, causal attention core") != std::string::npos);
   const std::string file = pipeplan::test::temp_file("analytic.csv", r.out);
   const auto s = run_cli({"search", "-p", "2", "-m", "4", "--layers", file, "--time-limit", "1"});
   INFO(s.err);
@@ -162,6 +203,34 @@ TEST_CASE("cli: profile writes a layer CSV that search reads", "[analytic][cli]"
   // Ranges are checked where the options are parsed.
   CHECK(run_cli({"profile", "--arch", "llama", "--layers", "4", "--hidden", "512", "--heads", "8",
                  "--seq", "1024", "--micro-batch", "1", "--device-tflops", "nan"})
+            .exit_code == 2);
+  // --attention-core full counts the whole s x s; moe's shared experts and dense layers.
+  const std::vector<std::string> small = {
+      "profile", "--arch",  "moe",        "--layers", "2",     "--hidden",      "64",
+      "--heads", "4",       "--kv-heads", "2",        "--ffn", "128",           "--experts",
+      "8",       "--top-k", "2",          "--seq",    "16",    "--micro-batch", "2"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = small;
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto out = run_cli(args);
+    INFO(out.err);
+    REQUIRE(out.exit_code == 0);
+    return parse_layer_profile(out.out, "stdout");
+  };
+  CHECK(with({}).layers[0].f == Approx(4030464e-9));
+  CHECK(with({"--attention-core", "full"}).layers[0].f == Approx(4096000e-9));
+  const LayerProfile ds = with({"--shared-experts", "1", "--dense-layers", "1"});
+  CHECK(ds.layers[0].f == Approx((786432.0 + 65536.0 + 6 * 32 * 64 * 256.0) * 1e-9));
+  CHECK(ds.layers[1].f == Approx((4030464.0 + 1572864.0) * 1e-9));
+  CHECK(with({"--shared-expert-ffn", "512"}).layers[1].f ==
+        Approx((4030464.0 + 6 * 32 * 64 * 512.0) * 1e-9));
+  const auto not_moe =
+      run_cli({"profile", "--arch", "llama", "--layers", "4", "--hidden", "512", "--heads", "8",
+               "--seq", "16", "--micro-batch", "1", "--dense-layers", "1"});
+  CHECK(not_moe.exit_code == 2);
+  CHECK(not_moe.err.find("belong to the moe architecture") != std::string::npos);
+  CHECK(run_cli({"profile", "--arch", "llama", "--layers", "4", "--hidden", "512", "--heads", "8",
+                 "--seq", "16", "--micro-batch", "1", "--attention-core", "half"})
             .exit_code == 2);
   const auto bad = run_cli({"profile", "--arch", "llama", "--layers", "4", "--hidden", "500",
                             "--heads", "8", "--seq", "16", "--micro-batch", "1"});

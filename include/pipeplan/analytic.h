@@ -29,6 +29,11 @@ enum class Arch : std::uint8_t { Llama, Gpt, Moe };
 /// Flash attention keeps no s x s score matrix (only its log-sum-exp);
 /// eager attention keeps the softmax output (and its dropout, for GPT).
 enum class Attention : std::uint8_t { Flash, Eager };
+/// How the attention core (QK^T and AV) is counted: causal counts the half
+/// of the s x s scores a causal mask keeps (Megatron-LM's
+/// num_floating_point_operations, "/ 2 # causal mask"); full counts all of
+/// them (torchtitan 0.3.0's get_nparams_and_flops, Narayanan et al. 2021).
+enum class AttentionCore : std::uint8_t { Causal, Full };
 
 /// A model and one microbatch of it. 0 in kv_heads / ffn / vocab means the
 /// default named on each field.
@@ -42,12 +47,17 @@ struct ModelShape {
       0;            ///< MLP (or one expert's) width; 0: 4h (gpt), else 8h/3 up to a multiple of 256
   int experts = 0;  ///< moe only: routed experts
   int top_k = 0;    ///< moe only: experts per token
+  int shared_experts = 0;       ///< moe only: shared experts every token passes through
+  std::int64_t shared_ffn = 0;  ///< moe only: their total width; 0: shared_experts x ffn
+  int dense_layers = 0;         ///< moe only: the first K layers have a dense MLP
+  std::int64_t dense_ffn = 0;   ///< their MLP width; 0: 8h/3 up to a multiple of 256
   std::int64_t seq = 1;
   std::int64_t micro_batch = 1;
   std::int64_t vocab = 0;  ///< 0: no embedding and LM-head layers
   int tp = 1;              ///< tensor parallel degree (sequence parallel assumed)
   int dtype_bytes = 2;     ///< activations' element size (bf16, fp16: 2; fp32: 4)
   Attention attention = Attention::Flash;
+  AttentionCore core = AttentionCore::Causal;
 };
 
 /// The device a time is estimated for. tflops = 0: times are reported in
@@ -74,7 +84,7 @@ struct LayerWork {
 /// dividing hidden, kv heads dividing heads, tp dividing heads, moe fields.
 std::string model_shape_problem(const ModelShape& m);
 
-/// The resolved defaults of `m` (kv_heads, ffn) filled in.
+/// The resolved defaults of `m` (kv_heads, ffn, shared_ffn, dense_ffn) filled in.
 ModelShape resolved(const ModelShape& m);
 
 /// Per-layer work, in pipeline order: "tok_embeddings" (when vocab > 0),

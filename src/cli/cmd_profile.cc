@@ -24,6 +24,7 @@ struct ProfileArgs {
   std::string arch;
   std::string dtype = "bf16";
   std::string attention = "flash";
+  std::string core;  ///< "": the library's default (causal)
   DeviceSpec device;
   std::string output;
 };
@@ -40,11 +41,17 @@ std::vector<std::string> header(const ProfileArgs& a, const ModelShape& m) {
                       " layers, hidden " + std::to_string(m.hidden) + ", heads " +
                       std::to_string(m.heads) + " (kv " + std::to_string(m.kv_heads) + "), ffn " +
                       std::to_string(m.ffn);
-  if (m.arch == Arch::Moe)
+  if (m.arch == Arch::Moe) {
     shape += ", " + std::to_string(m.experts) + " experts top-" + std::to_string(m.top_k);
+    if (m.shared_ffn > 0) shape += ", shared experts ffn " + std::to_string(m.shared_ffn);
+    if (m.dense_layers > 0)
+      shape += ", " + std::to_string(m.dense_layers) + " dense layers ffn " +
+               std::to_string(m.dense_ffn);
+  }
   shape += ", seq " + std::to_string(m.seq) + ", micro-batch " + std::to_string(m.micro_batch) +
            ", vocab " + std::to_string(m.vocab) + ", tp " + std::to_string(m.tp) + ", " + a.dtype +
-           ", " + a.attention + " attention";
+           ", " + a.attention + " attention, " +
+           (m.core == AttentionCore::Full ? "full" : "causal") + " attention core";
   std::string unit =
       a.device.tflops > 0
           ? "F,B,W,recompute in ms on " + detail::format_number(a.device.tflops) + " TFLOP/s" +
@@ -74,6 +81,22 @@ std::function<int()> setup_profile(CLI::App& app) {
           1 << 24);
   add_int(app, "--experts", m.experts, "Routed experts (moe)", 1, 1 << 16);
   add_int(app, "--top-k", m.top_k, "Experts per token (moe)", 1, 1 << 16);
+  add_int(
+      app, "--shared-experts", m.shared_experts,
+      "Shared experts every token passes (moe; torchtitan's num_shared_experts), each --ffn wide",
+      0, 1 << 16);
+  add_int(app, "--shared-expert-ffn", m.shared_ffn,
+          "The shared experts' total width (moe; Megatron's moe_shared_expert_intermediate_size; "
+          "default: --shared-experts x --ffn)",
+          1, 1 << 24);
+  add_int(app, "--dense-layers", m.dense_layers,
+          "The first K layers have a dense SwiGLU MLP instead of experts (moe; torchtitan's "
+          "n_dense_layers, DeepSeek's first_k_dense_replace)",
+          0, limits::kMaxLayers - 3);
+  add_int(app, "--dense-ffn", m.dense_ffn,
+          "The dense layers' MLP width (moe; Megatron's ffn_hidden_size; default 8h/3 rounded up "
+          "to 256)",
+          1, 1 << 24);
   add_int(app, "--seq", m.seq, "Sequence length", 1, 1 << 24)->required();
   add_int(app, "--micro-batch", m.micro_batch, "Sequences per microbatch", 1, 1 << 20)->required();
   add_int(app, "--vocab", m.vocab,
@@ -86,6 +109,10 @@ std::function<int()> setup_profile(CLI::App& app) {
   app.add_option("--attention", args->attention,
                  "flash (keeps no s x s scores; default) or eager (keeps the softmax)")
       ->check(CLI::IsMember({"flash", "eager"}));
+  app.add_option("--attention-core", args->core,
+                 "Attention-core FLOPs: causal (half the s x s scores, as Megatron-LM counts; "
+                 "default) or full (all of them, as torchtitan 0.3.0 counts)")
+      ->check(CLI::IsMember({"causal", "full"}));
   app.add_option("--device-tflops", args->device.tflops,
                  "Sustained dense TFLOP/s of one device in --dtype: times in ms (default: GFLOP)")
       ->check(number_in(0, 1e6, /*above_min=*/true));
@@ -98,6 +125,8 @@ std::function<int()> setup_profile(CLI::App& app) {
     shape.arch = args->arch == "gpt" ? Arch::Gpt : args->arch == "moe" ? Arch::Moe : Arch::Llama;
     shape.dtype_bytes = args->dtype == "fp32" ? 4 : 2;
     shape.attention = args->attention == "eager" ? Attention::Eager : Attention::Flash;
+    if (!args->core.empty())
+      shape.core = args->core == "full" ? AttentionCore::Full : AttentionCore::Causal;
     if (std::string why = model_shape_problem(shape); !why.empty()) throw InputError(why);
     const LayerProfile profile = analytic_profile(shape, args->device);
     Output out(args->output);

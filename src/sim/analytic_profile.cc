@@ -33,6 +33,9 @@ std::string out_of_range(const char* what, long long v, long long lo, long long 
 // The sizes the formulas read, as doubles.
 struct Dims {
   double T, s, b, h, a, r, f, V, t, p, E, K;
+  double fs;    // moe: the shared experts' total width (0: none)
+  double fd;    // moe: the dense layers' MLP width
+  double core;  // the attention core's FLOPs per b s^2 h: 4 (full) or 2 (causal)
   bool gpt, moe, eager;
 };
 
@@ -50,26 +53,69 @@ Dims dims_of(const ModelShape& m) {
   d.p = m.dtype_bytes;
   d.E = m.experts;
   d.K = m.top_k;
+  d.fs = static_cast<double>(m.shared_ffn);
+  d.fd = static_cast<double>(m.dense_ffn);
+  d.core = m.core == AttentionCore::Full ? 4 : 2;
   d.gpt = m.arch == Arch::Gpt;
   d.moe = m.arch == Arch::Moe;
   d.eager = m.attention == Attention::Eager;
   return d;
 }
 
+// What one MLP adds: forward matmul FLOPs, bytes kept, elementwise traffic.
+struct Part {
+  double flops = 0, act = 0, bytes = 0;
+};
+
+// A SwiGLU MLP of width f: three matmuls; keeps w1's output, silu's, w3's
+// and their product; moves silu and the product.
+Part swiglu(const Dims& d, double f) {
+  return {6 * d.T * d.h * f, 4 * d.p * d.T * f, 5 * d.p * d.T * f};
+}
+
+// The MLP half of a layer, after its norm: gpt's GeLU MLP, a dense SwiGLU
+// (llama, moe's first dense layers), or the router, K routed experts and
+// the shared experts.
+Part mlp_of(const Dims& d, bool dense_layer) {
+  const double T = d.T, h = d.h, p = d.p, f = d.f;
+  Part m;
+  if (d.gpt) {
+    m.flops = 4 * T * h * f;
+    m.act = T * h + 2 * p * T * h + 2 * p * T * f + T * h;  // attn-out dropout mask; LN in,
+                                                            // fc1 in, GeLU in, fc2 in; mask
+    m.bytes = 2 * p * T * f + 2 * (2 * p + 1) * T * h;      // GeLU; two dropouts
+    return m;
+  }
+  if (!d.moe || dense_layer) {
+    const Part g = swiglu(d, d.moe ? d.fd : f);
+    m.flops = g.flops;
+    m.act = 2 * p * T * h + g.act;  // norm input, w1/w3 input; the SwiGLU's
+    m.bytes = g.bytes;
+    return m;
+  }
+  const Part routed = swiglu(d, f), shared = swiglu(d, d.fs);
+  m.flops = 2 * T * h * d.E + d.K * routed.flops + shared.flops;  // router, top-k, shared
+  m.act = 2 * p * T * h + p * T * d.E;          // norm input, router input; scores
+  m.act += d.K * (2 * p * T * h + routed.act);  // per routed copy: input, SwiGLU, output
+  m.act += shared.act;                          // the shared experts read the router's input
+  m.bytes = d.K * routed.bytes + shared.bytes;
+  return m;
+}
+
 // One transformer layer (attention + MLP or MoE), per tensor-parallel rank.
-LayerWork block(const Dims& d, const std::string& name) {
-  const double T = d.T, h = d.h, p = d.p, r = d.r, f = d.f;
+LayerWork block(const Dims& d, const std::string& name, bool dense_layer) {
+  const double T = d.T, h = d.h, p = d.p, r = d.r;
   LayerWork w;
   w.name = name;
   // Matmul FLOPs, 2 per multiply-add. Attention: Q, K, V and the output
-  // projection; the core QK^T and AV (no weights) over the full s x s.
+  // projection; the core QK^T and AV (no weights) over the s x s scores, or
+  // the half a causal mask keeps.
   const double attn_weights = 2 * T * h * h * (2 + 2 * r);
-  const double core = 4 * d.b * d.s * d.s * h;
-  double mlp = d.gpt ? 4 * T * h * f : 6 * T * h * f;
-  if (d.moe) mlp = 2 * T * h * d.E + d.K * 6 * T * h * f;  // router + top-k SwiGLU experts
-  w.f_flops = (attn_weights + core + mlp) / d.t;
-  w.w_flops = (attn_weights + mlp) / d.t;
-  w.i_flops = (attn_weights + mlp + 2 * core) / d.t;
+  const double core = d.core * d.b * d.s * d.s * h;
+  const Part mlp = mlp_of(d, dense_layer);
+  w.f_flops = (attn_weights + core + mlp.flops) / d.t;
+  w.w_flops = (attn_weights + mlp.flops) / d.t;
+  w.i_flops = (attn_weights + mlp.flops + 2 * core) / d.t;
 
   // Activations kept for the backward (Korthikanti et al. 2022, section 4.1):
   // the norm's input, QKV's input, Q, K, V, the output projection's input.
@@ -78,28 +124,14 @@ LayerWork block(const Dims& d, const std::string& name) {
   if (d.eager)
     act += d.gpt ? (2 * p + 1) * scores : p * scores;  // softmax (+ dropout mask, output)
   else act += 4 * d.a * d.s * d.b;                     // flash: fp32 log-sum-exp
-  if (d.gpt) {
-    act += T * h;                          // attention output dropout mask
-    act += 2 * p * T * h + 2 * p * T * f;  // LN input, fc1 input, GeLU input, fc2 input
-    act += T * h;                          // MLP dropout mask
-  } else if (!d.moe) {
-    act += 2 * p * T * h + 4 * p * T * f;  // norm input, w1/w3 input; w1, silu, w3, product
-  } else {
-    act += 2 * p * T * h + p * T * d.E;            // norm input, router input; routing scores
-    act += d.K * (2 * p * T * h + 4 * p * T * f);  // per routed copy: input, SwiGLU, output
-  }
+  act += mlp.act;
   w.activation_bytes = act / d.t;
   w.input_bytes = p * T * h / d.t;
 
   // Elementwise traffic (read + write): two norms, two residual adds, and
   // the pointwise ops of attention and the MLP; the backward moves twice it.
-  double bytes = 4 * p * T * h + 6 * p * T * h;
-  if (d.gpt) {
-    bytes += 2 * p * T * f + 2 * (2 * p + 1) * T * h;  // GeLU; two dropouts
-  } else {
-    bytes += 2 * p * T * h * (1 + r);              // rotary on Q and K
-    bytes += (d.moe ? d.K : 1.0) * 5 * p * T * f;  // silu, product
-  }
+  double bytes = 4 * p * T * h + 6 * p * T * h + mlp.bytes;
+  if (!d.gpt) bytes += 2 * p * T * h * (1 + r);                // rotary on Q and K
   if (d.eager) bytes += (d.gpt ? 4 * p + 1 : 2 * p) * scores;  // softmax (+ dropout)
   w.f_bytes = bytes / d.t;
   w.i_bytes = 2 * w.f_bytes;
@@ -142,19 +174,20 @@ double to_unit(double flops, double bytes, const DeviceSpec& dev) {
   return ms;
 }
 
+// Llama's MLP width without a multiplier: 8h/3 rounded up to 256.
+std::int64_t swiglu_width(std::int64_t hidden) {
+  const std::int64_t want = (8 * hidden + 2) / 3;  // ceil(8h / 3)
+  return (want + 255) / 256 * 256;
+}
+
 }  // namespace
 
 ModelShape resolved(const ModelShape& m) {
   ModelShape r = m;
   if (r.kv_heads == 0) r.kv_heads = r.heads;
-  if (r.ffn == 0) {
-    if (r.arch == Arch::Gpt) {
-      r.ffn = 4 * r.hidden;
-    } else {
-      const std::int64_t want = (8 * r.hidden + 2) / 3;  // ceil(8h / 3)
-      r.ffn = (want + 255) / 256 * 256;
-    }
-  }
+  if (r.ffn == 0) r.ffn = r.arch == Arch::Gpt ? 4 * r.hidden : swiglu_width(r.hidden);
+  if (r.shared_ffn == 0) r.shared_ffn = static_cast<std::int64_t>(r.shared_experts) * r.ffn;
+  if (r.dense_ffn == 0 && r.dense_layers > 0) r.dense_ffn = swiglu_width(r.hidden);
   return r;
 }
 
@@ -179,8 +212,20 @@ std::string model_shape_problem(const ModelShape& in) {
     if (m.experts < 1 || m.experts > kMaxExperts)
       return out_of_range("experts", m.experts, 1, kMaxExperts);
     if (m.top_k < 1 || m.top_k > m.experts) return out_of_range("top-k", m.top_k, 1, m.experts);
+    if (m.shared_experts < 0 || m.shared_experts > kMaxExperts)
+      return out_of_range("shared-experts", m.shared_experts, 0, kMaxExperts);
+    if (m.shared_ffn < 0 || m.shared_ffn > kMaxFfn)
+      return out_of_range("shared-expert-ffn", m.shared_ffn, 0, kMaxFfn);
+    if (m.dense_layers < 0 || m.dense_layers > m.layers)
+      return out_of_range("dense-layers", m.dense_layers, 0, m.layers);
+    if (m.dense_ffn < 0 || m.dense_ffn > kMaxFfn)
+      return out_of_range("dense-ffn", m.dense_ffn, 0, kMaxFfn);
+    if (m.dense_ffn > 0 && m.dense_layers == 0) return "dense-ffn needs dense-layers";
   } else if (m.experts != 0 || m.top_k != 0) {
     return "experts and top-k belong to the moe architecture";
+  } else if (m.shared_experts != 0 || m.shared_ffn != 0 || m.dense_layers != 0 ||
+             m.dense_ffn != 0) {
+    return "shared experts and dense layers belong to the moe architecture";
   }
   if (m.seq < 1 || m.seq > kMaxSeq) return out_of_range("seq", m.seq, 1, kMaxSeq);
   if (m.micro_batch < 1 || m.micro_batch > kMaxMicroBatch)
@@ -201,7 +246,8 @@ std::vector<LayerWork> analytic_layers(const ModelShape& in) {
   std::vector<LayerWork> out;
   out.reserve(static_cast<std::size_t>(m.layers) + 3);
   if (m.vocab > 0) out.push_back(head_and_tail(d, true).front());
-  for (int l = 0; l < m.layers; ++l) out.push_back(block(d, "layers." + std::to_string(l)));
+  for (int l = 0; l < m.layers; ++l)
+    out.push_back(block(d, "layers." + std::to_string(l), l < m.dense_layers));
   if (m.vocab > 0)
     for (LayerWork& w : head_and_tail(d, false)) out.push_back(std::move(w));
   return out;
