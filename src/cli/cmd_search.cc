@@ -151,6 +151,9 @@ std::function<int()> setup_search(CLI::App& app) {
           partition_from_megatron_layout(profile, megatron_layout_value(args->layout), o.pp_degree);
       spdlog::info("--layout: {} stages ({} per rank), partition fixed", o.partition->size(),
                    o.partition->size() / static_cast<std::size_t>(o.pp_degree));
+      const std::string why = megatron_microbatch_refusal(
+          o.pp_degree, static_cast<int>(o.partition->size()) / o.pp_degree, o.num_microbatches);
+      if (!why.empty()) spdlog::warn("--layout: {} (Megatron cannot run this layout here)", why);
     }
     const SearchResult result = search(profile, o);
     spdlog::debug("search: {} candidates, origin {}", result.candidates, result.origin);
