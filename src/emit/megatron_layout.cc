@@ -214,6 +214,11 @@ MegatronExport megatron_export(const Plan& plan, const LayerProfile& profile,
     e.notes.push_back("v = " + std::to_string(meta.stages_per_rank) +
                       ": Megatron runs interleaved 1F1B (its default microbatch group of p per "
                       "virtual stage)");
+  // Megatron-LM's training script (megatron/training/arguments.py, not in the
+  // megatron-core package): interleaving without P2P overlap needs p > 2.
+  if (meta.stages_per_rank > 1 && meta.pp_degree == 2)
+    e.notes.push_back("p = 2: Megatron-LM's training script refuses interleaving with "
+                      "--no-overlap-p2p-communication (it needs p > 2 without the overlap)");
   if (meta.schedule != own) {
     std::string why;
     try {
