@@ -167,8 +167,7 @@ Partition partition_from_megatron_layout(const LayerProfile& profile, std::strin
 /// with p > 1 and v > 1, m >= p and m % p == 0 (megatron-core 0.16.1
 /// schedules.py forward_backward_pipelining_with_interleaving, with the
 /// default microbatch group of p per virtual stage).
-std::string megatron_microbatch_refusal(int pp_degree, int stages_per_rank,
-                                        int num_microbatches);
+std::string megatron_microbatch_refusal(int pp_degree, int stages_per_rank, int num_microbatches);
 
 /// Why Megatron-LM cannot run this plan ("" when it can): a V placement, a
 /// split backward (I/W), an overlapped F/B, or megatron_microbatch_refusal;

@@ -96,11 +96,12 @@ std::string megatron_layout(const LayerProfile& profile, const Partition& partit
   for (std::size_t i = 0; i < sym.size(); ++i)
     if (sym[i] == 'n' && last_t != sym.rend() &&
         stage[i] != stage[static_cast<std::size_t>(sym.rend() - last_t) - 1])
-      throw InputError("Megatron builds the final norm with the last transformer layer when the "
-                       "model has MTP layers, but this partition puts '" +
-                       limits::excerpt(profile.layers[i].name) + "' in stage " +
-                       std::to_string(stage[i]) + " and the last transformer layer in stage " +
-                       std::to_string(stage[static_cast<std::size_t>(sym.rend() - last_t) - 1]));
+      throw InputError(
+          "Megatron builds the final norm with the last transformer layer when the "
+          "model has MTP layers, but this partition puts '" +
+          limits::excerpt(profile.layers[i].name) + "' in stage " + std::to_string(stage[i]) +
+          " and the last transformer layer in stage " +
+          std::to_string(stage[static_cast<std::size_t>(sym.rend() - last_t) - 1]));
   for (char group : {'E', 'L'}) {
     int first = -1;
     for (std::size_t i = 0; i < sym.size(); ++i) {
@@ -217,8 +218,9 @@ MegatronExport megatron_export(const Plan& plan, const LayerProfile& profile,
   // Megatron-LM's training script (megatron/training/arguments.py, not in the
   // megatron-core package): interleaving without P2P overlap needs p > 2.
   if (meta.stages_per_rank > 1 && meta.pp_degree == 2)
-    e.notes.push_back("p = 2: Megatron-LM's training script refuses interleaving with "
-                      "--no-overlap-p2p-communication (it needs p > 2 without the overlap)");
+    e.notes.push_back(
+        "p = 2: Megatron-LM's training script refuses interleaving with "
+        "--no-overlap-p2p-communication (it needs p > 2 without the overlap)");
   if (meta.schedule != own) {
     std::string why;
     try {

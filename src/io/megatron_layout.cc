@@ -136,7 +136,8 @@ void validate_layer_layout(const std::vector<std::string>& stages, int pp_degree
       throw InputError(at + "stage " + std::to_string(k) + " (virtual stage " +
                        std::to_string(k / p) + " of rank " + std::to_string(k % p) +
                        ") holds MTP layers: Megatron keeps MTP in the last virtual stage of a "
-                       "rank (" + std::to_string(v) + " per rank here)");
+                       "rank (" +
+                       std::to_string(v) + " per rank here)");
     if (here != mtp)
       throw InputError(at + "stage " + std::to_string(k) + " holds " + std::to_string(here) +
                        " of the " + std::to_string(mtp) +
@@ -180,8 +181,7 @@ Partition partition_from_megatron_layout(const LayerProfile& profile, std::strin
   return part;
 }
 
-std::string megatron_microbatch_refusal(int pp_degree, int stages_per_rank,
-                                        int num_microbatches) {
+std::string megatron_microbatch_refusal(int pp_degree, int stages_per_rank, int num_microbatches) {
   // Megatron interleaves when p > 1 and v > 1 (schedules.py
   // get_forward_backward_func); forward_backward_pipelining_with_interleaving
   // then requires p <= N <= m and m % N == 0 or >= p, with N =
