@@ -114,6 +114,16 @@ TEST_CASE("megatron: MTP rules and the final norm of the MTP order", "[megatron]
                                            "--pipeline-model-parallel-layout", "Et*4|t*4|m|L",
                                            "--num-layers", "8", "--mtp-num-layers", "1",
                                            "--micro-batch-size", "1", "--global-batch-size", "4"});
+  {  // norm after the MTP layers: kept in L, with a note
+    LayerProfile q = mtp_model(8, 1);
+    std::swap(q.layers[9], q.layers[10]);  // embedding, layers.*, mtp.0, norm, output
+    CHECK(megatron_symbols(q).back() == 'L');
+    Plan ql = pl;
+    ql.meta.partition = {5, 4, 1, 2};
+    const MegatronExport n = megatron_export(ql, q);
+    CHECK(n.layout == "Et*4|t*4|m|L");
+    CHECK_THAT(n.notes.front(), Catch::Contains("'norm' follows the MTP layers here"));
+  }
   pl.meta.partition = {5, 4, 2, 1};  // the norm away from layers.7
   CHECK_THROWS_WITH(megatron_export(pl, p), Catch::Contains("final norm"));
   pl.meta.partition = {5, 6, 0, 1};

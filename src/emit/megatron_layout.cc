@@ -182,6 +182,14 @@ MegatronExport megatron_export(const Plan& plan, const LayerProfile& profile,
   if (mtp > 0) e.args.insert(e.args.end(), {"--mtp-num-layers", std::to_string(mtp)});
   e.args.insert(e.args.end(), {"--micro-batch-size", std::to_string(micro_batch_size),
                                "--global-batch-size", global});
+  // A final norm after the MTP layers (not Megatron's module order): Megatron
+  // builds it with the last decoder layer (has_final_layernorm_in_this_stage).
+  for (std::size_t k = 0; k < sym.size() && mtp > 0; ++k)
+    if (sym[k] == 'L' && final_norm_name(profile.layers[k].name))
+      e.notes.push_back("'" + limits::excerpt(profile.layers[k].name) +
+                        "' follows the MTP layers here, but with MTP Megatron builds the final "
+                        "norm with the last transformer layer (order the profile layers.*, norm, "
+                        "mtp.*, output to cost it there)");
   e.notes.push_back("--global-batch-size is " + global +
                     " for one data-parallel replica: multiply it by your data-parallel size "
                     "(Megatron runs global / (micro x dp) = " +
