@@ -159,7 +159,7 @@ LAYOUTS_8 = [
     # bad for Megatron
     "t*8|EL", "Et*8", "Et*7L", "Et*9L", "EEt*8L", "Et*8LL", "Et*4|t*4 L", "Et*4|t*4l",
     "Et*4|t*4|L", "Et*4|mt*4L", "Et*4|t*4mL", "E(t*4|)*2L", "()*2Et*8L", "Et*4*2|L",
-    "t**2", "Et*8||L", "|", "Et*4|t*4|", "E t*8L",
+    "t**2", "Et*8||L", "", "|", "Et*4|t*4|", "E t*8L",
 ]
 LAYOUTS_MTP1 = [
     "Et*4|t*4mL", "Et*4|t*4|m|L", "Et*4|t*4|mL|", "Et*2|t*2|t*2|t*2mL", "Et*8|mL",

@@ -2,6 +2,8 @@
 // a layer profile under a memory budget; write the verified plan.
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -42,7 +44,7 @@ struct SearchArgs {
   double memory_limit = 0;
   std::string format = "text";
   std::string plan_output;
-  std::string layout;
+  std::optional<std::string> layout;  // given, even empty: Megatron's reader judges it
   std::vector<std::string> emit;
   int microbatch_size = 1;
   bool no_recompute = false, no_offload = false;
@@ -112,7 +114,7 @@ std::function<int()> setup_search(CLI::App& app) {
                              "--stage-costs FILE (a calibrated stage-costs file)"
                            : "give --layers or --stage-costs, not both (a stage-costs file "
                              "fixes the partition a layer profile would let the search choose)");
-    if (!costs.stage_costs.empty() && !args->layout.empty())
+    if (!costs.stage_costs.empty() && args->layout)
       throw InputError(
           "--layout fixes the partition of a layer profile; with --stage-costs the partition "
           "is already fixed (one stage per measured stage): drop --layout");
@@ -146,9 +148,9 @@ std::function<int()> setup_search(CLI::App& app) {
       o.recompute = o.offload = false;  // torch's dialect has no memory actions
       spdlog::debug("--emit torchtitan: V mappings with 2 stages per rank only, no memory actions");
     }
-    if (!args->layout.empty()) {
-      o.partition =
-          partition_from_megatron_layout(profile, megatron_layout_value(args->layout), o.pp_degree);
+    if (args->layout) {
+      o.partition = partition_from_megatron_layout(profile, megatron_layout_value(*args->layout),
+                                                   o.pp_degree);
       spdlog::info("--layout: {} stages ({} per rank), partition fixed", o.partition->size(),
                    o.partition->size() / static_cast<std::size_t>(o.pp_degree));
       const std::string why = megatron_microbatch_refusal(
