@@ -64,7 +64,80 @@ TEST_CASE("megatron: the layout grammar as Megatron expands it", "[megatron][io]
   fails("Et*4|t*4|L", 2, "3 stages are not a multiple of the pipeline size 2");
   fails("Et*8||L", 3, "stage 1 ('') holds no layer of the profile");
   fails("E(t)*99999999999999L", 1, "expands past the supported");
-  fails("Et*4|mt*4L", 2, "transformer layers t must come before the MTP layers m");
+  // Megatron counts the MTP layers before it checks their order.
+  fails("Et*4|mt*4L", 2, "holds 1 'm' layers, but the profile has 0 MTP layers");
+}
+
+namespace {
+
+// Megatron's module order with MTP: layers.*, norm, mtp.*, output.
+LayerProfile mtp_model(int blocks, int mtp) {
+  LayerProfile p;
+  p.layers.push_back(Layer{"embedding", 0.2, 0.4, 0.4, 0.1, {}, {}});
+  for (int i = 0; i < blocks; ++i)
+    p.layers.push_back(Layer{"layers." + std::to_string(i), 1, 2, 1, 1, {}, {}});
+  p.layers.push_back(Layer{"norm", 0.05, 0.1, 0, 0.05, {}, {}});
+  for (int i = 0; i < mtp; ++i)
+    p.layers.push_back(Layer{"mtp." + std::to_string(i), 1, 2, 1, 1, {}, {}});
+  p.layers.push_back(Layer{"output", 2, 4, 2, 1.5, {}, {}});
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("megatron: MTP rules and the final norm of the MTP order", "[megatron]") {
+  const LayerProfile p = mtp_model(8, 1);
+  // norm is no layer: it rides with the last transformer layer.
+  CHECK(megatron_symbols(p) ==
+        std::vector<char>{'E', 't', 't', 't', 't', 't', 't', 't', 't', 'n', 'm', 'L'});
+  CHECK(megatron_layout(p, {5, 5, 1, 1}) == "Et*4|t*4|m|L");
+  CHECK(partition_from_megatron_layout(p, "Et*4|t*4|m|L", 2) == Partition{5, 5, 1, 1});
+  CHECK(partition_from_megatron_layout(p, "Et*4|t*4mL", 2) == Partition{5, 7});
+  CHECK_THROWS_WITH(megatron_layout(p, {5, 4, 2, 1}),
+                    Catch::Contains("Megatron builds the final norm with the last transformer"));
+  auto fails = [&](const LayerProfile& prof, const std::string& layout, int pp,
+                   const std::string& what) {
+    INFO(layout);
+    CHECK_THROWS_WITH(partition_from_megatron_layout(prof, layout, pp), Catch::Contains(what));
+  };
+  // MTP in the first virtual stage of rank 1 (v = 2).
+  fails(p, "Et*4|t*4m|L|", 2, "Megatron keeps MTP in the last virtual stage of a rank");
+  fails(mtp_model(8, 2), "Et*4|t*4m|m|L", 2, "Megatron keeps MTP in the last virtual stage");
+  fails(mtp_model(8, 2), "Et*8|m|mL", 3, "holds 1 of the 2 MTP layers");
+  fails(p, "Et*4|t*4L", 2, "holds 0 'm' layers, but the profile has 1 MTP layers");
+  fails(p, "Et*4|mt*4L", 2, "transformer layers t must come before the MTP layers m");
+  // export: --num-layers counts transformer layers only, --mtp-num-layers the MTP ones.
+  Plan pl = plan(Problem{"interleaved-1f1b", 2, 4, 2});
+  pl.meta.partition = {5, 5, 1, 1};
+  const MegatronExport e = megatron_export(pl, p);
+  CHECK(e.args == std::vector<std::string>{"--pipeline-model-parallel-size", "2",
+                                           "--pipeline-model-parallel-layout", "Et*4|t*4|m|L",
+                                           "--num-layers", "8", "--mtp-num-layers", "1",
+                                           "--micro-batch-size", "1", "--global-batch-size", "4"});
+  {  // norm after the MTP layers: kept in L, with a note
+    LayerProfile q = mtp_model(8, 1);
+    std::swap(q.layers[9], q.layers[10]);  // embedding, layers.*, mtp.0, norm, output
+    CHECK(megatron_symbols(q).back() == 'L');
+    Plan ql = pl;
+    ql.meta.partition = {5, 4, 1, 2};
+    const MegatronExport n = megatron_export(ql, q);
+    CHECK(n.layout == "Et*4|t*4|m|L");
+    CHECK_THAT(n.notes.front(), Catch::Contains("'norm' follows the MTP layers here"));
+  }
+  pl.meta.partition = {5, 4, 2, 1};  // the norm away from layers.7
+  CHECK_THROWS_WITH(megatron_export(pl, p), Catch::Contains("final norm"));
+  pl.meta.partition = {5, 6, 0, 1};
+  CHECK_THROWS(megatron_export(pl, p));
+}
+
+TEST_CASE("megatron: the interleaved microbatch rule", "[megatron]") {
+  CHECK(megatron_microbatch_refusal(4, 2, 8).empty());
+  CHECK(megatron_microbatch_refusal(4, 1, 6).empty());  // 1F1B: no rule
+  CHECK(megatron_microbatch_refusal(1, 2, 3).empty());  // p = 1: no pipelining
+  CHECK_THAT(megatron_microbatch_refusal(4, 2, 6), Catch::Contains("remainder 2"));
+  CHECK_THAT(megatron_microbatch_refusal(4, 2, 3), Catch::Contains("at least p microbatches"));
+  CHECK_THAT(megatron_refusal(plan(Problem{"interleaved-1f1b", 4, 6, 2})),
+             Catch::Contains("m % p == 0"));
 }
 
 TEST_CASE("megatron: what Megatron can run, and its flags", "[megatron]") {

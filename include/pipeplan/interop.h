@@ -168,7 +168,9 @@ void write_torchtitan_config(const Plan& plan, const LayerProfile& profile,
 /// Each layer's Megatron symbol: 'E' (the leading embedding layers: a name
 /// containing "embed", or wte / wpe), 'L' (the trailing head: norm, ln_f,
 /// final_norm, output, lm_head, head, loss), 'm' (a name starting with
-/// "mtp"), else 't'.
+/// "mtp"), 'n' (a final norm between the last transformer layer and the
+/// first MTP layer, Megatron's module order with MTP: no layout character,
+/// it rides with the last 't'), else 't'.
 std::vector<char> megatron_symbols(const LayerProfile& profile);
 
 /// `--pipeline-model-parallel-layout` for a partition: stages in Megatron's
@@ -185,15 +187,23 @@ std::string megatron_layout(const LayerProfile& profile, const Partition& partit
 std::vector<std::string> expand_megatron_layout(std::string_view layout);
 
 /// The profile's partition a layout describes, after Megatron's own checks
-/// (E first, L last, each once; the transformer and MTP counts match the
-/// profile; the stage count a multiple of `pp_degree`). `stages_per_rank`,
+/// (megatron-core 0.16.1 pipeline_parallel_layer_layout.py: the stage count
+/// a multiple of `pp_degree`; E first, L last, each once; the transformer
+/// and MTP counts match the profile; t before m; MTP only in the last
+/// virtual stage of a rank, all in one stage). `stages_per_rank`,
 /// when given, receives stages / pp_degree. Throws InputError.
 Partition partition_from_megatron_layout(const LayerProfile& profile, std::string_view layout,
                                          int pp_degree, int* stages_per_rank = nullptr);
 
+/// Why Megatron's interleaved 1F1B refuses this shape ("" when it runs it):
+/// with p > 1 and v > 1, m >= p and m % p == 0 (megatron-core 0.16.1
+/// schedules.py forward_backward_pipelining_with_interleaving, with the
+/// default microbatch group of p per virtual stage).
+std::string megatron_microbatch_refusal(int pp_degree, int stages_per_rank, int num_microbatches);
+
 /// Why Megatron-LM cannot run this plan ("" when it can): a V placement, a
-/// split backward (I/W) or an overlapped F/B; Megatron runs 1F1B (v = 1) or
-/// interleaved 1F1B (v > 1) on a loop placement.
+/// split backward (I/W), an overlapped F/B, or megatron_microbatch_refusal;
+/// Megatron runs 1F1B (v = 1) or interleaved 1F1B (v > 1) on a loop placement.
 std::string megatron_refusal(const Plan& plan);
 
 /// The Megatron arguments of a plan: the layout and the flags that go with it.

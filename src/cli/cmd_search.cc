@@ -2,6 +2,8 @@
 // a layer profile under a memory budget; write the verified plan.
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -42,7 +44,7 @@ struct SearchArgs {
   double memory_limit = 0;
   std::string format = "text";
   std::string plan_output;
-  std::string layout;
+  std::optional<std::string> layout;  // given, even empty: Megatron's reader judges it
   std::vector<std::string> emit;
   int microbatch_size = 1;
   std::string torchtitan_version{kTorchtitanDefaultVersion};
@@ -114,7 +116,7 @@ std::function<int()> setup_search(CLI::App& app) {
                              "--stage-costs FILE (a calibrated stage-costs file)"
                            : "give --layers or --stage-costs, not both (a stage-costs file "
                              "fixes the partition a layer profile would let the search choose)");
-    if (!costs.stage_costs.empty() && !args->layout.empty())
+    if (!costs.stage_costs.empty() && args->layout)
       throw InputError(
           "--layout fixes the partition of a layer profile; with --stage-costs the partition "
           "is already fixed (one stage per measured stage): drop --layout");
@@ -154,11 +156,14 @@ std::function<int()> setup_search(CLI::App& app) {
     } else if (app.count("--torchtitan-version") > 0) {
       throw InputError("--torchtitan-version goes with --emit torchtitan DIR");
     }
-    if (!args->layout.empty()) {
-      o.partition =
-          partition_from_megatron_layout(profile, megatron_layout_value(args->layout), o.pp_degree);
+    if (args->layout) {
+      o.partition = partition_from_megatron_layout(profile, megatron_layout_value(*args->layout),
+                                                   o.pp_degree);
       spdlog::info("--layout: {} stages ({} per rank), partition fixed", o.partition->size(),
                    o.partition->size() / static_cast<std::size_t>(o.pp_degree));
+      const std::string why = megatron_microbatch_refusal(
+          o.pp_degree, static_cast<int>(o.partition->size()) / o.pp_degree, o.num_microbatches);
+      if (!why.empty()) spdlog::warn("--layout: {} (Megatron cannot run this layout here)", why);
     }
     const SearchResult result = search(profile, o);
     spdlog::debug("search: {} candidates, origin {}", result.candidates, result.origin);

@@ -34,6 +34,14 @@ bool head_name(const std::string& n) {
   return l.find("lm_head") != std::string::npos;
 }
 
+// The decoder's final norm by name (Megatron's decoder.final_layernorm).
+bool final_norm_name(const std::string& n) {
+  const std::string l = lower(n);
+  for (const char* h : {"norm", "ln_f", "final_norm", "final_layernorm", "decoder.final_layernorm"})
+    if (l == h) return true;
+  return false;
+}
+
 // The stage of every layer under `partition`.
 std::vector<int> stage_of_layers(const Partition& partition) {
   std::vector<int> out;
@@ -64,6 +72,17 @@ std::vector<char> megatron_symbols(const LayerProfile& profile) {
   while (tail > head && head_name(profile.layers[tail - 1].name)) out[--tail] = 'L';
   for (std::size_t i = head; i < tail; ++i)
     if (lower(profile.layers[i].name).rfind("mtp", 0) == 0) out[i] = 'm';
+  // Megatron's module order with MTP (layers.*, norm, mtp.*, output): the
+  // final norm between the last decoder layer and the first MTP layer is no
+  // layer of the layout; Megatron builds it with the last decoder layer
+  // (transformer_block.py, has_final_layernorm_in_this_stage).
+  const auto first_m = std::find(out.begin(), out.end(), 'm');
+  for (auto it = first_m; it != out.begin() && first_m != out.end();) {
+    --it;
+    const std::size_t i = static_cast<std::size_t>(it - out.begin());
+    if (*it != 't' || !final_norm_name(profile.layers[i].name)) break;
+    if (it != out.begin() && *(it - 1) == 't') *it = 'n';
+  }
   return out;
 }
 
@@ -72,6 +91,17 @@ std::string megatron_layout(const LayerProfile& profile, const Partition& partit
   const std::vector<char> sym = megatron_symbols(profile);
   const std::vector<int> stage = stage_of_layers(partition);
   // E and L are one Megatron layer each: their profile layers share a stage.
+  // The final norm of the MTP order is built with the last transformer layer.
+  const auto last_t = std::find(sym.rbegin(), sym.rend(), 't');
+  for (std::size_t i = 0; i < sym.size(); ++i)
+    if (sym[i] == 'n' && last_t != sym.rend() &&
+        stage[i] != stage[static_cast<std::size_t>(sym.rend() - last_t) - 1])
+      throw InputError(
+          "Megatron builds the final norm with the last transformer layer when the "
+          "model has MTP layers, but this partition puts '" +
+          limits::excerpt(profile.layers[i].name) + "' in stage " + std::to_string(stage[i]) +
+          " and the last transformer layer in stage " +
+          std::to_string(stage[static_cast<std::size_t>(sym.rend() - last_t) - 1]));
   for (char group : {'E', 'L'}) {
     int first = -1;
     for (std::size_t i = 0; i < sym.size(); ++i) {
@@ -97,7 +127,7 @@ std::string megatron_layout(const LayerProfile& profile, const Partition& partit
       const char c = sym[i];
       std::size_t j = i;
       while (j < end && sym[j] == c) ++j;
-      append_run(out, c, c == 'E' || c == 'L' ? 1 : static_cast<int>(j - i));
+      if (c != 'n') append_run(out, c, c == 'E' || c == 'L' ? 1 : static_cast<int>(j - i));
       i = j;
     }
     if (s + 1 == partition.size() && (sym.empty() || sym.back() != 'L')) out += 'L';
@@ -118,7 +148,8 @@ std::string megatron_refusal(const Plan& plan) {
         return "this plan overlaps a forward with a backward (" + to_string(a) +
                "); Megatron-LM's 1F1B schedules do not";
     }
-  return {};
+  return megatron_microbatch_refusal(plan.meta.pp_degree, plan.meta.stages_per_rank,
+                                     plan.meta.num_microbatches);
 }
 
 MegatronExport megatron_export(const Plan& plan, const LayerProfile& profile,
@@ -132,6 +163,11 @@ MegatronExport megatron_export(const Plan& plan, const LayerProfile& profile,
   check_partition(profile, partition, meta.num_stages());
   MegatronExport e;
   e.layout = megatron_layout(profile, partition);
+  // Megatron's own layout checks (validate_layer_layout: the MTP rules) on
+  // what is written; reading it back gives the plan's partition.
+  if (partition_from_megatron_layout(profile, e.layout, meta.pp_degree) != partition)
+    throw InternalError("the Megatron layout '" + limits::excerpt(e.layout) +
+                        "' does not read back as the plan's partition");
   const std::vector<char> sym = megatron_symbols(profile);
   const auto count = [&](char c) { return std::count(sym.begin(), sym.end(), c); };
   const long long t = count('t'), mtp = count('m');
@@ -146,6 +182,14 @@ MegatronExport megatron_export(const Plan& plan, const LayerProfile& profile,
   if (mtp > 0) e.args.insert(e.args.end(), {"--mtp-num-layers", std::to_string(mtp)});
   e.args.insert(e.args.end(), {"--micro-batch-size", std::to_string(micro_batch_size),
                                "--global-batch-size", global});
+  // A final norm after the MTP layers (not Megatron's module order): Megatron
+  // builds it with the last decoder layer (has_final_layernorm_in_this_stage).
+  for (std::size_t k = 0; k < sym.size() && mtp > 0; ++k)
+    if (sym[k] == 'L' && final_norm_name(profile.layers[k].name))
+      e.notes.push_back("'" + limits::excerpt(profile.layers[k].name) +
+                        "' follows the MTP layers here, but with MTP Megatron builds the final "
+                        "norm with the last transformer layer (order the profile layers.*, norm, "
+                        "mtp.*, output to cost it there)");
   e.notes.push_back("--global-batch-size is " + global +
                     " for one data-parallel replica: multiply it by your data-parallel size "
                     "(Megatron runs global / (micro x dp) = " +
@@ -179,6 +223,12 @@ MegatronExport megatron_export(const Plan& plan, const LayerProfile& profile,
     e.notes.push_back("v = " + std::to_string(meta.stages_per_rank) +
                       ": Megatron runs interleaved 1F1B (its default microbatch group of p per "
                       "virtual stage)");
+  // Megatron-LM's training script (megatron/training/arguments.py, not in the
+  // megatron-core package): interleaving without P2P overlap needs p > 2.
+  if (meta.stages_per_rank > 1 && meta.pp_degree == 2)
+    e.notes.push_back(
+        "p = 2: Megatron-LM's training script refuses interleaving with "
+        "--no-overlap-p2p-communication (it needs p > 2 without the overlap)");
   if (meta.schedule != own) {
     std::string why;
     try {
