@@ -192,7 +192,9 @@ def _run_case(torch, dist, PipelineStage, Runtime, rank, case):
     for s in mine:
         for name, q in stage_module(torch, full, s, n).named_parameters():
             full_name = ("blocks.%d." % s + name[len("block."):]) if name.startswith("block.") else name
-            grads[full_name] = q.grad.clone()
+            # plain lists: a tensor in a Queue is passed by a shared-memory
+            # handle that dies with this process (a race at exit)
+            grads[full_name] = q.grad.tolist()
     loss = sum(float(l.detach()) for l in losses) / m if losses else None
     return {"loss": loss, "grads": grads}
 
@@ -208,6 +210,7 @@ def run_cases(p, cases, timeout=180):
     "compute_comms", optional "trace_dir"} on p Gloo ranks; one result a case:
     {"loss", "grads"} merged over ranks, or {"error": first rank's traceback}.
     Weights are written to a temporary file per case shape and shared."""
+    import torch
     import torch.multiprocessing as mp
 
     tmp = tempfile.mkdtemp(prefix="torch_pp_")
@@ -251,7 +254,7 @@ def run_cases(p, cases, timeout=180):
                 if status != "ok":
                     res = {"error": "rank %d: %s" % (r, payload)}
                     break
-                res["grads"].update(payload["grads"])
+                res["grads"].update({k: torch.tensor(v) for k, v in payload["grads"].items()})
                 if payload["loss"] is not None:
                     res["loss"] = payload["loss"]
             if "error" not in res:
