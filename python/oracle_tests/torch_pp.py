@@ -36,16 +36,16 @@ SEQ = 4
 MB_SIZE = 2  # samples per microbatch
 
 
-def build_model(torch, n_stages):
+def build_model(torch, n_stages, hidden=HIDDEN):
     """The unpipelined model: blocks[0..n-1] then head."""
     class Tiny(torch.nn.Module):
         def __init__(self):
             super().__init__()
             self.blocks = torch.nn.ModuleList([
-                torch.nn.TransformerEncoderLayer(HIDDEN, HEADS, dim_feedforward=2 * HIDDEN,
+                torch.nn.TransformerEncoderLayer(hidden, HEADS, dim_feedforward=2 * hidden,
                                                  dropout=0.0, batch_first=True)
                 for _ in range(n_stages)])
-            self.head = torch.nn.Linear(HIDDEN, HIDDEN)
+            self.head = torch.nn.Linear(hidden, hidden)
 
         def forward(self, x):
             for b in self.blocks:
@@ -69,16 +69,16 @@ def stage_module(torch, full, stage, n_stages):
     return Stage()
 
 
-def make_weights(path, n_stages, seed=0):
+def make_weights(path, n_stages, hidden=HIDDEN, seed=0):
     import torch
     torch.manual_seed(seed)
-    torch.save(build_model(torch, n_stages).state_dict(), path)
+    torch.save(build_model(torch, n_stages, hidden).state_dict(), path)
 
 
-def batch(torch, m):
+def batch(torch, m, hidden=HIDDEN, seq=SEQ):
     g = torch.Generator().manual_seed(7)
-    return (torch.randn(m * MB_SIZE, SEQ, HIDDEN, generator=g),
-            torch.randn(m * MB_SIZE, SEQ, HIDDEN, generator=g))
+    return (torch.randn(m * MB_SIZE, seq, hidden, generator=g),
+            torch.randn(m * MB_SIZE, seq, hidden, generator=g))
 
 
 def stages_in_csv(text):
@@ -94,12 +94,12 @@ def stages_in_csv(text):
     return out
 
 
-def reference(weights, n_stages, m):
+def reference(weights, n_stages, m, hidden=HIDDEN, seq=SEQ):
     """(loss, {name: grad}) of the unpipelined model on the same weights and batch."""
     import torch
-    model = build_model(torch, n_stages)
+    model = build_model(torch, n_stages, hidden)
     model.load_state_dict(torch.load(weights))
-    x, y = batch(torch, m)
+    x, y = batch(torch, m, hidden, seq)
     total = 0.0
     for xm, ym in zip(x.chunk(m), y.chunk(m)):
         loss = torch.nn.functional.mse_loss(model(xm), ym) / m
@@ -147,16 +147,18 @@ def _run_case(torch, dist, PipelineStage, Runtime, rank, case):
     per_rank = stages_in_csv(text)
     n = max(max(s) for s in per_rank if s) + 1
     mine = per_rank[rank]
-    full = build_model(torch, n)
+    hidden, seq = case.get("hidden", HIDDEN), case.get("seq", SEQ)
+    full = build_model(torch, n, hidden)
     full.load_state_dict(torch.load(case["weights"]))
     stages = [PipelineStage(stage_module(torch, full, s, n), s, n, torch.device("cpu"))
               for s in mine]
     sched = Runtime(stages, m, loss_fn=torch.nn.MSELoss())
     sched._load_csv(case["path"], format=case["format"])
-    x, y = batch(torch, m)
+    x, y = batch(torch, m, hidden, seq)
 
     def step():
         full.zero_grad(set_to_none=True)
+        dist.barrier()  # ranks start the step together (no start-up skew in traces)
         losses = []
         kwargs = {}
         if n - 1 in mine:
@@ -207,7 +209,7 @@ def free_port():
 
 def run_cases(p, cases, timeout=180):
     """Runs each case {"csv": text, "m": microbatches, "format": "compute_only" |
-    "compute_comms", optional "trace_dir"} on p Gloo ranks; one result a case:
+    "compute_comms", optional "trace_dir", "hidden", "seq"} on p Gloo ranks; one result a case:
     {"loss", "grads"} merged over ranks, or {"error": first rank's traceback}.
     Weights are written to a temporary file per case shape and shared."""
     import torch
@@ -223,9 +225,10 @@ def run_cases(p, cases, timeout=180):
                 f.write(c["csv"])
             n = max(max(s) for s in stages_in_csv(c["csv"]) if s) + 1
             c["n"] = n
-            c["weights"] = os.path.join(tmp, "weights_n%d.pt" % n)
+            hidden = c.get("hidden", HIDDEN)
+            c["weights"] = os.path.join(tmp, "weights_n%d_h%d.pt" % (n, hidden))
             if not os.path.exists(c["weights"]):
-                make_weights(c["weights"], n)
+                make_weights(c["weights"], n, hidden)
             prepared.append(c)
         ctx = mp.get_context("spawn")
         queue = ctx.Queue()
@@ -258,7 +261,8 @@ def run_cases(p, cases, timeout=180):
                 if payload["loss"] is not None:
                     res["loss"] = payload["loss"]
             if "error" not in res:
-                res["reference"] = reference(c["weights"], c["n"], c["m"])
+                res["reference"] = reference(c["weights"], c["n"], c["m"],
+                                             c.get("hidden", HIDDEN), c.get("seq", SEQ))
             results.append(res)
         return results
     finally:
