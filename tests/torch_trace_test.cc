@@ -160,10 +160,10 @@ std::vector<std::string> torch_traces(const Plan& plan, const CostModel& costs, 
             s = std::max(prev_end, is_send(a.type) ? origin + tr.start : prev_end);
             e = s + kEps;
             const std::string peer = std::to_string(r == 0 ? 1 : r - 1);
-            const std::string title =
-                !g.nccl_titles ? (is_send(a.type) ? "gloo:send" : "gloo:recv")
-                : is_send(a.type) ? "nccl:send " + std::to_string(r) + "->" + peer
-                                  : "nccl:recv " + std::to_string(r) + "<-" + peer;
+            const std::string title = !g.nccl_titles ? (is_send(a.type) ? "gloo:send" : "gloo:recv")
+                                      : is_send(a.type)
+                                          ? "nccl:send " + std::to_string(r) + "->" + peer
+                                          : "nccl:recv " + std::to_string(r) + "<-" + peer;
             ev.push_back({{"ph", "X"},
                           {"cat", g.comm_cat},
                           {"name", title},
@@ -298,7 +298,8 @@ TEST_CASE("cli: calibrate reads real torch 2.15.0 Gloo traces as torch wrote the
   for (const auto& [folder, schedule] :
        {std::pair<std::string, std::string>{"gloo_1f1b_p2_m4", "1f1b"},
         {"gloo_interleaved-1f1b_p2_m4_v2", "interleaved-1f1b"}}) {
-    const std::string dir = std::string(PIPEPLAN_SOURCE_DIR) + "/tests/interop/torch_traces/" + folder;
+    const std::string dir =
+        std::string(PIPEPLAN_SOURCE_DIR) + "/tests/interop/torch_traces/" + folder;
     const auto c = run_cli({"calibrate", dir, "-s", schedule, "-o", "-"});
     INFO(c.err);
     REQUIRE(c.exit_code == 0);

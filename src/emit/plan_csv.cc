@@ -38,7 +38,6 @@ void refuse_what_torch_cannot_read(const Plan& plan) {
   }
 }
 
-
 // One rank's row in torch's compute_comms dialect. torch 2.15's runtime
 // (`_validate_send_waits`, `_prepare_schedule_with_comms` in
 // torch/distributed/pipelining/schedules.py) retires a send only at its
