@@ -38,6 +38,7 @@ struct Gen {
   // NCCL titles them with the peers ("nccl:send 0->1", "nccl:recv 1<-0").
   std::string comm_cat = "user_annotation";
   bool nccl_titles = false;
+  bool param_comms = false;  // a record_param_comms cpu_op with 256 floats in each P2P span
 };
 
 constexpr std::int64_t kBase = 1700000000000000000LL;  // ns
@@ -173,6 +174,16 @@ std::vector<std::string> torch_traces(const Plan& plan, const CostModel& costs, 
                           {"dur", std::max(kEps, origin + tr.end - s) * 1000.0},
                           {"args", json::object()}});
           }
+          if (g.param_comms && is_comm(a.type))
+            ev.push_back(
+                {{"ph", "X"},
+                 {"cat", "cpu_op"},
+                 {"name", "record_param_comms"},
+                 {"pid", 4242 + r},
+                 {"tid", 1},
+                 {"ts", us(r, s)},
+                 {"dur", kEps * 1000.0},
+                 {"args", {{"In msg nelems", 256}, {"Out msg nelems", 256}, {"dtype", "Float"}}}});
           span(name, s, e, "user_annotation", 1);
           prev_end = e;
           step_end = std::max(step_end, e);
@@ -288,6 +299,25 @@ TEST_CASE("torch trace: calibrate recovers generated costs from host spans alone
     g.comm_cat = "user_annotation", g.nccl_titles = true;
     check_recovered(plan(pr), g);
   }
+}
+
+TEST_CASE("torch trace: message sizes come from record_param_comms", "[torch][io]") {
+  const Plan p = plan(Problem{"1f1b", 2, 4, 1});
+  Gen g;
+  g.device = false, g.param_comms = true;
+  const auto texts = torch_traces(p, stage_costs_known(2), g);
+  std::vector<TorchRankTrace> files;
+  for (std::size_t r = 0; r < texts.size(); ++r)
+    files.push_back(parse_torch_trace(texts[r], "rank" + std::to_string(r) + "_trace.json")),
+        files.back().rank = static_cast<int>(r);
+  const Trace t = import_torch_traces(files);
+  int comms = 0;
+  for (const TraceRecord& rec : t.records)
+    if (is_comm(rec.action.type)) {
+      ++comms;
+      CHECK(rec.bytes == 1024);  // 256 x float32
+    }
+  CHECK(comms == 3 * 2 * 2 * 4);  // 3 steps, 2 ranks, 4 microbatches, a SEND and a RECV
 }
 
 // Traces torch 2.15.0 wrote (Gloo, 2 CPU processes; tests/interop/

@@ -109,6 +109,13 @@ std::vector<Span> spans_of(const TorchRankTrace& file, double offset_ms, long lo
   // Launches: correlation -> the span they happened in.
   std::unordered_map<std::int64_t, std::size_t> launch_span;
   for (const TorchEvent& e : file.events) {
+    if (e.kind == TorchEvent::Kind::CommSize) {
+      const long k = find_containing(spans.size(), ms(e.ts), bounds);
+      if (k >= 0)
+        spans[static_cast<std::size_t>(k)].bytes =
+            std::max(spans[static_cast<std::size_t>(k)].bytes, e.bytes);
+      continue;
+    }
     if (e.kind == TorchEvent::Kind::HostComm) {
       const long k = find_containing(spans.size(), ms(e.ts), bounds);
       if (k < 0) continue;

@@ -282,6 +282,10 @@ class Events : public json::json_sax_t {
     // in the trace (torch 2.15 Gloo: "gloo:send", "gloo:recv"; NCCL titles
     // them "nccl:send 0->1", "nccl:recv 0<-1"), some builds as `cpu_op`.
     if (is_host_p2p(e.name)) return kind = TorchEvent::Kind::HostComm, true;
+    // c10d's message sizes sit on record_param_comms (args "In msg nelems",
+    // "Out msg nelems", "dtype"), not on the NCCL kernel in every build.
+    if (e.name == "record_param_comms")
+      return (e.in_elems >= 0 || e.out_elems >= 0) && (kind = TorchEvent::Kind::CommSize, true);
     if (e.cat == "user_annotation") {
       if (e.name.rfind("PP:", 0) == 0) return kind = TorchEvent::Kind::Action, true;
       if (e.name.rfind("ProfilerStep#", 0) == 0) return kind = TorchEvent::Kind::ProfilerStep, true;
