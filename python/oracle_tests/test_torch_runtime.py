@@ -5,14 +5,15 @@ Each CSV from pipeplan.to_torch_csv is loaded by the real
 schedules.py) and executed for one step on Gloo with real PipelineStages on a
 tiny transformer (torch_pp.py); the loss and every parameter's gradient must
 equal the unpipelined model on the same weights (one weights file).
-compute_only files are lowered by torch; compute_comms files run as pipeplan
+The schedule.csv of `pipeplan export torchtitan` (compute-only) is run the
+same way. compute_only files are lowered by torch; compute_comms files run as pipeplan
 lowered them (with torch 2.15's WAIT_SEND_*/WAIT_REDUCE_GRAD, see
 src/emit/plan_csv.cc). All cases of one world size share one set of ranks.
 """
 
 import pytest
 
-from oracles import require, version_of
+from oracles import require, run_cli, version_of
 
 import pipeplan
 
@@ -48,7 +49,19 @@ def test_torch_runtime_runs_pipeplan_csv(grid):
         version_of("torch"), "\n".join(bad))
 
 
-def test_torch_runtime_runs_a_searched_plan():
+def export_torchtitan_csv(tmp_path, schedule, p, m, v):
+    """The schedule CSV `pipeplan export torchtitan` writes for a library plan."""
+    plan_json = tmp_path / ("%s.json" % schedule)
+    plan_json.write_text(run_cli("plan", "-s", schedule, "-p", p, "-m", m, "-v", v, "-f", "json").stdout)
+    layers = tmp_path / "layers.csv"
+    layers.write_text("name,F,B,W,activation\n" +
+                      "".join("layers.%d,1,1,1,1\n" % i for i in range(p * v)))
+    out = tmp_path / ("tt_" + schedule)
+    run_cli("export", "torchtitan", plan_json, "--layers", layers, "-o", out)
+    return (out / "schedule.csv").read_text()
+
+
+def test_torch_runtime_runs_a_searched_plan_and_export_torchtitan(tmp_path):
     require("torch.distributed.pipelining")
     import torch_pp
     layers = [{"name": "l%d" % i, "F": 1.0, "B": 1.0, "W": 1.0, "activation": 1.0}
@@ -58,6 +71,11 @@ def test_torch_runtime_runs_a_searched_plan():
     plan = result.plan
     text = pipeplan.to_torch_csv(plan)
     assert "W" in text.replace("WAIT", ""), "the searched plan splits backward (I/W): " + text
-    cases = [{"csv": text, "m": 4, "format": "compute_comms"}]
-    res = torch_pp.run_cases(2, cases)[0]
-    assert torch_pp.mismatches(res) == [], (result.origin, text)
+    cases = [{"csv": text, "m": 4, "format": "compute_comms"},
+             {"csv": export_torchtitan_csv(tmp_path, "zbv", 2, 4, 2), "m": 4,
+              "format": "compute_only"},
+             {"csv": export_torchtitan_csv(tmp_path, "interleaved-1f1b", 2, 3, 2), "m": 3,
+              "format": "compute_only"}]
+    results = torch_pp.run_cases(2, cases)
+    for c, res in zip(cases, results):
+        assert torch_pp.mismatches(res) == [], (result.origin, c["csv"])
