@@ -28,9 +28,10 @@ TEST_CASE("cli: plan writes text, csv and json", "[cli]") {
 }
 
 TEST_CASE("cli: -f torch-csv on plan, convert and lower writes torch's dialect", "[cli]") {
+  // torch 2.15's runtime retires each send at its WAIT_SEND_F/B (src/emit/plan_csv.cc).
   const std::string rows =
-      "0F0,0SEND_F0,0F1,0RECV_B0,0SEND_F1,0B0,0RECV_B1,0B1\r\n"
-      "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\r\n";
+      "0F0,0SEND_F0,0F1,0RECV_B0,0SEND_F1,0B0,0WAIT_SEND_F0,0RECV_B1,0B1,0WAIT_SEND_F1\r\n"
+      "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1,1WAIT_SEND_B0,1WAIT_SEND_B1\r\n";
   auto p = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-f", "torch-csv"});
   REQUIRE(p.exit_code == 0);
   CHECK(p.out == rows);

@@ -272,12 +272,15 @@ TEST_CASE("emit: torch-csv is strictly torch's _dump_csv and refuses BATCH_P2P g
   // an empty rank (pipeplan's CSV writes a trailing one as "" to keep it).
   std::ostringstream ss;
   write_torch_csv(tiny(), ss);
-  CHECK(ss.str() == "0F0,0SEND_F0,0RECV_B0,0B0\r\n1RECV_F0,1F0,1B0,1SEND_B0\r\n");
+  // Rows with sends carry torch 2.15's waits: a forward send's after the local
+  // backward of its microbatch, a backward send's at the row's end.
+  CHECK(ss.str() ==
+        "0F0,0SEND_F0,0RECV_B0,0B0,0WAIT_SEND_F0\r\n1RECV_F0,1F0,1B0,1SEND_B0,1WAIT_SEND_B0\r\n");
   Plan empty = tiny();
   empty.ranks[1].clear();
   std::ostringstream es, ec;
   write_torch_csv(empty, es);
-  CHECK(es.str() == "0F0,0SEND_F0,0RECV_B0,0B0\r\n\r\n");
+  CHECK(es.str() == "0F0,0SEND_F0,0RECV_B0,0B0,0WAIT_SEND_F0\r\n\r\n");
   write_csv(empty, ec);
   CHECK(ec.str() == "0F0,0SEND_F0,0RECV_B0,0B0\n\"\"\n");
 

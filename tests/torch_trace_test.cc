@@ -34,6 +34,11 @@ struct Gen {
   bool profiler_steps = false;
   int steps = 3;
   double warmup = 1.5;  // step 1 this much slower
+  // torch 2.15 records c10d's host P2P ops as user_annotation ("gloo:send");
+  // NCCL titles them with the peers ("nccl:send 0->1", "nccl:recv 1<-0").
+  std::string comm_cat = "user_annotation";
+  bool nccl_titles = false;
+  bool param_comms = false;  // a record_param_comms cpu_op with 256 floats in each P2P span
 };
 
 constexpr std::int64_t kBase = 1700000000000000000LL;  // ns
@@ -41,7 +46,8 @@ constexpr double kEps = 1e-6;                          // ms a host post takes
 
 // One rank's trace as kineto writes it: X spans "PP:<action>" on the main
 // thread (cat user_annotation), cuda_runtime launches with args.correlation,
-// kernels on device streams, and, for the host run, gloo:send/recv cpu_ops.
+// kernels on device streams, and, for the host run, gloo:send/recv ops
+// (user_annotation, as torch 2.15.0 writes them; tests/interop/torch_traces).
 std::vector<std::string> torch_traces(const Plan& plan, const CostModel& costs, const Gen& g) {
   const std::size_t ranks = plan.ranks.size();
   std::vector<json> events(ranks, json::array());
@@ -154,15 +160,30 @@ std::vector<std::string> torch_traces(const Plan& plan, const CostModel& costs, 
             const Transfer& tr = by_end.at({static_cast<int>(r), static_cast<int>(i)});
             s = std::max(prev_end, is_send(a.type) ? origin + tr.start : prev_end);
             e = s + kEps;
+            const std::string peer = std::to_string(r == 0 ? 1 : r - 1);
+            const std::string title = !g.nccl_titles ? (is_send(a.type) ? "gloo:send" : "gloo:recv")
+                                      : is_send(a.type)
+                                          ? "nccl:send " + std::to_string(r) + "->" + peer
+                                          : "nccl:recv " + std::to_string(r) + "<-" + peer;
             ev.push_back({{"ph", "X"},
-                          {"cat", "cpu_op"},
-                          {"name", is_send(a.type) ? "gloo:send" : "gloo:recv"},
+                          {"cat", g.comm_cat},
+                          {"name", title},
                           {"pid", 4242 + r},
                           {"tid", 1},
                           {"ts", us(r, s)},
                           {"dur", std::max(kEps, origin + tr.end - s) * 1000.0},
                           {"args", json::object()}});
           }
+          if (g.param_comms && is_comm(a.type))
+            ev.push_back(
+                {{"ph", "X"},
+                 {"cat", "cpu_op"},
+                 {"name", "record_param_comms"},
+                 {"pid", 4242 + r},
+                 {"tid", 1},
+                 {"ts", us(r, s)},
+                 {"dur", kEps * 1000.0},
+                 {"args", {{"In msg nelems", 256}, {"Out msg nelems", 256}, {"dtype", "Float"}}}});
           span(name, s, e, "user_annotation", 1);
           prev_end = e;
           step_end = std::max(step_end, e);
@@ -273,6 +294,53 @@ TEST_CASE("torch trace: calibrate recovers generated costs from host spans alone
     Gen g;
     g.device = false;
     check_recovered(plan(pr), g);
+    g.comm_cat = "cpu_op";  // some builds record them as cpu_op
+    check_recovered(plan(pr), g);
+    g.comm_cat = "user_annotation", g.nccl_titles = true;
+    check_recovered(plan(pr), g);
+  }
+}
+
+TEST_CASE("torch trace: message sizes come from record_param_comms", "[torch][io]") {
+  const Plan p = plan(Problem{"1f1b", 2, 4, 1});
+  Gen g;
+  g.device = false, g.param_comms = true;
+  const auto texts = torch_traces(p, stage_costs_known(2), g);
+  std::vector<TorchRankTrace> files;
+  for (std::size_t r = 0; r < texts.size(); ++r)
+    files.push_back(parse_torch_trace(texts[r], "rank" + std::to_string(r) + "_trace.json")),
+        files.back().rank = static_cast<int>(r);
+  const Trace t = import_torch_traces(files);
+  int comms = 0;
+  for (const TraceRecord& rec : t.records)
+    if (is_comm(rec.action.type)) {
+      ++comms;
+      CHECK(rec.bytes == 1024);  // 256 x float32
+    }
+  CHECK(comms == 3 * 2 * 2 * 4);  // 3 steps, 2 ranks, 4 microbatches, a SEND and a RECV
+}
+
+// Traces torch 2.15.0 wrote (Gloo, 2 CPU processes; tests/interop/
+// torch_traces/README.md): .json.gz in torchtitan's folder layout, gloo ops
+// as user_annotation, PP:...WAIT_* spans. The costs simulate the step within 10%.
+TEST_CASE("cli: calibrate reads real torch 2.15.0 Gloo traces as torch wrote them",
+          "[torch][cli]") {
+  for (const auto& [folder, schedule] :
+       {std::pair<std::string, std::string>{"gloo_1f1b_p2_m4", "1f1b"},
+        {"gloo_interleaved-1f1b_p2_m4_v2", "interleaved-1f1b"}}) {
+    const std::string dir =
+        std::string(PIPEPLAN_SOURCE_DIR) + "/tests/interop/torch_traces/" + folder;
+    const auto c = run_cli({"calibrate", dir, "-s", schedule, "-o", "-"});
+    INFO(c.err);
+    REQUIRE(c.exit_code == 0);
+    CHECK(c.err.find("torch traces: 2 file(s), 2 ranks, 1 step(s) (ProfilerStep spans)") !=
+          std::string::npos);
+    const json costs = json::parse(c.out);
+    const double measured = costs["calibrated_from"]["measured_step_ms"].get<double>();
+    const auto at = c.err.find("simulated with these costs ");
+    REQUIRE(at != std::string::npos);
+    const double simulated = std::stod(c.err.substr(at + 27));
+    CHECK(std::fabs(simulated - measured) <= 0.10 * measured);
   }
 }
 

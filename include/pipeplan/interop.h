@@ -28,16 +28,17 @@ struct TorchEvent {
     ProfilerStep,  ///< "X", cat user_annotation, name "ProfilerStep#N"
     Launch,        ///< "X", cat cuda_runtime / cuda_driver (a kernel launch, memcpy...)
     Device,        ///< "X", cat kernel / gpu_memcpy / gpu_memset
-    HostComm,      ///< "X", cpu_op named gloo:send|recv, nccl:send|recv (a c10d P2P op)
+    HostComm,      ///< "X", gloo:send|recv, nccl:send|recv[ peers] (user_annotation or cpu_op)
     FlowStart,     ///< "s", cat ac2g
     FlowEnd,       ///< "f", cat ac2g
+    CommSize,      ///< "X", record_param_comms with a message size: bytes of its action's P2P
   };
   Kind kind = Kind::Action;
   double ts = 0.0, dur = 0.0;      ///< microseconds, as in the file
   std::uint64_t pid = 0, tid = 0;  ///< numbers as given; strings hashed
   std::int64_t correlation = -1;   ///< args.correlation (Launch, Device); flow id (Flow*)
   bool nccl = false;               ///< Device: a NCCL kernel (its name contains "nccl")
-  std::int64_t bytes = -1;         ///< Device/HostComm: message bytes when the args tell
+  std::int64_t bytes = -1;         ///< Device/HostComm/CommSize: message bytes when the args tell
   std::string name;                ///< Action: the action text after "PP:"
 };
 

@@ -133,8 +133,11 @@ cell, "\r\n" line ends). A compute-only plan is for ``format="compute_only"``
 (torch lowers it); a plan with comms for ``format="compute_comms"``, which
 runs it as written and needs ``<stage>REDUCE_GRAD`` after each stage's last
 backward to scale gradients: ``reduce_grad=None`` adds it to plans with comms
-(where missing), True/False force it. A plan with a BATCH_P2P group is an
-InputError (torch cannot read groups; ``plan.to_csv()`` writes them).)doc");
+(where missing), True/False force it. Rows with sends carry torch 2.15's
+``WAIT_SEND_F``/``WAIT_SEND_B`` and each REDUCE_GRAD its ``WAIT_REDUCE_GRAD``
+(torch 2.15's runtime refuses a compute_comms file without them). A plan with
+a BATCH_P2P group is an InputError (torch cannot read groups;
+``plan.to_csv()`` writes them).)doc");
 }
 
 }  // namespace pipeplan::python

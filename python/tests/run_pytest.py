@@ -21,12 +21,20 @@ except ImportError:
 
 NO_TESTS_COLLECTED = 5
 
-args = sys.argv[1:] + ["-q", "-p", "no:cacheprovider"]
-code = pytest.main(args)
-if code == NO_TESTS_COLLECTED:
-    if os.environ.get("PYTEST_ADDOPTS"):
-        print("no tests selected by PYTEST_ADDOPTS=%r" % os.environ["PYTEST_ADDOPTS"])
-        sys.exit(77)
-    print("no tests were collected from %s: the file or its test names are broken" % sys.argv[1:])
-    sys.exit(1)
-sys.exit(int(code))
+def main():
+    args = sys.argv[1:] + ["-q", "-p", "no:cacheprovider"]
+    code = pytest.main(args)
+    if code == NO_TESTS_COLLECTED:
+        if os.environ.get("PYTEST_ADDOPTS"):
+            print("no tests selected by PYTEST_ADDOPTS=%r" % os.environ["PYTEST_ADDOPTS"])
+            sys.exit(77)
+        print("no tests were collected from %s: the file or its test names are broken" % sys.argv[1:])
+        sys.exit(1)
+    sys.exit(int(code))
+
+
+# A test that spawns processes (torch.multiprocessing, python/oracle_tests/
+# torch_pp.py) re-imports this file as __mp_main__ in each child: only the
+# parent runs pytest.
+if __name__ == "__main__":
+    main()

@@ -3,6 +3,8 @@
 // schedule runtime), as a stage-costs file that `pipeplan simulate
 // --stage-costs FILE` reads in milliseconds.
 #include <spdlog/spdlog.h>
+#include <zlib.h>
+
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -48,18 +50,57 @@ std::vector<std::string> trace_files(const std::vector<std::string>& args) {
     for (auto it = fs::recursive_directory_iterator(a, ec); !ec && it != fs::end(it);
          it.increment(ec)) {
       const std::string name = it->path().filename().string();
-      if (it->is_regular_file(ec) &&
-          (name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0))
+      auto ends = [&name](const char* tail) {
+        const std::size_t n = std::char_traits<char>::length(tail);
+        return name.size() > n && name.compare(name.size() - n, n, tail) == 0;
+      };
+      if (it->is_regular_file(ec) && (ends(".json") || ends(".json.gz")))
         found.push_back(it->path().string());
-      if (name.size() > 8 && name.compare(name.size() - 8, 8, ".json.gz") == 0)
-        throw InputError(it->path().string() +
-                         ": a compressed trace; decompress it first (gunzip)");
     }
     if (ec) throw InputError(a + ": cannot list the folder: " + ec.message());
     if (found.empty()) throw InputError(a + ": no .json trace under this folder");
     std::sort(found.begin(), found.end());
     out.insert(out.end(), found.begin(), found.end());
   }
+  return out;
+}
+
+// torch.profiler's traces as torchtitan keeps them (rankR_trace.json.gz):
+// a gzip stream (magic 1f 8b, whatever the name) is inflated here, bounded
+// by the input limit; anything else is returned as it is.
+std::string gunzip_if_compressed(std::string data, const std::string& source) {
+  if (data.size() < 2 || static_cast<unsigned char>(data[0]) != 0x1f ||
+      static_cast<unsigned char>(data[1]) != 0x8b)
+    return data;
+  z_stream z{};
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
+    throw InputError(source + ": cannot start decompressing the gzip trace");
+  z.next_in = reinterpret_cast<Bytef*>(data.data());
+  z.avail_in = static_cast<uInt>(data.size());
+  std::string out;
+  char buf[1 << 16];
+  int rc = Z_OK;
+  while (rc != Z_STREAM_END) {
+    z.next_out = reinterpret_cast<Bytef*>(buf);
+    z.avail_out = sizeof buf;
+    rc = inflate(&z, Z_NO_FLUSH);
+    if (rc != Z_OK && rc != Z_STREAM_END) {
+      inflateEnd(&z);
+      throw InputError(source + ": a damaged gzip trace (" + (z.msg ? z.msg : "inflate failed") +
+                       ")");
+    }
+    out.append(buf, sizeof buf - z.avail_out);
+    if (out.size() > limits::kMaxInputBytes) {
+      inflateEnd(&z);
+      throw InputError(source + ": the decompressed trace is larger than the supported " +
+                       std::to_string(limits::kMaxInputBytes) + " bytes");
+    }
+    if (rc == Z_OK && z.avail_in == 0 && z.avail_out != 0) {
+      inflateEnd(&z);
+      throw InputError(source + ": a truncated gzip trace");
+    }
+  }
+  inflateEnd(&z);
   return out;
 }
 
@@ -88,7 +129,7 @@ Trace load_trace(const CalibrateArgs& args) {
   std::vector<TorchRankTrace> torch;
   for (const std::string& f : files) {
     const std::string source = f == "-" ? "<stdin>" : f;
-    const std::string text = read_input(f);
+    const std::string text = gunzip_if_compressed(read_input(f), source);
     if (is_pipeplan_trace(text)) {
       if (files.size() != 1)
         throw InputError(source + ": a pipeplan trace holds every rank; give it alone");

@@ -38,6 +38,53 @@ void refuse_what_torch_cannot_read(const Plan& plan) {
   }
 }
 
+// One rank's row in torch's compute_comms dialect. torch 2.15's runtime
+// (`_validate_send_waits`, `_prepare_schedule_with_comms` in
+// torch/distributed/pipelining/schedules.py) retires a send only at its
+// `<s>WAIT_SEND_F<mb>` / `<s>WAIT_SEND_B<mb>` and refuses a `REDUCE_GRAD`
+// without its `WAIT_REDUCE_GRAD`, so a row with sends gets the waits where
+// torch's own `_add_wait_send` puts them: a forward send's wait right after
+// the local backward of that stage and microbatch (the peer has consumed the
+// activation by then), every other send's wait at the end of the row, and
+// each REDUCE_GRAD's wait right after it. A compute-only row has none.
+void append_torch_row(std::string& line, const std::vector<Action>& actions) {
+  std::vector<std::pair<std::int32_t, std::int32_t>> pending_f;  // SEND_F (stage, mb)
+  std::vector<std::pair<std::int32_t, std::int32_t>> pending_b;  // SEND_B (stage, mb)
+  auto cell = [&](const std::string& text) {
+    if (!line.empty()) line += ',';
+    line += text;
+  };
+  auto wait_f_after_backward = [&](std::int32_t stage, std::int32_t mb) {
+    for (auto it = pending_f.begin(); it != pending_f.end(); ++it)
+      if (it->first == stage && it->second == mb) {
+        cell(std::to_string(stage) + "WAIT_SEND_F" + std::to_string(mb));
+        pending_f.erase(it);
+        return;
+      }
+  };
+  for (std::size_t i = 0; i < actions.size();) {
+    const std::size_t n = cell_size(actions, i);
+    std::string text;
+    append_cell(text, &actions[i], n);
+    cell(text);
+    const Action& a = actions[i];
+    switch (a.type) {
+      case ActionType::SendF: pending_f.emplace_back(a.stage, a.microbatch); break;
+      case ActionType::SendB: pending_b.emplace_back(a.stage, a.microbatch); break;
+      case ActionType::B:
+      case ActionType::I: wait_f_after_backward(a.stage, a.microbatch); break;
+      case ActionType::OverlapFB: wait_f_after_backward(a.sub_stage, a.sub_microbatch); break;
+      case ActionType::ReduceGrad: cell(std::to_string(a.stage) + "WAIT_REDUCE_GRAD"); break;
+      default: break;
+    }
+    i += n;
+  }
+  for (const auto& [s, mb] : pending_f)
+    cell(std::to_string(s) + "WAIT_SEND_F" + std::to_string(mb));
+  for (const auto& [s, mb] : pending_b)
+    cell(std::to_string(s) + "WAIT_SEND_B" + std::to_string(mb));
+}
+
 }  // namespace
 
 // torch's `_dump_csv` writes rank rows 0..pp-1 with csv.writer; action
@@ -65,9 +112,10 @@ void write_csv(const Plan& plan, std::ostream& out) {
   }
 }
 
-// Exactly what torch's `_dump_csv` writes for the same order: Python's
-// csv.writer ends rows with "\r\n" and writes an empty rank as an empty
-// row. Nothing torch cannot read gets out.
+// What torch's `_dump_csv` writes for the same order: Python's csv.writer
+// ends rows with "\r\n" and writes an empty rank as an empty row; rows with
+// sends carry torch 2.15's WAIT_SEND_* / WAIT_REDUCE_GRAD (append_torch_row).
+// Nothing torch cannot read gets out.
 void write_torch_csv(const Plan& plan, std::ostream& out) {
   refuse_partial(plan, "torch-csv");
   detail::refuse_bad_groups(plan, "torch-csv");
@@ -77,7 +125,7 @@ void write_torch_csv(const Plan& plan, std::ostream& out) {
   std::string line;
   for (const auto& actions : plan.ranks) {
     line.clear();
-    detail::append_cells(line, actions, ",");
+    append_torch_row(line, actions);
     line += "\r\n";
     out << line;
   }

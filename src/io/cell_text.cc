@@ -79,7 +79,30 @@ bool parse_batch(std::string_view cell, std::size_t close, std::vector<Action>& 
 
 }  // namespace
 
+namespace {
+
+// torch 2.15's waits, "<s>WAIT_SEND_F<mb>", "<s>WAIT_SEND_B<mb>" and
+// "<s>WAIT_REDUCE_GRAD": bookkeeping of its runtime (a send retires at its
+// wait), which pipeplan's model does itself; read as no action.
+bool is_torch_wait(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+  if (i == 0) return false;
+  const std::string_view rest = text.substr(i);
+  if (rest == "WAIT_REDUCE_GRAD") return true;
+  for (std::string_view head : {"WAIT_SEND_F", "WAIT_SEND_B"})
+    if (rest.size() > head.size() && rest.substr(0, head.size()) == head) {
+      for (char c : rest.substr(head.size()))
+        if (c < '0' || c > '9') return false;
+      return true;
+    }
+  return false;
+}
+
+}  // namespace
+
 bool parse_cell(std::string_view text, std::vector<Action>& out, CellError& error) {
+  if (is_torch_wait(text)) return true;
   if (!text.empty() && text.front() == '(') {
     const std::size_t close = text.rfind(')');
     if (close != std::string_view::npos && text.substr(close + 1, kBatch.size()) == kBatch)

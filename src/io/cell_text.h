@@ -24,7 +24,8 @@ struct CellError {
 /// batch_next); false, with `error` set and `out` as it was, when the cell
 /// is malformed. A malformed group (empty, one member, a member that is not
 /// SEND_F/RECV_F/SEND_B/RECV_B, a nested group, a member twice, a bare
-/// BATCH_P2P) names the cell.
+/// BATCH_P2P) names the cell. torch 2.15's WAIT_SEND_F/WAIT_SEND_B/
+/// WAIT_REDUCE_GRAD cells are accepted and append nothing.
 bool parse_cell(std::string_view text, std::vector<Action>& out, CellError& error);
 
 }  // namespace pipeplan::io

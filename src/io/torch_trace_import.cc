@@ -79,6 +79,11 @@ std::vector<Span> spans_of(const TorchRankTrace& file, double offset_ms, long lo
   std::unordered_map<std::uint64_t, std::int64_t> flow_start, flow_end;  // (pid,tid,ts) -> id
   for (const TorchEvent& e : file.events) {
     if (e.kind == TorchEvent::Kind::Action) {
+      // torch 2.15's runtime also spans its waits (PP:0WAIT_SEND_F3,
+      // PP:1WAIT_REDUCE_GRAD): host bookkeeping, no action of the plan.
+      if (e.name.find("WAIT_SEND_") != std::string::npos ||
+          e.name.find("WAIT_REDUCE_GRAD") != std::string::npos)
+        continue;
       const auto a = parse_action(e.name);
       if (!a)
         throw InputError(file.source + ": span 'PP:" + limits::excerpt(e.name) +
@@ -104,6 +109,13 @@ std::vector<Span> spans_of(const TorchRankTrace& file, double offset_ms, long lo
   // Launches: correlation -> the span they happened in.
   std::unordered_map<std::int64_t, std::size_t> launch_span;
   for (const TorchEvent& e : file.events) {
+    if (e.kind == TorchEvent::Kind::CommSize) {
+      const long k = find_containing(spans.size(), ms(e.ts), bounds);
+      if (k >= 0)
+        spans[static_cast<std::size_t>(k)].bytes =
+            std::max(spans[static_cast<std::size_t>(k)].bytes, e.bytes);
+      continue;
+    }
     if (e.kind == TorchEvent::Kind::HostComm) {
       const long k = find_containing(spans.size(), ms(e.ts), bounds);
       if (k < 0) continue;

@@ -278,6 +278,14 @@ class Events : public json::json_sax_t {
       return true;
     }
     if (e.ph != "X") return false;
+    // torch records c10d's host P2P ops under USER_SCOPE: `user_annotation`
+    // in the trace (torch 2.15 Gloo: "gloo:send", "gloo:recv"; NCCL titles
+    // them "nccl:send 0->1", "nccl:recv 0<-1"), some builds as `cpu_op`.
+    if (is_host_p2p(e.name)) return kind = TorchEvent::Kind::HostComm, true;
+    // c10d's message sizes sit on record_param_comms (args "In msg nelems",
+    // "Out msg nelems", "dtype"), not on the NCCL kernel in every build.
+    if (e.name == "record_param_comms")
+      return (e.in_elems >= 0 || e.out_elems >= 0) && (kind = TorchEvent::Kind::CommSize, true);
     if (e.cat == "user_annotation") {
       if (e.name.rfind("PP:", 0) == 0) return kind = TorchEvent::Kind::Action, true;
       if (e.name.rfind("ProfilerStep#", 0) == 0) return kind = TorchEvent::Kind::ProfilerStep, true;
@@ -287,9 +295,16 @@ class Events : public json::json_sax_t {
       return kind = TorchEvent::Kind::Launch, true;
     if (e.cat == "kernel" || e.cat == "gpu_memcpy" || e.cat == "gpu_memset")
       return kind = TorchEvent::Kind::Device, true;
-    if (e.name == "gloo:send" || e.name == "gloo:recv" || e.name == "nccl:send" ||
-        e.name == "nccl:recv")
-      return kind = TorchEvent::Kind::HostComm, true;
+    return false;
+  }
+
+  // "gloo:send", "nccl:recv", "nccl:send 0->1", "nccl:recv 0<-1": the name
+  // alone or followed by a space and the peers.
+  static bool is_host_p2p(const std::string& name) {
+    for (const char* op : {"gloo:send", "gloo:recv", "nccl:send", "nccl:recv"}) {
+      const std::size_t n = std::char_traits<char>::length(op);
+      if (name.compare(0, n, op) == 0 && (name.size() == n || name[n] == ' ')) return true;
+    }
     return false;
   }
 
