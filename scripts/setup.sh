@@ -6,7 +6,7 @@ set -euo pipefail
 PIPEPLAN_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PIPEPLAN_BUILD="${PIPEPLAN_BUILD:-$PIPEPLAN_ROOT/build}"
 
-packages=(cmake g++ make pkg-config nlohmann-json3-dev libcli11-dev libspdlog-dev catch2)
+packages=(cmake g++ make pkg-config nlohmann-json3-dev libcli11-dev libspdlog-dev catch2 zlib1g-dev)
 # ccache: a fresh clone (CI) rebuilds from the machine's compiler cache.
 packages+=(ccache)
 # The Python module (pybind11) and its pytest suite.
