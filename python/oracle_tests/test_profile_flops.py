@@ -126,7 +126,7 @@ def test_llama_forward_flops_match_torchtitan(shape):
     titan = (per_token / 3 - 2 * norm_params(torch, model)) * s * b  # forward, no norms
     full, names = pipeplan_forward(shape_args("llama", L, h, a, k, f, V, s, b,
                                               extra=["--attention-core", "full"]))
-    assert names == ["tok_embeddings"] + ["layers.%d" % i for i in range(L)] + ["norm", "output"]
+    assert names == ["tok_embeddings"] + ["layers.%d" % i for i in range(L)] + ["norm", "lm_head"]
     assert full == pytest.approx(titan, rel=REL), "torchtitan %s" % version_of("torchtitan")
     # The default counts the causal half of the core: 2 b s^2 h less per layer.
     causal, _ = pipeplan_forward(shape_args("llama", L, h, a, k, f, V, s, b))

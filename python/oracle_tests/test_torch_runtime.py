@@ -54,8 +54,10 @@ def export_torchtitan_csv(tmp_path, schedule, p, m, v):
     plan_json = tmp_path / ("%s.json" % schedule)
     plan_json.write_text(run_cli("plan", "-s", schedule, "-p", p, "-m", m, "-v", v, "-f", "json").stdout)
     layers = tmp_path / "layers.csv"
-    layers.write_text("name,F,B,W,activation\n" +
-                      "".join("layers.%d,1,1,1,1\n" % i for i in range(p * v)))
+    # Named as torchtitan 0.3.0's llama modules (export refuses other names).
+    layers.write_text("name,F,B,W,activation\ntok_embeddings,0.1,0.1,0.1,0.1\n" +
+                      "".join("layers.%d,1,1,1,1\n" % i for i in range(p * v)) +
+                      "norm,0.1,0.1,0.1,0.1\nlm_head,0.1,0.1,0.1,0.1\n")
     out = tmp_path / ("tt_" + schedule)
     run_cli("export", "torchtitan", plan_json, "--layers", layers, "-o", out)
     return (out / "schedule.csv").read_text()
