@@ -43,7 +43,7 @@ TEST_CASE("analytic: a small llama layer by hand", "[analytic]") {
   // The full s x s (torchtitan's count): the core doubles, nothing else moves.
   ModelShape full = small_llama();
   full.core = AttentionCore::Full;
-  const LayerWork& lf = analytic_layers(full)[1];
+  const LayerWork lf = analytic_layers(full)[1];
   CHECK(lf.f_flops == 786432.0 + 131072.0 + 1572864.0);
   CHECK(lf.w_flops == l.w_flops);
   CHECK(lf.i_flops == 786432.0 + 1572864.0 + 2 * 131072.0);
