@@ -4,6 +4,7 @@
 #include <ostream>
 
 #include "pipeplan/ir.h"
+#include "pipeplan/torch_runtime.h"
 
 namespace pipeplan {
 
@@ -22,8 +23,11 @@ void write_csv(const Plan& plan, std::ostream& out);
 /// Strictly torch's dialect, what torch's `_dump_csv` writes and its
 /// `_load_csv` reads: "\r\n" line ends, an empty rank an empty row. Throws
 /// InputError for a plan that does not hold every rank, and for one holding
-/// what torch cannot read (a BATCH_P2P group), saying so.
-void write_torch_csv(const Plan& plan, std::ostream& out);
+/// what `target` cannot read (a BATCH_P2P group; an action kind its runtime
+/// lacks, torch_version_refusal), saying so. Rows with sends carry the
+/// WAIT_SEND_* / WAIT_REDUCE_GRAD cells of a target that has them (2.15 on).
+void write_torch_csv(const Plan& plan, std::ostream& out,
+                     TorchVersion target = kTorchDefaultVersion);
 /// One line per rank: "rank R: a b c".
 void write_text(const Plan& plan, std::ostream& out);
 /// ASCII timeline, ranks as rows, of the compute actions timed at unit costs

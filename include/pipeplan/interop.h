@@ -14,6 +14,7 @@
 #include "pipeplan/io.h"
 #include "pipeplan/ir.h"
 #include "pipeplan/profile.h"
+#include "pipeplan/torch_runtime.h"
 #include "pipeplan/trace.h"
 
 namespace pipeplan {
@@ -114,8 +115,10 @@ Plan compute_actions(const Plan& plan);
 
 /// The schedule torch's runtime loads with `_load_csv(path)` (format
 /// "compute_only"): one row per rank, the plan's compute actions only
-/// (torch inserts the SEND/RECV and REDUCE_GRAD itself).
-void write_torch_compute_csv(const Plan& plan, std::ostream& out);
+/// (torch inserts the SEND/RECV and REDUCE_GRAD itself). Throws InputError
+/// when `target` cannot read one of them (torch_version_refusal).
+void write_torch_compute_csv(const Plan& plan, std::ostream& out,
+                             TorchVersion target = kTorchDefaultVersion);
 
 /// A torchtitan release pipeplan writes for: how it takes its config and
 /// what its llama model calls the output projection. Each entry names the
@@ -125,6 +128,9 @@ struct TorchtitanRelease {
   std::string_view file;        ///< what export writes: "torchtitan.args" or "torchtitan.toml"
   std::string_view head;        ///< the output projection's module: "lm_head" or "output"
   std::string_view provenance;  ///< where the key names and module names come from
+  /// The torch release it pins, what its CSV is written for by default;
+  /// unset for a release that pins a nightly (then kTorchDefaultVersion).
+  std::optional<TorchVersion> torch;
 };
 
 /// The release export writes for when no version is given (the current one).

@@ -11,6 +11,7 @@
 #include "pipeplan/interop.h"
 #include "pipeplan/io.h"
 #include "pipeplan/limits.h"
+#include "pipeplan/torch_runtime.h"
 
 namespace pipeplan::python {
 namespace {
@@ -98,12 +99,24 @@ Plan from_torch(const py::object& order, const py::object& m_arg,
   return parse_action_table(rows, "order", options);
 }
 
-std::string to_torch_csv(const Plan& plan, std::optional<bool> reduce_grad) {
-  py::gil_scoped_release release;
-  std::ostringstream s;  // write_torch_csv refuses groups and memory actions
-  if (reduce_grad.value_or(!plan.is_compute_only())) write_torch_csv(add_reduce_grad(plan), s);
-  else write_torch_csv(plan, s);
-  return s.str();
+std::string to_torch_csv(const Plan& plan, std::optional<bool> reduce_grad,
+                         const std::string& torch_version) {
+  const TorchVersion torch = parse_torch_version(torch_version);
+  std::string text, warning;
+  {
+    py::gil_scoped_release release;
+    // By default a plan with comms gets REDUCE_GRAD where the target has it.
+    const bool add = reduce_grad.value_or(!plan.is_compute_only() && torch_runtime(torch).reduce_grad);
+    const Plan out = add ? add_reduce_grad(plan) : plan;
+    std::ostringstream s;  // write_torch_csv refuses groups and memory actions
+    write_torch_csv(out, s, torch);
+    require_torch_runs(out, torch);
+    text = s.str();
+    warning = torch_compile_guard_warning(out, torch);
+  }
+  if (!warning.empty() && PyErr_WarnEx(PyExc_UserWarning, warning.c_str(), 1) != 0)
+    throw py::error_already_set();
+  return text;
 }
 
 }  // namespace
@@ -127,17 +140,26 @@ Raises InputError "order: rank R step S: ..." for a bad entry.
     >>> assert pipeplan.verify(plan) == [])doc");
 
   m.def("to_torch_csv", &to_torch_csv, py::arg("plan"), py::arg("reduce_grad") = py::none(),
+        py::arg("torch_version") = to_string(kTorchDefaultVersion),
         R"doc(The CSV torch's ``_PipelineScheduleRuntime._load_csv`` reads, strictly in
 torch's dialect (what ``_dump_csv`` writes: one row per rank, one action per
 cell, "\r\n" line ends). A compute-only plan is for ``format="compute_only"``
 (torch lowers it); a plan with comms for ``format="compute_comms"``, which
 runs it as written and needs ``<stage>REDUCE_GRAD`` after each stage's last
 backward to scale gradients: ``reduce_grad=None`` adds it to plans with comms
-(where missing), True/False force it. Rows with sends carry torch 2.15's
-``WAIT_SEND_F``/``WAIT_SEND_B`` and each REDUCE_GRAD its ``WAIT_REDUCE_GRAD``
-(torch 2.15's runtime refuses a compute_comms file without them). A plan with
-a BATCH_P2P group is an InputError (torch cannot read groups;
-``plan.to_csv()`` writes them).)doc");
+(where missing) when ``torch_version`` has it (2.10 on), True/False force it.
+
+``torch_version`` ("2.11", "2.15.0", ``torch.__version__``; 2.6 on) is the
+torch the file is for: from 2.15 rows with sends carry ``WAIT_SEND_F``/
+``WAIT_SEND_B`` and each REDUCE_GRAD its ``WAIT_REDUCE_GRAD`` (2.15's runtime
+refuses a compute_comms file without them; earlier ones refuse the tokens).
+An action the release lacks (REDUCE_GRAD before 2.10, OVERLAP_F_B before 2.9)
+is an InputError naming it and the first release that has it; a plan with
+comms that deadlocks under the release's P2P transport (serial before 2.12)
+is a PlanError with verify's diagnostics. A split backward (I/W) warns
+(UserWarning): torch does not check torch.compile'd stages for a CSV-loaded
+schedule. A plan with a BATCH_P2P group is an InputError (torch cannot read
+groups; ``plan.to_csv()`` writes them).)doc");
 }
 
 }  // namespace pipeplan::python

@@ -16,6 +16,7 @@ struct ConvertArgs {
   std::string input;
   std::string output;
   std::string format;
+  std::string torch_version;
   CsvReadOptions csv;
 };
 
@@ -40,18 +41,22 @@ std::function<int()> setup_convert(CLI::App& app) {
                  "strictly torch's dialect, no BATCH_P2P groups nor memory actions)")
       ->check(CLI::IsMember({"json", "csv", "torch-csv", "text"}));
   app.add_option("-o,--output", args->output, "Output file (default: stdout)");
+  add_torch_version_option(app, args->torch_version, to_string(kTorchDefaultVersion));
   add_csv_options(app, args->csv);
   return [args]() {
     std::string format = args->format.empty() ? format_from_extension(args->output) : args->format;
     if (format.empty())
       throw InputError("convert: say which format to write with -f json|csv|torch-csv|text");
+    const TorchVersion torch = torch_csv_target(format, args->torch_version);
     // No checks beyond the format's own: convert never judges the plan, so
-    // a broken plan can be moved to whatever format a tool needs.
+    // a broken plan can be moved to whatever format a tool needs; torch-csv
+    // is a runtime's input, so it is checked as that runtime will run it.
     Plan plan = load_plan(args->input, args->csv);
     // Render first: a refused conversion (a partial plan to CSV) must not
     // leave a truncated output file behind.
     std::ostringstream text;
-    write_plan(plan, format, text);
+    write_plan(plan, format, text, torch);
+    if (format == "torch-csv") check_torch_target(plan, torch);
     Output out(args->output);
     out.stream() << text.str();
     out.close();

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "bench/torch_lowering.h"
@@ -14,6 +15,7 @@
 #include "pipeplan/error.h"
 #include "pipeplan/interop.h"
 #include "pipeplan/limits.h"
+#include "pipeplan/torch_runtime.h"
 #include "pipeplan/verify.h"
 
 namespace pipeplan::cli {
@@ -25,23 +27,31 @@ struct ExportArgs {
   std::string output;
   int microbatch_size = 1;
   std::string format = "args";
-  std::string torchtitan_version{kTorchtitanDefaultVersion};
+  TorchtitanTarget torchtitan;
 };
 
-// torch lowers the compute-only CSV itself (_add_send_recv): say whether
-// that lowering of this order is deadlock-free.
-void check_torch_lowering(const Plan& plan) {
-  std::string verdicts;
+// torch lowers the compute-only CSV itself (_add_send_recv): refuse an order
+// whose lowering deadlocks under `torch`'s transport, and say under which
+// transports it is deadlock-free.
+void check_torch_lowering(const Plan& plan, TorchVersion torch) {
+  std::optional<Plan> lowered;
   try {
-    const Plan lowered = bench::torch_lowering(compute_actions(plan));
-    for (Transport t : {Transport::Rendezvous, Transport::Eager, Transport::Serial}) {
-      const bool ok = verify(lowered, VerifyOptions{t, 1}).ok();
-      verdicts += std::string(verdicts.empty() ? "" : ", ") + (ok ? "" : "NOT ") +
-                  std::string(to_string(t));
-    }
+    lowered = bench::torch_lowering(compute_actions(plan));
   } catch (const std::exception& e) {
     spdlog::warn("torch's lowering cannot place this order's transfers: {}", e.what());
     return;
+  }
+  try {
+    require_torch_runs(*lowered, torch);
+  } catch (const PlanRejected& e) {
+    throw PlanRejected("torch lowers the CSV itself (_add_send_recv); " + std::string(e.what()),
+                       e.diagnostics());
+  }
+  std::string verdicts;
+  for (Transport t : {Transport::Rendezvous, Transport::Eager, Transport::Serial}) {
+    const bool ok = verify(*lowered, VerifyOptions{t, 1}).ok();
+    verdicts += std::string(verdicts.empty() ? "" : ", ") + (ok ? "" : "NOT ") +
+                std::string(to_string(t));
   }
   spdlog::info("torch lowers the CSV itself; its lowering of this order is deadlock-free under: {}",
                verdicts);
@@ -49,41 +59,54 @@ void check_torch_lowering(const Plan& plan) {
 
 }  // namespace
 
+TorchVersion torchtitan_torch_version(const TorchtitanTarget& target) {
+  const TorchtitanRelease& release = torchtitan_release(target.version);
+  return torch_version_or(target.torch_version, release.torch.value_or(kTorchDefaultVersion));
+}
+
 void write_torchtitan_dir(const Plan& plan, const LayerProfile& profile, const std::string& dir,
-                          int microbatch_size, const std::string& version) {
+                          int microbatch_size, const TorchtitanTarget& target) {
   namespace fs = std::filesystem;
   TorchtitanOptions o;
   o.microbatch_size = microbatch_size;
-  o.version = version;
-  const TorchtitanRelease& release = torchtitan_release(version);
+  o.version = target.version;
+  const TorchtitanRelease& release = torchtitan_release(target.version);
+  const TorchVersion torch = torchtitan_torch_version(target);
   const fs::path csv = fs::path(dir) / "schedule.csv";
   const fs::path config_path = fs::path(dir) / std::string(release.file);
   std::error_code ec;
   o.csv_path = fs::absolute(csv, ec).string();
   if (ec) o.csv_path = csv.string();
-  std::ostringstream config;  // refusals come before any file or folder is made
+  // Refusals come before any file or folder is made.
+  std::ostringstream config, schedule;
   write_torchtitan_config(plan, profile, o, config);
+  write_torch_compute_csv(plan, schedule, torch);
+  check_torch_target(compute_actions(plan), torch);  // the compile-guard warning
+  check_torch_lowering(plan, torch);
   fs::create_directories(dir, ec);
   if (ec) throw InputError(limits::excerpt(dir) + ": cannot create the folder: " + ec.message());
   Output csv_out(csv.string());
-  write_torch_compute_csv(plan, csv_out.stream());
+  csv_out.stream() << schedule.str();
   csv_out.close();
   Output config_out(config_path.string());
   config_out.stream() << config.str();
   config_out.close();
-  spdlog::info("wrote {} and {} (torchtitan {})", csv.string(), config_path.string(), version);
-  check_torch_lowering(plan);
+  spdlog::info("wrote {} and {} (torchtitan {}, torch {})", csv.string(), config_path.string(),
+               target.version, to_string(torch));
 }
 
-void add_torchtitan_version_option(CLI::App& app, std::string& version) {
+void add_torchtitan_options(CLI::App& app, TorchtitanTarget& target) {
   std::string known;
   for (std::string_view v : torchtitan_versions())
     known += (known.empty() ? "" : ", ") + std::string(v);
-  app.add_option("--torchtitan-version", version,
+  app.add_option("--torchtitan-version", target.version,
                  "torchtitan release to write for: " + known + " (default " +
                      std::string(kTorchtitanDefaultVersion) +
                      "; 0.3.0 gets torchtitan.args, CLI overrides of its Python config; 0.2.x "
                      "gets torchtitan.toml)");
+  add_torch_version_option(app, target.torch_version,
+                           "the torch the torchtitan release pins, 2.14 for 0.3.0; else " +
+                               to_string(kTorchDefaultVersion));
 }
 
 std::function<int()> setup_export(CLI::App& app) {
@@ -109,7 +132,7 @@ std::function<int()> setup_export(CLI::App& app) {
   tt->add_option("-o,--output", args->output,
                  "Folder to write schedule.csv and torchtitan.args (or torchtitan.toml)")
       ->required();
-  add_torchtitan_version_option(*tt, args->torchtitan_version);
+  add_torchtitan_options(*tt, args->torchtitan);
   mg->add_option("-f,--format", args->format,
                  "args: the flags on one line (default); layout: the layout string alone; json")
       ->check(CLI::IsMember({"args", "layout", "json"}));
@@ -118,8 +141,7 @@ std::function<int()> setup_export(CLI::App& app) {
     const Plan plan = load_plan(args->plan);
     const LayerProfile profile = parse_layer_profile(read_input(args->layers), args->layers);
     if (tt->parsed()) {
-      write_torchtitan_dir(plan, profile, args->output, args->microbatch_size,
-                           args->torchtitan_version);
+      write_torchtitan_dir(plan, profile, args->output, args->microbatch_size, args->torchtitan);
       return kExitOk;
     }
     const MegatronExport e = megatron_export(plan, profile, args->microbatch_size);

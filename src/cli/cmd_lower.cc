@@ -27,6 +27,7 @@ struct LowerArgs {
   std::string output;
   std::string format;  // empty: the input's format
   std::string send_placement;
+  std::string torch_version;
   bool reduce_grad = false;
   bool no_verify = false;
   CsvReadOptions csv;
@@ -55,6 +56,7 @@ std::function<int()> setup_lower(CLI::App& app) {
                  "Output format (default: the input's; torch-csv: strictly torch's dialect, no "
                  "BATCH_P2P groups nor memory actions)")
       ->check(CLI::IsMember({"json", "csv", "torch-csv", "text"}));
+  add_torch_version_option(app, args->torch_version, to_string(kTorchDefaultVersion));
   add_csv_options(app, args->csv);
   app.add_option("--send-placement", args->send_placement,
                  "Seed lowering: where forward sends go (default: the schedule's; 'earliest' for "
@@ -116,8 +118,10 @@ std::function<int()> setup_lower(CLI::App& app) {
 
     std::string format = args->format;
     if (format.empty()) format = in_format == PlanFormat::Json ? "json" : "csv";
+    const TorchVersion torch = torch_csv_target(format, args->torch_version);
     std::ostringstream text;  // a refused write leaves no output file behind
-    write_plan(lowered, format, text);
+    write_plan(lowered, format, text, torch);
+    if (format == "torch-csv") check_torch_target(lowered, torch);
     Output out(args->output);
     out.stream() << text.str();
     out.close();

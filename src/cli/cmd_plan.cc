@@ -2,6 +2,8 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <sstream>
+
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/lower_options.h"
@@ -26,6 +28,7 @@ struct PlanArgs {
   bool no_verify = false;
   std::string format = "json";
   std::string output;
+  std::string torch_version;
   CostArgs costs;
   LoweringChoice lowering;
   MemoryArgs memory;
@@ -46,10 +49,12 @@ std::function<int()> setup_plan(CLI::App& app) {
                  "memory actions)")
       ->check(CLI::IsMember({"json", "csv", "torch-csv", "text", "timeline"}));
   app.add_option("-o,--output", args->output, "Output file (default: stdout)");
+  add_torch_version_option(app, args->torch_version, to_string(kTorchDefaultVersion));
   add_cost_options(app, args->costs, true, /*model=*/false);
   add_lowering_options(app, args->lowering);
   add_memory_options(app, args->memory);
   return [args]() {
+    const TorchVersion torch = torch_csv_target(args->format, args->torch_version);
     const MemoryPolicy memory = memory_policy(args->memory);
     // One schedule lookup: the shape, the lowering (for the cost model
     // given, else the nominal one; with --layers, the profile's stage sums
@@ -84,11 +89,14 @@ std::function<int()> setup_plan(CLI::App& app) {
     const std::size_t n_actions = whole.num_actions();
     // --rank: that rank's program, moved out of the whole plan.
     if (args->rank_opt->count() > 0) whole = keep_rank(std::move(whole), args->rank, "--rank");
-    Output o(args->output);
-    write_plan(whole, args->format, o.stream());
+    std::ostringstream text;  // a refused write leaves no output file behind
+    write_plan(whole, args->format, text, torch);
+    if (args->format == "torch-csv") check_torch_target(whole, torch);  // written: whole
     if (args->format == "timeline" && !args->no_verify)
-      o.stream() << "verified: deadlock-free under rendezvous transport (" << n_actions
-                 << " actions" << (args->compute_only ? " after lowering" : "") << ")\n";
+      text << "verified: deadlock-free under rendezvous transport (" << n_actions << " actions"
+           << (args->compute_only ? " after lowering" : "") << ")\n";
+    Output o(args->output);
+    o.stream() << text.str();
     o.close();
     return kExitOk;
   };

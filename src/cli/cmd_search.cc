@@ -47,7 +47,7 @@ struct SearchArgs {
   std::optional<std::string> layout;  // given, even empty: Megatron's reader judges it
   std::vector<std::string> emit;
   int microbatch_size = 1;
-  std::string torchtitan_version{kTorchtitanDefaultVersion};
+  TorchtitanTarget torchtitan;
   bool no_recompute = false, no_offload = false;
 };
 }  // namespace
@@ -104,7 +104,7 @@ std::function<int()> setup_search(CLI::App& app) {
                  "torchtitan DIR: also write the chosen plan as DIR/schedule.csv and "
                  "DIR/torchtitan.args or .toml (as 'export torchtitan')")
       ->expected(2);
-  add_torchtitan_version_option(app, args->torchtitan_version);
+  add_torchtitan_options(app, args->torchtitan);
   add_count_option(app, "--microbatch-size", args->microbatch_size,
                    "Sequences per microbatch, for --emit (default 1)", 1 << 20, " sequences")
       ->check(CLI::Range(1, 1 << 20));
@@ -150,11 +150,14 @@ std::function<int()> setup_search(CLI::App& app) {
       o.recompute = o.offload = false;  // torch's dialect has no memory actions
       spdlog::debug("--emit torchtitan: V mappings with 2 stages per rank only, no memory actions");
       // Refuse the profile's module names before searching, not after.
-      const TorchtitanRelease& release = torchtitan_release(args->torchtitan_version);
+      const TorchtitanRelease& release = torchtitan_release(args->torchtitan.version);
       if (std::string why = torchtitan_module_refusal(profile, release); !why.empty())
         throw InputError(why);
-    } else if (app.count("--torchtitan-version") > 0) {
-      throw InputError("--torchtitan-version goes with --emit torchtitan DIR");
+      torchtitan_torch_version(args->torchtitan);  // a bad --torch-version, before searching
+    } else {
+      for (const char* option : {"--torchtitan-version", "--torch-version"})
+        if (app.count(option) > 0)
+          throw InputError(std::string(option) + " goes with --emit torchtitan DIR");
     }
     if (args->layout) {
       o.partition = partition_from_megatron_layout(profile, megatron_layout_value(*args->layout),
@@ -174,7 +177,7 @@ std::function<int()> setup_search(CLI::App& app) {
     }
     if (!args->emit.empty())
       write_torchtitan_dir(result.plan, profile, args->emit[1], args->microbatch_size,
-                           args->torchtitan_version);
+                           args->torchtitan);
     Output out("");
     if (args->format == "json") write_search_json(result, o, out.stream());
     else write_search_text(result, o, out.stream());

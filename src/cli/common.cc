@@ -9,6 +9,8 @@
 #include <iostream>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "frontend/read_file.h"
 #include "ir/numbers.h"
 #include "pipeplan/emit.h"
@@ -43,12 +45,41 @@ CLI::Validator at_most(long long max, const std::string& unit) {
 
 }  // namespace
 
-void write_plan(const Plan& plan, const std::string& format, std::ostream& out) {
+void write_plan(const Plan& plan, const std::string& format, std::ostream& out,
+                TorchVersion torch) {
   if (format == "json") write_json(plan, out);
   else if (format == "csv") write_csv(plan, out);
-  else if (format == "torch-csv") write_torch_csv(plan, out);
+  else if (format == "torch-csv") write_torch_csv(plan, out, torch);
   else if (format == "text") write_text(plan, out);
   else write_timeline(plan, out);
+}
+
+void add_torch_version_option(CLI::App& app, std::string& version,
+                              const std::string& default_help) {
+  const auto& rows = torch_runtime_versions();
+  app.add_option("--torch-version", version,
+                 "torch release the schedule is for, MAJOR.MINOR[.PATCH] (" +
+                     to_string(rows.front().since) + " on; default " + default_help +
+                     "): drops the WAIT_* cells before 2.15, refuses actions it lacks, proves "
+                     "the plan under its P2P transport (serial before 2.12)");
+}
+
+TorchVersion torch_version_or(const std::string& text, TorchVersion fallback) {
+  return text.empty() ? fallback : parse_torch_version(text);
+}
+
+TorchVersion torch_csv_target(const std::string& format, const std::string& text) {
+  if (!text.empty() && format != "torch-csv")
+    throw InputError("--torch-version " + limits::excerpt(text) +
+                     ": only -f torch-csv is written for a torch release (this writes " +
+                     (format.empty() ? std::string("the input's format") : format) + ")");
+  return torch_version_or(text, kTorchDefaultVersion);
+}
+
+void check_torch_target(const Plan& plan, TorchVersion version) {
+  require_torch_runs(plan, version);
+  if (std::string warning = torch_compile_guard_warning(plan, version); !warning.empty())
+    spdlog::warn("{}", warning);
 }
 
 CLI::Validator integer_in(long long min, long long max, const std::string& unit) {

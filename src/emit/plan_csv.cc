@@ -3,6 +3,7 @@
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
 #include "pipeplan/interop.h"
+#include "pipeplan/torch_runtime.h"
 
 namespace pipeplan {
 namespace {
@@ -46,8 +47,10 @@ void refuse_what_torch_cannot_read(const Plan& plan) {
 // torch's own `_add_wait_send` puts them: a forward send's wait right after
 // the local backward of that stage and microbatch (the peer has consumed the
 // activation by then), every other send's wait at the end of the row, and
-// each REDUCE_GRAD's wait right after it. A compute-only row has none.
-void append_torch_row(std::string& line, const std::vector<Action>& actions) {
+// each REDUCE_GRAD's wait right after it. A compute-only row has none, and
+// so does every row for a runtime without the waits (`waits` false: torch
+// before 2.15 retires sends itself and refuses the tokens).
+void append_torch_row(std::string& line, const std::vector<Action>& actions, bool waits) {
   std::vector<std::pair<std::int32_t, std::int32_t>> pending_f;  // SEND_F (stage, mb)
   std::vector<std::pair<std::int32_t, std::int32_t>> pending_b;  // SEND_B (stage, mb)
   auto cell = [&](const std::string& text) {
@@ -68,6 +71,8 @@ void append_torch_row(std::string& line, const std::vector<Action>& actions) {
     append_cell(text, &actions[i], n);
     cell(text);
     const Action& a = actions[i];
+    i += n;
+    if (!waits) continue;
     switch (a.type) {
       case ActionType::SendF: pending_f.emplace_back(a.stage, a.microbatch); break;
       case ActionType::SendB: pending_b.emplace_back(a.stage, a.microbatch); break;
@@ -77,7 +82,6 @@ void append_torch_row(std::string& line, const std::vector<Action>& actions) {
       case ActionType::ReduceGrad: cell(std::to_string(a.stage) + "WAIT_REDUCE_GRAD"); break;
       default: break;
     }
-    i += n;
   }
   for (const auto& [s, mb] : pending_f)
     cell(std::to_string(s) + "WAIT_SEND_F" + std::to_string(mb));
@@ -114,18 +118,21 @@ void write_csv(const Plan& plan, std::ostream& out) {
 
 // What torch's `_dump_csv` writes for the same order: Python's csv.writer
 // ends rows with "\r\n" and writes an empty rank as an empty row; rows with
-// sends carry torch 2.15's WAIT_SEND_* / WAIT_REDUCE_GRAD (append_torch_row).
-// Nothing torch cannot read gets out.
-void write_torch_csv(const Plan& plan, std::ostream& out) {
+// sends carry the target's WAIT_SEND_* / WAIT_REDUCE_GRAD when it has them
+// (append_torch_row). Nothing the target cannot read gets out.
+void write_torch_csv(const Plan& plan, std::ostream& out, TorchVersion target) {
   refuse_partial(plan, "torch-csv");
   detail::refuse_bad_groups(plan, "torch-csv");
   refuse_what_torch_cannot_read(plan);
   if (std::string why = torch_dialect_refusal(plan); !why.empty())
     throw InputError("torch-csv: " + why);
+  if (std::string why = torch_version_refusal(plan, target); !why.empty())
+    throw InputError("torch-csv: " + why);
+  const bool waits = torch_runtime(target).send_waits;
   std::string line;
   for (const auto& actions : plan.ranks) {
     line.clear();
-    append_torch_row(line, actions);
+    append_torch_row(line, actions, waits);
     line += "\r\n";
     out << line;
   }

@@ -100,8 +100,11 @@ Plan compute_actions(const Plan& plan) {
   return compute;
 }
 
-void write_torch_compute_csv(const Plan& plan, std::ostream& out) {
-  write_csv(compute_actions(plan), out);
+void write_torch_compute_csv(const Plan& plan, std::ostream& out, TorchVersion target) {
+  const Plan compute = compute_actions(plan);
+  if (std::string why = torch_version_refusal(compute, target); !why.empty())
+    throw InputError(why);
+  write_csv(compute, out);
 }
 
 namespace {
@@ -193,16 +196,20 @@ struct ReleaseEntry {
 constexpr std::string_view kProvenance030 =
     "torchtitan 0.3.0 (PyPI): config/manager.py, config/configs.py (ParallelismConfig, "
     "TrainingConfig), distributed/pipeline_parallel.py (_split_module), models/llama3";
+// torchtitan 0.3.0's release validates with torch==2.14.0 (its
+// .github/workflows/validate_rc.yaml and docs/release.md); 0.2.x's
+// docs/release.md pins a torch nightly.
+constexpr TorchVersion kTorch030{2, 14};
 constexpr std::string_view kProvenance02 =
     "torchtitan git tags v0.2.0-v0.2.2: config/manager.py, config/job_config.py, "
     "models/llama3/model/model.py";
 
 const std::vector<ReleaseEntry>& releases() {
   static const std::vector<ReleaseEntry> table = {
-      {{"0.3.0", "torchtitan.args", "lm_head", kProvenance030}, write_args},
-      {{"0.2.2", "torchtitan.toml", "output", kProvenance02}, write_toml},
-      {{"0.2.1", "torchtitan.toml", "output", kProvenance02}, write_toml},
-      {{"0.2.0", "torchtitan.toml", "output", kProvenance02}, write_toml},
+      {{"0.3.0", "torchtitan.args", "lm_head", kProvenance030, kTorch030}, write_args},
+      {{"0.2.2", "torchtitan.toml", "output", kProvenance02, std::nullopt}, write_toml},
+      {{"0.2.1", "torchtitan.toml", "output", kProvenance02, std::nullopt}, write_toml},
+      {{"0.2.0", "torchtitan.toml", "output", kProvenance02, std::nullopt}, write_toml},
   };
   return table;
 }
