@@ -1,6 +1,11 @@
 // The CLI, run as a user would: exit codes, messages, formats.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
 #include "test_util.h"
 
 using pipeplan::test::run_cli;
@@ -61,6 +66,89 @@ TEST_CASE("cli: -f torch-csv on plan, convert and lower writes torch's dialect",
   CHECK(mem.out.empty());
   CHECK(mem.err.find("torch-csv: torch's CSV dialect has no memory actions, and the plan holds "
                      "0RECOMPUTE0 (rank 0 index 2)") != std::string::npos);
+}
+
+TEST_CASE("cli: --torch-version writes, refuses and proves for that torch release", "[cli]") {
+  // torch 2.11 has no WAIT_* tokens (they arrive in 2.15.0, schedules.py
+  // _ComputationType): the rows of torch-csv without them.
+  auto p = run_cli(
+      {"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-f", "torch-csv", "--torch-version", "2.11"});
+  REQUIRE(p.exit_code == 0);
+  CHECK(p.out ==
+        "0F0,0SEND_F0,0F1,0RECV_B0,0SEND_F1,0B0,0RECV_B1,0B1\r\n"
+        "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\r\n");
+  CHECK(run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-f", "torch-csv", "--torch-version",
+                 "2.15.0"})
+            .out == run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-f", "torch-csv"}).out);
+  // REDUCE_GRAD is in torch from 2.10.0 (schedules.py _ComputationType).
+  const std::string csv = temp_file("torch_version_in.csv", "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
+  const std::string out = temp_file("torch_version_out.csv", "");
+  std::remove(out.c_str());
+  auto r = run_cli({"lower", csv, "-s", "1f1b", "--reduce-grad", "-f", "torch-csv",
+                    "--torch-version", "2.9", "-o", out});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err ==
+        "pipeplan: error: torch-csv: torch 2.9's runtime has no REDUCE_GRAD, and the plan holds "
+        "0REDUCE_GRAD (rank 0 index 8); torch has REDUCE_GRAD from 2.10 on\n");
+  CHECK_FALSE(std::ifstream(out).good());  // never a partial file
+  CHECK(run_cli({"lower", csv, "-s", "1f1b", "--reduce-grad", "-f", "torch-csv",
+                 "--torch-version", "2.10"})
+            .exit_code == 0);
+  // torch <= 2.11 posts every SEND/RECV as one batch_isend_irecv (_batch_p2p):
+  // one stream per rank, `serial`; this lowering prefetches from two peers
+  // and deadlocks there (pipeplan verify --model serial names the same chain).
+  const std::vector<std::string> deadlocks = {
+      "plan", "-s",    "interleaved-1f1b", "-p",        "3",          "-m", "1", "-v", "2",
+      "--comm", "0.5", "-f",               "torch-csv", "--torch-version", "2.11", "-o", out};
+  auto d = run_cli(deadlocks);
+  CHECK(d.exit_code == 1);
+  CHECK(d.err.rfind("pipeplan: error: torch 2.11's runtime posts P2P as the serial transport "
+                    "model, under which this plan is not deadlock-free:\n"
+                    "error[stuck] rank 0 index 3 (3F0): rank 0 is stuck at index 3 (3F0): it "
+                    "needs 3RECV_F0, but rank 2 has not posted its 2SEND_F0 (pair 0-2 position "
+                    "0) yet\n",
+                    0) == 0);
+  CHECK(d.err.find("error[deadlock]: deadlock under serial transport: 3 of 3 ranks cannot finish "
+                   "(0, 1, 2); waiting chain: rank 0 (at 3F0) -> rank 2 (at 2F0) -> rank 1 (at "
+                   "1F0) -> rank 2 (at 2F0) [cycle]") != std::string::npos);
+  CHECK_FALSE(std::ifstream(out).good());
+  const std::string lowered = temp_file("torch_version_serial.csv", "");
+  REQUIRE(run_cli({"plan", "-s", "interleaved-1f1b", "-p", "3", "-m", "1", "-v", "2", "--comm",
+                   "0.5", "-f", "csv", "-o", lowered})
+              .exit_code == 0);
+  auto v = run_cli({"verify", lowered, "--model", "serial"});
+  CHECK(v.exit_code == 1);
+  CHECK(v.out.find("waiting chain: rank 0 (at 3F0) -> rank 2 (at 2F0) -> rank 1 (at 1F0) -> "
+                   "rank 2 (at 2F0) [cycle]") != std::string::npos);
+  // From 2.12 _batch_p2p posts plain isend/irecv: rendezvous, and it runs.
+  auto ok = run_cli({"convert", lowered, "-f", "torch-csv", "--torch-version", "2.12"});
+  CHECK(ok.exit_code == 0);
+  CHECK(run_cli({"convert", lowered, "-f", "torch-csv", "--torch-version", "2.11"}).exit_code ==
+        1);
+  // Bad text, old releases, and a version for a format that is not torch's.
+  auto bad = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-f", "torch-csv",
+                      "--torch-version", "2.x"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err ==
+        "pipeplan: error: torch version '2.x' is not MAJOR.MINOR[.PATCH] (e.g. 2.11 or "
+        "2.15.0)\n");
+  auto old = run_cli({"convert", csv, "-f", "torch-csv", "--torch-version", "2.5.1"});
+  CHECK(old.exit_code == 2);
+  CHECK(old.err.find("torch 2.5 is older than the oldest runtime pipeplan writes for (2.6)") !=
+        std::string::npos);
+  auto json = run_cli({"convert", csv, "-f", "json", "--torch-version", "2.11"});
+  CHECK(json.exit_code == 2);
+  CHECK(json.err ==
+        "pipeplan: error: --torch-version 2.11: only -f torch-csv is written for a torch release "
+        "(this writes json)\n");
+  // A split backward: torch checks torch.compile'd stages only in its ZB
+  // schedule classes, never for a CSV it loads (pytorch#143599, #161904).
+  auto zb = run_cli({"plan", "-s", "zb-h1", "-p", "2", "-m", "2", "-f", "torch-csv"});
+  CHECK(zb.exit_code == 0);
+  CHECK(zb.err.find("warning: the plan splits backward (I/W), which torch.compile'd stages do "
+                    "not support; torch 2.15 does not check it for a schedule loaded with "
+                    "_load_csv") != std::string::npos);
+  CHECK(p.err.empty());
 }
 
 TEST_CASE("cli: plan --rank emits one rank", "[cli]") {

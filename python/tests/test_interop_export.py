@@ -226,3 +226,35 @@ def test_megatron_refuses_what_it_cannot_run(cli, tmp_path):
     code, message = cli.error("search", "-p", "2", "-m", "4", "--layers", layers,
                               "--layout", "Et*3|t*4L")
     assert code == 2 and "holds 7 't' layers, but the profile has 8 transformer layers" in message
+
+
+def test_torchtitan_export_writes_for_a_torch_release(cli, tmp_path):
+    """--torch-version (default: the torch torchtitan 0.3.0's release pins, 2.14.0,
+    its .github/workflows/validate_rc.yaml) refuses what that torch cannot read."""
+    layers = profile_csv(tmp_path)
+    plan = tmp_path / "plan.json"
+    cli.out("plan", "-s", "dualpipev", "-p", "2", "-m", "4", "--layers", layers, "-o", plan)
+    r = cli.run("export", "torchtitan", plan, "--layers", layers, "-o", tmp_path / "tt")
+    assert r.returncode == 0, r.stderr
+    assert "(torchtitan 0.3.0, torch 2.14)" in r.stderr
+    assert "OVERLAP_F_B" in (tmp_path / "tt" / "schedule.csv").read_text()
+    # OVERLAP_F_B arrived in torch 2.9.0's _ComputationType.
+    code, message = cli.error("export", "torchtitan", plan, "--layers", layers,
+                              "-o", tmp_path / "old", "--torch-version", "2.8")
+    assert code == 2
+    assert message == ("torch 2.8's runtime has no OVERLAP_F_B, and the plan holds "
+                       "(0F3;3B1)OVERLAP_F_B (rank 0 index 7); torch has OVERLAP_F_B from 2.9 on")
+    assert not (tmp_path / "old").exists()
+    # A split backward (I/W): torch loads a CSV without its torch.compile guard.
+    assert "do not compile the stages" in r.stderr
+    code, message = cli.error("search", "-p", "2", "-m", "4", "--layers", layers,
+                              "--time-limit", "1", "--torch-version", "2.11")
+    assert code == 2 and message == "--torch-version goes with --emit torchtitan DIR"
+    code, message = cli.error("search", "-p", "2", "-m", "4", "--layers", layers,
+                              "--time-limit", "1", "--emit", "torchtitan", tmp_path / "s",
+                              "--torch-version", "1.13")
+    assert code == 2 and "pipeplan knows torch 2.x runtimes" in message
+    assert not (tmp_path / "s").exists()
+    cli.out("search", "-p", "2", "-m", "4", "--layers", layers, "--time-limit", "1",
+            "--emit", "torchtitan", tmp_path / "s", "--torch-version", "2.12")
+    assert (tmp_path / "s" / "schedule.csv").exists()

@@ -114,3 +114,52 @@ def test_to_torch_csv_refuses_memory_actions():
                        r"the plan holds 0RECOMPUTE0 \(rank 0 index 2\)"):
         pipeplan.to_torch_csv(plan)
     assert plan.to_csv() == "0F0,0F1,0RECOMPUTE0,0B0,0B1\n1F0,1B0,1F1,1B1\n"  # pipeplan's own CSV
+
+
+def test_to_torch_csv_for_a_torch_release(cli, tmp_path):
+    """torch_version= says which torch the file is for, as the CLI's --torch-version
+    (read from each release's torch/distributed/pipelining/schedules.py)."""
+    compute = pipeplan.plan("interleaved-1f1b", 2, 4, stages_per_rank=2, compute_only=True)
+    path = tmp_path / "sched.csv"
+    path.write_text(compute.to_csv())
+    lowered = pipeplan.lower(pipeplan.read(path, schedule="interleaved-1f1b"))
+    for version in ("2.10", "2.11", "2.14.1", "2.15", "2.15.0+cu132"):
+        expected = cli.out("lower", path, "-s", "interleaved-1f1b", "--reduce-grad",
+                           "-f", "torch-csv", "--torch-version", version)
+        assert pipeplan.to_torch_csv(lowered, torch_version=version) == expected
+    # Before 2.15 no WAIT_* cells (torch 2.14.0 has no such tokens).
+    old = pipeplan.to_torch_csv(lowered, torch_version="2.11")
+    assert "WAIT_" not in old and "REDUCE_GRAD" in old
+    assert pipeplan.to_torch_csv(lowered) == pipeplan.to_torch_csv(lowered, torch_version="2.15")
+    # REDUCE_GRAD arrived in 2.10.0: not added by default before, refused when asked.
+    assert "REDUCE_GRAD" not in pipeplan.to_torch_csv(lowered, torch_version="2.9")
+    with pytest.raises(pipeplan.InputError, match=r"torch-csv: torch 2\.9's runtime has no "
+                       r"REDUCE_GRAD, and the plan holds 0REDUCE_GRAD \(rank 0 index \d+\); "
+                       r"torch has REDUCE_GRAD from 2\.10 on"):
+        pipeplan.to_torch_csv(lowered, reduce_grad=True, torch_version="2.9")
+    for bad in ("2", "2.x", "latest"):
+        with pytest.raises(pipeplan.InputError, match="is not MAJOR.MINOR"):
+            pipeplan.to_torch_csv(lowered, torch_version=bad)
+    with pytest.raises(pipeplan.InputError, match=r"older than the oldest runtime pipeplan "
+                       r"writes for \(2\.6\)"):
+        pipeplan.to_torch_csv(compute, torch_version="2.5")
+
+
+def test_to_torch_csv_proves_under_the_releases_transport(cli, tmp_path):
+    """torch <= 2.11 posts each SEND/RECV as a batch_isend_irecv: one stream per
+    rank (serial). A lowering that prefetches from two peers deadlocks there."""
+    prefetched = pipeplan.plan("interleaved-1f1b", 3, 1, stages_per_rank=2, comm=0.5)
+    assert pipeplan.verify(prefetched, transport="serial") != []
+    assert "SEND_F" in pipeplan.to_torch_csv(prefetched, torch_version="2.12")
+    with pytest.raises(pipeplan.PlanError) as e:
+        pipeplan.to_torch_csv(prefetched, torch_version="2.11")
+    path = tmp_path / "p.csv"
+    path.write_text(prefetched.to_csv())
+    code, message = cli.error("convert", path, "-f", "torch-csv", "--torch-version", "2.11")
+    assert code == 1 and str(e.value).startswith(message)
+    assert e.value.diagnostics and "waiting chain" in str(e.value)
+
+
+def test_to_torch_csv_warns_split_backward_escapes_the_compile_guard():
+    with pytest.warns(UserWarning, match=r"splits backward \(I/W\).*pytorch#143599"):
+        pipeplan.to_torch_csv(pipeplan.plan("zb-h1", 2, 2))
