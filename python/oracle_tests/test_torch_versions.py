@@ -95,7 +95,9 @@ def test_the_installed_runtime_loads_the_cli_csv_for_its_release(tmp_path, sched
         old = run_cli("lower", compute, "-s", schedule, "--reduce-grad", "-f", "torch-csv",
                       "--torch-version", "2.11").stdout
         assert "WAIT_" not in old
-        with pytest.raises(Exception):
+        # torch 2.15.0: "Stage 0 at rank 0 has REDUCE_GRAD without WAIT_REDUCE_GRAD", or
+        # "Rank 0 cannot start REDUCE_GRAD for stage 0 while stage 2 has a pending reduction"
+        with pytest.raises(ValueError, match="without WAIT_|has a pending reduction"):
             load_compute_comms(old, p, m, v)
 
 

@@ -36,6 +36,8 @@ void bind_errors(py::module_&) {
       set_error("InputTypeError", py::make_tuple("an argument has the wrong type"));
     } catch (const PlanFailure& f) {
       set_error("PlanError", py::make_tuple(f.message, f.diagnostics));
+    } catch (const PlanRejected& e) {  // the library's refusal of a plan (CLI exit 1)
+      set_error("PlanError", py::make_tuple(std::string(e.what()), e.diagnostics()));
     } catch (const ShapeError& e) {
       set_error("ShapeError", py::make_tuple(e.what()));
     } catch (const BudgetError& e) {
