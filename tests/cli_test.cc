@@ -91,15 +91,15 @@ TEST_CASE("cli: --torch-version writes, refuses and proves for that torch releas
         "pipeplan: error: torch-csv: torch 2.9's runtime has no REDUCE_GRAD, and the plan holds "
         "0REDUCE_GRAD (rank 0 index 8); torch has REDUCE_GRAD from 2.10 on\n");
   CHECK_FALSE(std::ifstream(out).good());  // never a partial file
-  CHECK(run_cli({"lower", csv, "-s", "1f1b", "--reduce-grad", "-f", "torch-csv",
-                 "--torch-version", "2.10"})
+  CHECK(run_cli({"lower", csv, "-s", "1f1b", "--reduce-grad", "-f", "torch-csv", "--torch-version",
+                 "2.10"})
             .exit_code == 0);
   // torch <= 2.11 posts every SEND/RECV as one batch_isend_irecv (_batch_p2p):
   // one stream per rank, `serial`; this lowering prefetches from two peers
   // and deadlocks there (pipeplan verify --model serial names the same chain).
   const std::vector<std::string> deadlocks = {
-      "plan", "-s",    "interleaved-1f1b", "-p",        "3",          "-m", "1", "-v", "2",
-      "--comm", "0.5", "-f",               "torch-csv", "--torch-version", "2.11", "-o", out};
+      "plan", "-s",        "interleaved-1f1b", "-p",   "3",  "-m", "1", "-v", "2", "--comm", "0.5",
+      "-f",   "torch-csv", "--torch-version",  "2.11", "-o", out};
   auto d = run_cli(deadlocks);
   CHECK(d.exit_code == 1);
   CHECK(d.err.rfind("pipeplan: error: torch 2.11's runtime posts P2P as the serial transport "
@@ -123,11 +123,10 @@ TEST_CASE("cli: --torch-version writes, refuses and proves for that torch releas
   // From 2.12 _batch_p2p posts plain isend/irecv: rendezvous, and it runs.
   auto ok = run_cli({"convert", lowered, "-f", "torch-csv", "--torch-version", "2.12"});
   CHECK(ok.exit_code == 0);
-  CHECK(run_cli({"convert", lowered, "-f", "torch-csv", "--torch-version", "2.11"}).exit_code ==
-        1);
+  CHECK(run_cli({"convert", lowered, "-f", "torch-csv", "--torch-version", "2.11"}).exit_code == 1);
   // Bad text, old releases, and a version for a format that is not torch's.
-  auto bad = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-f", "torch-csv",
-                      "--torch-version", "2.x"});
+  auto bad = run_cli(
+      {"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-f", "torch-csv", "--torch-version", "2.x"});
   CHECK(bad.exit_code == 2);
   CHECK(bad.err ==
         "pipeplan: error: torch version '2.x' is not MAJOR.MINOR[.PATCH] (e.g. 2.11 or "

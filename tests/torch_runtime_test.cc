@@ -41,7 +41,8 @@ TEST_CASE("torch_runtime: versions parse as MAJOR.MINOR, bad text and old releas
   CHECK(parse_torch_version("2.15.0+cu132") == TorchVersion{2, 15});  // torch.__version__
   CHECK(parse_torch_version("2.16") == TorchVersion{2, 16});          // newer: the last row
   CHECK(to_string(parse_torch_version("2.6.3")) == "2.6");
-  for (const char* bad : {"", "2", "2.", "two.11", "2.11.", "2.11.x", "2.11-rc1", " 2.11"})
+  for (const char* bad :
+       {"", "2", "2.", "two.11", "2.11.", "2.11.x", "2.11-rc1", " 2.11", "2.-1", "2.+1"})
     CHECK_THROWS_WITH(parse_torch_version(bad),
                       "torch version '" + std::string(bad) +
                           "' is not MAJOR.MINOR[.PATCH] (e.g. 2.11 or 2.15.0)");
@@ -49,8 +50,8 @@ TEST_CASE("torch_runtime: versions parse as MAJOR.MINOR, bad text and old releas
   // setting, use_full_backward) and no I.
   CHECK_THROWS_WITH(parse_torch_version("2.5"),
                     "torch 2.5 is older than the oldest runtime pipeplan writes for (2.6): "
-                    "torch 2.5's runtime reads B as a backward whose kind is a schedule setting "
-                    "and has no I");
+                    "before it torch has no I (2.5 reads B as a backward whose kind is a schedule "
+                    "setting; 2.4 has no _load_csv)");
   CHECK_THROWS_WITH(parse_torch_version("3.0"),
                     "torch 3.0: pipeplan knows torch 2.x runtimes (2.6 to 2.15)");
 }
@@ -147,9 +148,10 @@ TEST_CASE("torch_runtime: split backward warns that torch skips its compile guar
           "[torch_runtime]") {
   CHECK(torch_compile_guard_warning(lowered_1f1b(), TorchVersion{2, 15}).empty());
   const Plan split = parse_plan("0F0,0I0,0W0\n", "split.csv");
-  CHECK(torch_compile_guard_warning(split, TorchVersion{2, 11}) ==
-        "the plan splits backward (I/W), which torch.compile'd stages do not support; torch 2.11 "
-        "does not check it for a schedule loaded with _load_csv (_check_torch_compile_compatibility "
-        "in ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble and ScheduleDualPipeV): do not "
-        "compile the stages (pytorch#143599, #161904)");
+  CHECK(
+      torch_compile_guard_warning(split, TorchVersion{2, 11}) ==
+      "the plan splits backward (I/W), which torch.compile'd stages do not support; torch 2.11 "
+      "does not check it for a schedule loaded with _load_csv (_check_torch_compile_compatibility "
+      "in ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble and ScheduleDualPipeV): do not "
+      "compile the stages (pytorch#143599, #161904)");
 }

@@ -57,9 +57,9 @@ struct TorchRuntimeVersion {
   std::string_view provenance;  ///< what the row was read from
 };
 
-/// The rows, oldest first. Releases before the first (2.5 and older) are
-/// refused: 2.5's runtime reads `B` as a backward whose kind is a schedule
-/// setting, and it has no `I`.
+/// The rows, oldest first. Releases before the first are refused: 2.5's
+/// runtime reads `B` as a backward whose kind is a schedule setting and has
+/// no `I`; 2.4 has no `_load_csv`.
 const std::vector<TorchRuntimeVersion>& torch_runtime_versions();
 
 /// "2.11", "2.15.0" or "2.15.0+cu132" (torch.__version__); throws InputError

@@ -106,7 +106,8 @@ std::string to_torch_csv(const Plan& plan, std::optional<bool> reduce_grad,
   {
     py::gil_scoped_release release;
     // By default a plan with comms gets REDUCE_GRAD where the target has it.
-    const bool add = reduce_grad.value_or(!plan.is_compute_only() && torch_runtime(torch).reduce_grad);
+    const bool add =
+        reduce_grad.value_or(!plan.is_compute_only() && torch_runtime(torch).reduce_grad);
     const Plan out = add ? add_reduce_grad(plan) : plan;
     std::ostringstream s;  // write_torch_csv refuses groups and memory actions
     write_torch_csv(out, s, torch);

@@ -50,8 +50,8 @@ void check_torch_lowering(const Plan& plan, TorchVersion torch) {
   std::string verdicts;
   for (Transport t : {Transport::Rendezvous, Transport::Eager, Transport::Serial}) {
     const bool ok = verify(*lowered, VerifyOptions{t, 1}).ok();
-    verdicts += std::string(verdicts.empty() ? "" : ", ") + (ok ? "" : "NOT ") +
-                std::string(to_string(t));
+    verdicts +=
+        std::string(verdicts.empty() ? "" : ", ") + (ok ? "" : "NOT ") + std::string(to_string(t));
   }
   spdlog::info("torch lowers the CSV itself; its lowering of this order is deadlock-free under: {}",
                verdicts);
@@ -104,8 +104,12 @@ void add_torchtitan_options(CLI::App& app, TorchtitanTarget& target) {
                      std::string(kTorchtitanDefaultVersion) +
                      "; 0.3.0 gets torchtitan.args, CLI overrides of its Python config; 0.2.x "
                      "gets torchtitan.toml)");
+  std::string pins;
+  for (std::string_view v : torchtitan_versions())
+    if (const auto& torch = torchtitan_release(v).torch)
+      pins += (pins.empty() ? "" : ", ") + to_string(*torch) + " for " + std::string(v);
   add_torch_version_option(app, target.torch_version,
-                           "the torch the torchtitan release pins, 2.14 for 0.3.0; else " +
+                           "the torch the torchtitan release pins: " + pins + "; else " +
                                to_string(kTorchDefaultVersion));
 }
 

@@ -56,12 +56,21 @@ void write_plan(const Plan& plan, const std::string& format, std::ostream& out,
 
 void add_torch_version_option(CLI::App& app, std::string& version,
                               const std::string& default_help) {
+  // The help reads the table: where its columns change.
   const auto& rows = torch_runtime_versions();
+  auto first = [&](auto&& has) {
+    for (const TorchRuntimeVersion& row : rows)
+      if (has(row)) return to_string(row.since);
+    return to_string(rows.back().since);
+  };
+  const std::string waits = first([](const auto& r) { return r.send_waits; });
+  const std::string pairs = first([](const auto& r) { return r.transport != Transport::Serial; });
   app.add_option("--torch-version", version,
                  "torch release the schedule is for, MAJOR.MINOR[.PATCH] (" +
                      to_string(rows.front().since) + " on; default " + default_help +
-                     "): drops the WAIT_* cells before 2.15, refuses actions it lacks, proves "
-                     "the plan under its P2P transport (serial before 2.12)");
+                     "): no WAIT_* cells before " + waits +
+                     ", refuses actions it lacks, proves the plan under its P2P transport (" +
+                     std::string(to_string(Transport::Serial)) + " before " + pairs + ")");
 }
 
 TorchVersion torch_version_or(const std::string& text, TorchVersion fallback) {

@@ -21,21 +21,24 @@ constexpr std::string_view kGuardZb =
     "ScheduleZBVZeroBubble and ScheduleDualPipeV";
 
 // One row per release whose runtime differs from the one before in a column.
+// clang-format off
 const std::vector<TorchRuntimeVersion> kRows = {
-    {{2, 6}, false, true, false, false, Transport::Serial, kGuardNone,
+    // since     OVERLAP  UNSHARD  REDUCE  WAIT_*  transport              compile guard
+    {{2, 6},     false,   true,    false,  false,  Transport::Serial,     kGuardNone,
      "torch 2.6.0: _ComputationType has I, B (full backward), W, UNSHARD, RESHARD; "
      "_batch_p2p returns dist.batch_isend_irecv(p2p_ops)"},
-    {{2, 7}, false, true, false, false, Transport::Serial, kGuardInterleavedZb,
+    {{2, 7},     false,   true,    false,  false,  Transport::Serial,     kGuardInterleavedZb,
      "torch 2.7.0: ScheduleInterleavedZeroBubble checks isinstance(stage.submod, OptimizedModule)"},
-    {{2, 9}, true, true, false, false, Transport::Serial, kGuardInterleavedZb,
+    {{2, 9},     true,    true,    false,  false,  Transport::Serial,     kGuardInterleavedZb,
      "torch 2.9.0: _ComputationType.OVERLAP_F_B; _Action.from_str reads (..;..)OVERLAP_F_B"},
-    {{2, 10}, true, true, true, false, Transport::Serial, kGuardZb,
+    {{2, 10},    true,    true,    true,   false,  Transport::Serial,     kGuardZb,
      "torch 2.10.0: _ComputationType.REDUCE_GRAD; _check_torch_compile_compatibility"},
-    {{2, 12}, true, true, true, false, Transport::Rendezvous, kGuardZb,
+    {{2, 12},    true,    true,    true,   false,  Transport::Rendezvous, kGuardZb,
      "torch 2.12.0: _batch_p2p posts an all-send or all-recv batch as plain isend/irecv"},
-    {{2, 15}, true, true, true, true, Transport::Rendezvous, kGuardZb,
+    {{2, 15},    true,    true,    true,   true,   Transport::Rendezvous, kGuardZb,
      "torch 2.15.0: WAIT_SEND_F, WAIT_SEND_B, WAIT_REDUCE_GRAD; _validate_send_waits"},
 };
+// clang-format on
 
 // Which row column an action kind needs; kinds not listed every row reads.
 struct KindNeed {
@@ -57,7 +60,7 @@ TorchVersion first_with(bool TorchRuntimeVersion::*has) {
 }
 
 bool parse_int(std::string_view text, int& out) {
-  if (text.empty() || text.size() > 4) return false;
+  if (text.empty() || text.size() > 4 || text[0] < '0' || text[0] > '9') return false;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
   return ec == std::errc() && end == text.data() + text.size();
 }
@@ -90,13 +93,13 @@ TorchVersion parse_torch_version(std::string_view text) {
   if (!parse_int(release.substr(0, dot), v.major) || !parse_int(minor, v.minor)) throw bad();
   if (v.major != 2)
     throw InputError("torch " + to_string(v) + ": pipeplan knows torch 2.x runtimes (" +
-                     to_string(kRows.front().since) + " to " + to_string(kRows.back().since) +
-                     ")");
+                     to_string(kRows.front().since) + " to " + to_string(kRows.back().since) + ")");
   if (v < kRows.front().since)
-    throw InputError("torch " + to_string(v) + " is older than the oldest runtime pipeplan writes for (" +
+    throw InputError("torch " + to_string(v) +
+                     " is older than the oldest runtime pipeplan writes for (" +
                      to_string(kRows.front().since) +
-                     "): torch 2.5's runtime reads B as a backward whose kind is a schedule "
-                     "setting and has no I");
+                     "): before it torch has no I (2.5 reads B as a backward whose kind is a "
+                     "schedule setting; 2.4 has no _load_csv)");
   return v;
 }
 

@@ -102,8 +102,7 @@ Plan compute_actions(const Plan& plan) {
 
 void write_torch_compute_csv(const Plan& plan, std::ostream& out, TorchVersion target) {
   const Plan compute = compute_actions(plan);
-  if (std::string why = torch_version_refusal(compute, target); !why.empty())
-    throw InputError(why);
+  if (std::string why = torch_version_refusal(compute, target); !why.empty()) throw InputError(why);
   write_csv(compute, out);
 }
 
