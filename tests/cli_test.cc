@@ -71,15 +71,18 @@ TEST_CASE("cli: -f torch-csv on plan, convert and lower writes torch's dialect",
 TEST_CASE("cli: --torch-version writes, refuses and proves for that torch release", "[cli]") {
   // torch 2.11 has no WAIT_* tokens (they arrive in 2.15.0, schedules.py
   // _ComputationType): the rows of torch-csv without them.
-  auto p = run_cli(
-      {"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-f", "torch-csv", "--torch-version", "2.11"});
+  // `pipeplan plan -s 1f1b -p 2 -m 2 -f torch-csv [--torch-version V]`
+  auto plan_1f1b = [](const std::string& version) {
+    std::vector<std::string> args = {"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-f", "torch-csv"};
+    if (!version.empty()) args.insert(args.end(), {"--torch-version", version});
+    return run_cli(args);
+  };
+  auto p = plan_1f1b("2.11");
   REQUIRE(p.exit_code == 0);
   CHECK(p.out ==
         "0F0,0SEND_F0,0F1,0RECV_B0,0SEND_F1,0B0,0RECV_B1,0B1\r\n"
         "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\r\n");
-  CHECK(run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-f", "torch-csv", "--torch-version",
-                 "2.15.0"})
-            .out == run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-f", "torch-csv"}).out);
+  CHECK(plan_1f1b("2.15.0").out == plan_1f1b("").out);
   // REDUCE_GRAD is in torch from 2.10.0 (schedules.py _ComputationType).
   const std::string csv = temp_file("torch_version_in.csv", "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n");
   const std::string out = temp_file("torch_version_out.csv", "");
@@ -97,10 +100,8 @@ TEST_CASE("cli: --torch-version writes, refuses and proves for that torch releas
   // torch <= 2.11 posts every SEND/RECV as one batch_isend_irecv (_batch_p2p):
   // one stream per rank, `serial`; this lowering prefetches from two peers
   // and deadlocks there (pipeplan verify --model serial names the same chain).
-  const std::vector<std::string> deadlocks = {
-      "plan", "-s",        "interleaved-1f1b", "-p",   "3",  "-m", "1", "-v", "2", "--comm", "0.5",
-      "-f",   "torch-csv", "--torch-version",  "2.11", "-o", out};
-  auto d = run_cli(deadlocks);
+  auto d = run_cli({"plan", "-s", "interleaved-1f1b", "-p", "3", "-m", "1", "-v", "2", "--comm",
+                    "0.5", "-f", "torch-csv", "--torch-version", "2.11", "-o", out});
   CHECK(d.exit_code == 1);
   CHECK(d.err.rfind("pipeplan: error: torch 2.11's runtime posts P2P as the serial transport "
                     "model, under which this plan is not deadlock-free:\n"
@@ -125,8 +126,7 @@ TEST_CASE("cli: --torch-version writes, refuses and proves for that torch releas
   CHECK(ok.exit_code == 0);
   CHECK(run_cli({"convert", lowered, "-f", "torch-csv", "--torch-version", "2.11"}).exit_code == 1);
   // Bad text, old releases, and a version for a format that is not torch's.
-  auto bad = run_cli(
-      {"plan", "-s", "1f1b", "-p", "2", "-m", "2", "-f", "torch-csv", "--torch-version", "2.x"});
+  auto bad = plan_1f1b("2.x");
   CHECK(bad.exit_code == 2);
   CHECK(bad.err ==
         "pipeplan: error: torch version '2.x' is not MAJOR.MINOR[.PATCH] (e.g. 2.11 or "
