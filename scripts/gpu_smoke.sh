@@ -26,6 +26,8 @@ if [[ "${PIPEPLAN_SMOKE_CPU:-0}" == 1 ]]; then
   trap 'rm -rf "$OUTDIR"' EXIT
 else
   TORCH_PREFIX="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+  # The package's own folder too: TorchConfig finds libtorch.so by name.
+  TORCH_ROOT="$("$PY" -c 'import os, torch; print(os.path.dirname(torch.__file__))')"
   "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
 "gpus", torch.cuda.device_count())'
   # pip wheels keep nccl.h and the CUDA headers in the nvidia-* packages.
@@ -41,7 +43,7 @@ print(" ".join("-isystem " + d for d in dirs if os.path.isdir(d)))
 PYEOF
 )"
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPIPEPLAN_BUILD_TESTS=OFF \
-    -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" -DCMAKE_CXX_FLAGS="$EXTRA_INC"
+    -DCMAKE_PREFIX_PATH="$TORCH_ROOT;$TORCH_PREFIX" -DCMAKE_CXX_FLAGS="$EXTRA_INC"
   cmake --build "$BUILD" --target pipeplan -j "$(nproc)"
   BIN="$BUILD/pipeplan"
   BACKEND=nccl

@@ -23,13 +23,14 @@
 #ifdef PIPEPLAN_HAVE_EXEC
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
 
-#include <spdlog/spdlog.h>
 #include "pipeplan/exec/comm.h"
 #include "pipeplan/exec/data_parallel.h"
 #include "pipeplan/exec/demo.h"
 #include "pipeplan/exec/executor.h"
 #include "pipeplan/exec/launch.h"
+#include "pipeplan/exec/log.h"
 #include "pipeplan/exec/trace.h"
 #include "pipeplan/trace.h"
 #endif
@@ -207,7 +208,8 @@ void write_traces(const TrainArgs& a, const Trace& t) {
     write_trace_json(t, out.stream());
     out.close();
   }
-  spdlog::debug("trace of {} steps, {} records written", t.num_steps(), t.records.size());
+  exec::log_debug("trace of " + std::to_string(t.num_steps()) + " steps, " +
+                  std::to_string(t.records.size()) + " records written");
 }
 
 int run_rank(const TrainArgs& a, const Plan& p, exec::Backend backend) {
@@ -236,11 +238,17 @@ int run_rank(const TrainArgs& a, const Plan& p, exec::Backend backend) {
     exec::configure_logging(a.verbose ? "debug" : "info");
     const auto t_connect = std::chrono::steady_clock::now();
     auto world = exec::Communicator::connect(env, backend, timeout);
-    spdlog::debug(
-        "rank {}: connected to {} ranks ({}, {}:{}) in {:.1f} ms", env.rank, env.world_size,
-        a.backend, env.master_addr, env.master_port,
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_connect)
-            .count());
+    if (exec::log_debug_enabled()) {
+      char ms[32];
+      std::snprintf(ms, sizeof ms, "%.1f",
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                              t_connect)
+                        .count());
+      exec::log_debug("rank " + std::to_string(env.rank) + ": connected to " +
+                      std::to_string(env.world_size) + " ranks (" + a.backend + ", " +
+                      env.master_addr + ":" + std::to_string(env.master_port) + ") in " + ms +
+                      " ms");
+    }
     exec::ParallelGroups groups;
     if (a.dp > 1) {
       groups = exec::make_parallel_groups(world, pp, a.dp, timeout);

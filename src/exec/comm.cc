@@ -22,7 +22,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <future>
 #include <limits>
+#include <optional>
 #include <thread>
 
 #include "exec/boundary.h"
@@ -54,31 +56,75 @@ bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
 }
 
+// A posted operation. Inside a coalesced batch (NCCL) the operation's own work
+// may be null or not final: the batch's work, known at end_group(), completes
+// it too.
+using BatchWork = std::shared_ptr<c10::intrusive_ptr<c10d::Work>>;
+
 class WorkOp : public PendingOp {
  public:
-  WorkOp(c10::intrusive_ptr<c10d::Work> work, at::Tensor tensor)
-      : work_(std::move(work)), tensor_(std::move(tensor)) {}
+  WorkOp(c10::intrusive_ptr<c10d::Work> work, at::Tensor tensor, BatchWork batch = nullptr)
+      : work_(std::move(work)), batch_(std::move(batch)), tensor_(std::move(tensor)) {}
 
   void wait(std::chrono::milliseconds timeout, const std::string& what) override {
-    if (!work_) return;
+    wait_one(work_, timeout, what);
+    if (batch_) wait_one(*batch_, timeout, what);
+  }
+  // NCCL's work knows (its CUDA events); Gloo's send learns it only in wait().
+  bool done() override {
+    return (!work_ || work_->isCompleted()) && (!batch_ || !*batch_ || (*batch_)->isCompleted());
+  }
+
+ private:
+  static void wait_one(c10::intrusive_ptr<c10d::Work>& work, std::chrono::milliseconds timeout,
+                       const std::string& what) {
+    if (!work) return;
     bool done = false;
     try {
-      done = work_->wait(timeout);
+      done = work->wait(timeout);
     } catch (const std::exception& e) {
-      work_.reset();
+      work.reset();
       throw CommError(what + " failed: " + message_of(e));
     }
-    work_.reset();
+    work.reset();
     if (!done)
       throw CommError(what + ": timed out after " + std::to_string(timeout.count()) + " ms");
   }
-  // NCCL's work knows (its CUDA events); Gloo's send learns it only in wait().
-  bool done() override { return !work_ || work_->isCompleted(); }
 
- private:
   c10::intrusive_ptr<c10d::Work> work_;
+  BatchWork batch_;
   at::Tensor tensor_;  // keeps the buffer alive while the operation is in flight
 };
+
+// c10d (LibTorch >= 2.0): a backend (ProcessGroupGloo, ProcessGroupNCCL)
+// serves a ProcessGroup for one device type; the ProcessGroup dispatches.
+c10::intrusive_ptr<c10d::ProcessGroup> group_of(const c10::intrusive_ptr<c10d::Store>& store,
+                                                int rank, int size, c10::DeviceType device,
+                                                c10d::ProcessGroup::BackendType type,
+                                                c10::intrusive_ptr<c10d::Backend> backend) {
+  auto pg = c10::make_intrusive<c10d::ProcessGroup>(store, rank, size);
+  pg->setBackend(device, type, backend);
+  pg->setDefaultBackend(type);
+  return pg;
+}
+
+// Runs `fn` (store calls) on a thread of its own and waits at most `limit`:
+// nothing when it fails or has not answered by then. LibTorch 2.x's TCPStore
+// client has no deadline on check()/set(), and the store lives in rank 0's
+// process, so a stalled rank 0 would hold every peer's error report forever;
+// the abandoned thread keeps what it captured alive and ends with the process.
+template <class T>
+std::optional<T> within(std::chrono::milliseconds limit, std::function<T()> fn) noexcept {
+  try {
+    auto task = std::make_shared<std::packaged_task<T()>>(std::move(fn));
+    std::future<T> answer = task->get_future();
+    std::thread([task] { (*task)(); }).detach();
+    if (answer.wait_for(limit) != std::future_status::ready) return std::nullopt;
+    return answer.get();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): best effort, the step already failed
+    return std::nullopt;
+  }
+}
 
 // Builds a process group of the same backend over another store (subgroups).
 using GroupFactory = std::function<c10::intrusive_ptr<c10d::ProcessGroup>(
@@ -122,15 +168,18 @@ class PgCommunicator : public Communicator {
     }
   }
 
-  // c10d's coalescing: ProcessGroupNCCL brackets the operations with
-  // ncclGroupStart/ncclGroupEnd (endCoalescing wants the works posted in
-  // between); the base ProcessGroup, Gloo's, does nothing.
+  // c10d's coalescing, as torch's batch_isend_irecv does it: a backend that
+  // supports it (NCCL: ncclGroupStart/End, one work for the batch) brackets
+  // the operations; others (Gloo) post them one by one.
   void begin_group() override {
     if (grouping_) throw InternalError("a BATCH_P2P group opened inside another");
     grouping_ = true;
-    group_works_.clear();
+    batch_.reset();
     try {
-      pg_->startCoalescing();
+      if (pg_->getBackend(device_.type())->supportsCoalescing()) {
+        pg_->startCoalescing(device_.type());
+        batch_ = std::make_shared<c10::intrusive_ptr<c10d::Work>>();
+      }
     } catch (const std::exception& e) {
       grouping_ = false;
       throw CommError("starting a batch of sends and receives: " + message_of(e));
@@ -140,13 +189,14 @@ class PgCommunicator : public Communicator {
   void end_group() override {
     if (!grouping_) return;
     grouping_ = false;
+    BatchWork batch = std::move(batch_);
+    batch_.reset();
+    if (!batch) return;
     try {
-      pg_->endCoalescing(group_works_);
+      *batch = pg_->endCoalescing(device_.type());
     } catch (const std::exception& e) {
-      group_works_.clear();
       throw CommError("launching a batch of sends and receives: " + message_of(e));
     }
-    group_works_.clear();
   }
 
   void allreduce_max(at::Tensor& t, std::chrono::milliseconds timeout) override {
@@ -166,39 +216,48 @@ class PgCommunicator : public Communicator {
 
   void report_failure(const std::string& what, bool origin) noexcept override {
     if (!store_) return;
-    try {
-      const std::string text = std::string(origin ? "1" : "0") + what;
-      store_->set(failure_key(rank_), std::vector<std::uint8_t>(text.begin(), text.end()));
+    const std::string text = std::string(origin ? "1" : "0") + what;
+    // The report and, on rank 0, the wait for the peers' reports, within a
+    // bound: a stalled rank 0 (its process serves the store) never answers.
+    const auto linger = serves_store_ ? 2 * kLinger : kLinger;
+    (void)within<bool>(linger, [store = store_, key = failure_key(rank_), text,
+                                serves = serves_store_, size = size_] {
+      store->set(key, std::vector<std::uint8_t>(text.begin(), text.end()));
       // A set is not acknowledged; a check is, and the store serves one
       // client in order: the report is in before this rank goes on (exits).
-      (void)store_->check({failure_key(rank_)});
-      if (serves_store_) {
+      (void)store->check({key});
+      if (serves) {
         // The store leaves with this process: give the peers a moment to
-        // fail in turn and read the reports.
+        // fail in turn and read the reports. Polled with check(): a
+        // Store::wait() that times out makes LibTorch 2.x log socket warnings.
         std::vector<std::string> keys;
-        for (int r = 0; r < size_; ++r) keys.push_back(failure_key(r));
-        store_->wait(keys, kLinger);
+        for (int r = 0; r < size; ++r) keys.push_back(failure_key(r));
+        const auto until = std::chrono::steady_clock::now() + kLinger;
+        while (!store->check(keys) && std::chrono::steady_clock::now() < until)
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
-    } catch (...) {  // NOLINT(bugprone-empty-catch): best effort, the step already failed
-    }
+      return true;
+    });
   }
 
   std::string reported_failure() noexcept override {
     if (!store_) return {};
-    std::string first;
-    try {
-      for (int r = 0; r < size_; ++r) {
-        if (r == rank_ || !store_->check({failure_key(r)})) continue;
-        const std::vector<std::uint8_t> v = store_->get(failure_key(r));
-        if (v.empty()) continue;
-        const std::string text =
-            "rank " + std::to_string(r) + " failed: " + std::string(v.begin() + 1, v.end());
-        if (v[0] == '1') return text;
-        if (first.empty()) first = text;
-      }
-    } catch (...) {  // NOLINT(bugprone-empty-catch): the store may be gone with rank 0
-    }
-    return first;
+    return within<std::string>(kLinger,
+                               [store = store_, rank = rank_, size = size_] {
+                                 std::string first;
+                                 for (int r = 0; r < size; ++r) {
+                                   if (r == rank || !store->check({failure_key(r)})) continue;
+                                   const std::vector<std::uint8_t> v = store->get(failure_key(r));
+                                   if (v.empty()) continue;
+                                   const std::string text = "rank " + std::to_string(r) +
+                                                            " failed: " +
+                                                            std::string(v.begin() + 1, v.end());
+                                   if (v[0] == '1') return text;
+                                   if (first.empty()) first = text;
+                                 }
+                                 return first;
+                               })
+        .value_or(std::string());
   }
 
   std::shared_ptr<Communicator> subgroup(const std::vector<int>& ranks, const std::string& name,
@@ -242,15 +301,14 @@ class PgCommunicator : public Communicator {
   static constexpr std::chrono::milliseconds kLinger{2000};
 
   std::unique_ptr<PendingOp> posted(c10::intrusive_ptr<c10d::Work> work, const at::Tensor& t) {
-    if (grouping_) group_works_.push_back(work);
-    return std::make_unique<WorkOp>(std::move(work), t);
+    return std::make_unique<WorkOp>(std::move(work), t, grouping_ ? batch_ : nullptr);
   }
 
   bool serves_store_;  // this process runs the TCPStore server
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
   bool grouping_ = false;
-  std::vector<c10::intrusive_ptr<c10d::Work>> group_works_;  // posted since begin_group()
+  BatchWork batch_;  // the open coalesced batch's work, set at end_group()
   int rank_, size_;
   Backend backend_;
   at::Device device_;
@@ -264,7 +322,8 @@ GroupFactory gloo_factory(bool loopback) {
     auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
     opts->devices.push_back(loopback ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                                      : c10d::ProcessGroupGloo::createDefaultDevice());
-    return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
+    return group_of(store, rank, size, c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO,
+                    c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts));
   };
 }
 #endif
@@ -275,7 +334,8 @@ GroupFactory nccl_factory() {
             std::chrono::milliseconds timeout) -> c10::intrusive_ptr<c10d::ProcessGroup> {
     auto opts = c10d::ProcessGroupNCCL::Options::create();
     opts->timeout = timeout;
-    return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, opts);
+    return group_of(store, rank, size, c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL,
+                    c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, opts));
   };
 }
 #endif
@@ -323,6 +383,8 @@ void join_group(c10d::Store& store, const DistEnv& env,
       }
       if (std::chrono::steady_clock::now() >= deadline) {
         why = missing_ranks(store, env.world_size, joined, timeout);
+        // A rank that gave up on its own clock tells rank 0 not to wait for it.
+        if (env.rank != 0) store.set(seen + std::to_string(env.rank), std::vector<std::uint8_t>{1});
         if (env.rank == 0) {
           store.set(failed, std::vector<std::uint8_t>(why.begin(), why.end()));
           const auto until = std::chrono::steady_clock::now() + milliseconds(1000);

@@ -7,8 +7,8 @@
 
 namespace pipeplan::exec::detail {
 
-void MemoryMeter::reportMemoryUsage(void* ptr, std::int64_t size, std::int64_t total_allocated,
-                                    std::int64_t total_reserved, c10::Device device) {
+void MemoryMeter::reportMemoryUsage(void* ptr, std::int64_t size, std::size_t total_allocated,
+                                    std::size_t total_reserved, c10::Device device) {
   if (auto* prev = dynamic_cast<c10::MemoryReportingInfoBase*>(previous_.get());
       prev != nullptr && prev->memoryProfilingEnabled())
     prev->reportMemoryUsage(ptr, size, total_allocated, total_reserved, device);
@@ -64,7 +64,7 @@ void MemoryMeter::uninstall(const std::shared_ptr<MemoryMeter>& meter) {
 namespace {
 
 struct Silent final : c10::MemoryReportingInfoBase {
-  void reportMemoryUsage(void*, std::int64_t, std::int64_t, std::int64_t, c10::Device) override {}
+  void reportMemoryUsage(void*, std::int64_t, std::size_t, std::size_t, c10::Device) override {}
   bool memoryProfilingEnabled() const override { return false; }
 };
 

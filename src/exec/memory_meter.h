@@ -19,8 +19,8 @@ class MemoryMeter final : public c10::MemoryReportingInfoBase {
  public:
   explicit MemoryMeter(c10::Device device) : device_(device) {}
 
-  void reportMemoryUsage(void* ptr, std::int64_t size, std::int64_t total_allocated,
-                         std::int64_t total_reserved, c10::Device device) override;
+  void reportMemoryUsage(void* ptr, std::int64_t size, std::size_t total_allocated,
+                         std::size_t total_reserved, c10::Device device) override;
   bool memoryProfilingEnabled() const override { return true; }
 
   /// Bytes allocated on the device while installed and not freed since.

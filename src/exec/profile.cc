@@ -28,8 +28,8 @@ using Clock = std::chrono::steady_clock;
 // profile_memory reads): live bytes allocated since installation.
 class AllocationCounter final : public c10::MemoryReportingInfoBase {
  public:
-  void reportMemoryUsage(void* /*ptr*/, std::int64_t size, std::int64_t /*allocated*/,
-                         std::int64_t /*reserved*/, c10::Device /*device*/) override {
+  void reportMemoryUsage(void* /*ptr*/, std::int64_t size, std::size_t /*allocated*/,
+                         std::size_t /*reserved*/, c10::Device /*device*/) override {
     live_ += size;
   }
   bool memoryProfilingEnabled() const override { return true; }

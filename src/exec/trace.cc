@@ -2,13 +2,12 @@
 // watchdog that warns while a wait for a peer lasts too long.
 #include "pipeplan/exec/trace.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
 #include "exec/trace_state.h"
+#include "pipeplan/exec/log.h"
 
 namespace pipeplan::exec {
 
@@ -83,7 +82,7 @@ void Tracer::State::start_watchdog() {
           "rank " + std::to_string(rank) + " waiting " + secs + " s " + wait_label;
       lock.unlock();
       if (opt.warn) opt.warn(msg);
-      else spdlog::warn("{}", msg);
+      else log_warn(msg);
       lock.lock();
     }
   });
@@ -200,8 +199,12 @@ void Tracer::on_exit(const ActionEvent& e) {
 void Tracer::on_step_end(int step, bool forward_only) {
   State& s = *state_;
   const double took = s.now_ms() - s.step_start_ms;
-  spdlog::debug("rank {}: step {}{} took {:.3f} ms", s.rank, step + 1,
-                forward_only ? " (forward only)" : "", took);
+  if (log_debug_enabled()) {
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.3f", took);
+    log_debug("rank " + std::to_string(s.rank) + ": step " + std::to_string(step + 1) +
+                      (forward_only ? " (forward only)" : "") + " took " + ms + " ms");
+  }
   if (s.meter) detail::MemoryMeter::uninstall(s.meter);
   if (!s.in_step) return;
   s.in_step = false;
@@ -220,11 +223,7 @@ void Tracer::on_step_end(int step, bool forward_only) {
 std::string configure_logging(const std::string& fallback) {
   std::string level = fallback;
   if (const char* env = std::getenv("PIPEPLAN_LOG_LEVEL"); env && *env) level = env;
-  const auto parsed = spdlog::level::from_str(level);
-  // from_str maps unknown names to "off"; keep the fallback then.
-  if (parsed == spdlog::level::off && level != "off") level = fallback;
-  spdlog::set_level(spdlog::level::from_str(level));
-  return level;
+  return detail::set_log_level(level, fallback);
 }
 
 }  // namespace pipeplan::exec

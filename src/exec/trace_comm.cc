@@ -1,15 +1,16 @@
 // Tracer: the communicator as the tracer sees it (posts and waits timed and
 // watched), the clock offset to rank 0, and gathering the ranks' records.
 #include <ATen/ATen.h>
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <tuple>
 
 #include "exec/trace_state.h"
+#include "pipeplan/exec/log.h"
 #include "pipeplan/error.h"
 
 namespace pipeplan::exec {
@@ -161,8 +162,12 @@ std::shared_ptr<Communicator> Tracer::wrap(std::shared_ptr<Communicator> comm) {
   if (comm->size() > 1) {
     const bool same_host = one_host(*comm, timeout);
     s.offset_ms = same_host ? 0.0 : estimate_offset(*comm, timeout);
-    spdlog::debug("rank {}: clock offset to rank 0: {:.3f} ms{}", s.rank, s.offset_ms,
-                  same_host ? " (one host, one clock)" : " (estimated)");
+    if (log_debug_enabled()) {
+      char ms[32];
+      std::snprintf(ms, sizeof ms, "%.3f", s.offset_ms);
+      log_debug("rank " + std::to_string(s.rank) + ": clock offset to rank 0: " + ms +
+                        " ms" + (same_host ? " (one host, one clock)" : " (estimated)"));
+    }
   }
   s.start_watchdog();
   s.group = comm;

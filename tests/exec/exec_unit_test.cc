@@ -173,7 +173,12 @@ TEST_CASE("exec: runs on a wrapped c10d process group and on a subgroup of it", 
   auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
   auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(30));
   opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, 0, 1, opts);
+  // c10d >= 2.0: a ProcessGroup dispatching CPU tensors to its Gloo backend,
+  // as torch.distributed.new_group(backend="gloo") builds it.
+  auto pg = c10::make_intrusive<c10d::ProcessGroup>(store, 0, 1);
+  pg->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO,
+                 c10::make_intrusive<c10d::ProcessGroupGloo>(store, 0, 1, opts));
+  pg->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
   auto world = wrap_process_group(pg, Backend::Gloo, at::kCPU, store);
   CHECK(world->rank() == 0);
   CHECK(world->size() == 1);
