@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/torch_target.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
 

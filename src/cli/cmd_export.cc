@@ -11,6 +11,7 @@
 #include "bench/torch_lowering.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/torch_target.h"
 #include "cli/export.h"
 #include "pipeplan/error.h"
 #include "pipeplan/interop.h"

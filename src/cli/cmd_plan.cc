@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/torch_target.h"
 #include "cli/lower_options.h"
 #include "cli/sim_options.h"
 #include "pipeplan/emit.h"

@@ -94,18 +94,6 @@ class Output {
 void write_plan(const Plan& plan, const std::string& format, std::ostream& out,
                 TorchVersion torch = kTorchDefaultVersion);
 
-/// --torch-version V: the torch release a torch export targets ("" when not
-/// given: `default_help` says what then).
-void add_torch_version_option(CLI::App& app, std::string& version, const std::string& default_help);
-/// The release `text` names, or `fallback` for "".
-TorchVersion torch_version_or(const std::string& text, TorchVersion fallback);
-/// The release a plan written as `format` is for: --torch-version's `text`
-/// (default kTorchDefaultVersion); InputError when given for another format.
-TorchVersion torch_csv_target(const std::string& format, const std::string& text);
-/// What every torch CSV export does before writing: refuses a plan torch
-/// `version` cannot run (require_torch_runs: exit 2 or 1) and warns when its
-/// split backward escapes torch's torch.compile guard.
-void check_torch_target(const Plan& plan, TorchVersion version);
 
 /// Reads a plan file (JSON or CSV, detected from content) or "-". `csv`
 /// supplies what a CSV lacks; for JSON its set fields must agree with the file.
