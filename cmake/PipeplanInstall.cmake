@@ -48,6 +48,7 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/pipeplanConfigVersion.cma
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/pipeplanConfig.cmake
   ${PROJECT_BINARY_DIR}/pipeplanConfigVersion.cmake
+  ${CMAKE_CURRENT_LIST_DIR}/PipeplanTorchWheel.cmake
   DESTINATION ${PIPEPLAN_CMAKE_DIR} COMPONENT core)
 
 # pkg-config: the core only (the executor's flags come from Torch's CMake).

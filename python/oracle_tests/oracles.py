@@ -34,6 +34,19 @@ def require(name):
         pytest.skip(why, allow_module_level=True)
 
 
+def require_executor():
+    """The path of exec_transformer (pipeplan's executor on torch_pp's model), or a
+    skip (a failure in CI) when the executor was not built (no LibTorch)."""
+    path = os.environ.get("PIPEPLAN_EXEC_TRANSFORMER", "")
+    if path and os.path.exists(path):
+        return path
+    why = ("pipeplan's executor was not built here (no LibTorch; PIPEPLAN_EXEC_TRANSFORMER=%r)"
+           % path)
+    if oracles_required():
+        pytest.fail(why + " (CI builds it)", pytrace=False)
+    pytest.skip(why)
+
+
 def version_of(dist):
     """The installed version of a distribution (e.g. 'torch'), for messages and docs."""
     from importlib.metadata import version

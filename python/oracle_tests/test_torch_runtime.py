@@ -9,11 +9,14 @@ The schedule.csv of `pipeplan export torchtitan` (compute-only) is run the
 same way. compute_only files are lowered by torch; compute_comms files run as pipeplan
 lowered them (with torch 2.15's WAIT_SEND_*/WAIT_REDUCE_GRAD, see
 src/emit/plan_csv.cc). All cases of one world size share one set of ranks.
+The same plans (compute_comms) also run on pipeplan's own executor
+(tests/exec/exec_transformer.cc: the C++ TransformerEncoderLayer loading the
+same weights file): its loss and gradients equal the reference and torch's.
 """
 
 import pytest
 
-from oracles import require, run_cli, version_of
+from oracles import require, require_executor, run_cli, version_of
 
 import pipeplan
 
@@ -32,7 +35,7 @@ def cases_of(grid):
     for name, p, m, v in grid:
         for fmt in ("compute_only", "compute_comms"):
             plan = pipeplan.plan(name, p, m, stages_per_rank=v, compute_only=(fmt == "compute_only"))
-            out.append({"csv": pipeplan.to_torch_csv(plan), "m": m, "format": fmt,
+            out.append({"csv": pipeplan.to_torch_csv(plan), "m": m, "format": fmt, "plan": plan,
                         "id": "%s p%d m%d v%d %s" % (name, p, m, v, fmt)})
     return out
 
@@ -47,6 +50,17 @@ def test_torch_runtime_runs_pipeplan_csv(grid):
            for c, r in zip(cases, results) if torch_pp.mismatches(r)]
     assert not bad, "torch %s ran pipeplan's CSVs differently:\n%s" % (
         version_of("torch"), "\n".join(bad))
+    # pipeplan's executor on the same plans, weights and batch.
+    require_executor()
+    comms = [(c, r) for c, r in zip(cases, results) if c["format"] == "compute_comms"]
+    ran = torch_pp.run_executor([{"plan": c["plan"].to_json(), "m": c["m"]} for c, _ in comms])
+    bad = []
+    for (c, torch_result), mine in zip(comms, ran):
+        for what in torch_pp.mismatches(mine)[:3]:
+            bad.append("%s: executor vs unpipelined: %s" % (c["id"], what))
+        for what in torch_pp.differences(mine, torch_result)[:3]:
+            bad.append("%s: executor vs torch's runtime: %s" % (c["id"], what))
+    assert not bad, "\n".join(bad)
 
 
 def export_torchtitan_csv(tmp_path, schedule, p, m, v):
@@ -81,3 +95,8 @@ def test_torch_runtime_runs_a_searched_plan_and_export_torchtitan(tmp_path):
     results = torch_pp.run_cases(2, cases)
     for c, res in zip(cases, results):
         assert torch_pp.mismatches(res) == [], (result.origin, c["csv"])
+    # The searched plan (I/W) on pipeplan's executor: the same step as torch's.
+    require_executor()
+    mine, = torch_pp.run_executor([{"plan": plan.to_json(), "m": 4}])
+    assert torch_pp.mismatches(mine) == [], result.origin
+    assert torch_pp.differences(mine, results[0]) == [], result.origin

@@ -15,6 +15,9 @@ trace_dir/iteration_2/rank<R>_trace.json.gz, torchtitan's folder layout.
 
 reference() runs the same weights unpipelined: the loss and gradients the
 pipelined step must reproduce (loss = mean over microbatches of the MSE).
+run_executor() runs a pipeplan plan on pipeplan's own executor on the same
+model, weights file and batch (tests/exec/exec_transformer.cc, one process a
+rank, Gloo) and returns the same kind of result.
 
 Written against torch 2.15.0 (torch/distributed/pipelining/schedules.py).
 """
@@ -72,7 +75,9 @@ def stage_module(torch, full, stage, n_stages):
 def make_weights(path, n_stages, hidden=HIDDEN, seed=0):
     import torch
     torch.manual_seed(seed)
-    torch.save(build_model(torch, n_stages, hidden).state_dict(), path)
+    # A plain dict: torch::pickle_load (pipeplan's executor, exec_transformer)
+    # reads the same file.
+    torch.save(dict(build_model(torch, n_stages, hidden).state_dict()), path)
 
 
 def batch(torch, m, hidden=HIDDEN, seq=SEQ):
@@ -219,7 +224,7 @@ def run_cases(p, cases, timeout=180):
     try:
         prepared = []
         for i, c in enumerate(cases):
-            c = dict(c)
+            c = {k: v for k, v in c.items() if k != "plan"}  # what the ranks need (picklable)
             c["path"] = os.path.join(tmp, "case%d.csv" % i)
             with open(c["path"], "w", newline="") as f:
                 f.write(c["csv"])
@@ -282,6 +287,88 @@ def mismatches(result, atol=1e-5, rtol=1e-4):
         bad.append("parameters differ: missing %s" % sorted(set(grads) - set(result["grads"])))
     for name, g in grads.items():
         got = result["grads"].get(name)
+        if got is not None and not torch.allclose(got, g, atol=atol, rtol=rtol):
+            bad.append("%s: max |diff| %.3g" % (name, float((got - g).abs().max())))
+    return bad
+
+
+def run_executor(plans, timeout=180):
+    """Runs each {"plan": pipeplan JSON text, "m": microbatches, optional
+    "trace": path for rank 0's Chrome trace of the executor} on pipeplan's
+    executor (PIPEPLAN_EXEC_TRANSFORMER, one process a rank); one result a
+    plan, as run_cases gives."""
+    import json
+    import subprocess
+    import torch
+    binary = os.environ.get("PIPEPLAN_EXEC_TRANSFORMER")
+    if not binary or not os.path.exists(binary):
+        raise RuntimeError("PIPEPLAN_EXEC_TRANSFORMER names no built exec_transformer "
+                           "(the executor is built with LibTorch)")
+    tmp = tempfile.mkdtemp(prefix="exec_pp_")
+    try:
+        results = []
+        for i, c in enumerate(plans):
+            doc = json.loads(c["plan"])
+            p = doc["pp_degree"]
+            n = p * doc.get("stages_per_rank", 1)
+            m = c["m"]
+            hidden = c.get("hidden", HIDDEN)
+            weights = os.path.join(tmp, "weights_n%d_h%d.pt" % (n, hidden))
+            if not os.path.exists(weights):
+                make_weights(weights, n, hidden)
+            x, y = batch(torch, m, hidden, c.get("seq", SEQ))
+            data = os.path.join(tmp, "data%d.pt" % i)
+            torch.save({"x": x, "y": y}, data)
+            plan_path = os.path.join(tmp, "plan%d.json" % i)
+            with open(plan_path, "w") as f:
+                f.write(c["plan"])
+            port = free_port()
+            procs = []
+            for r in range(p):
+                env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(p), LOCAL_RANK=str(r),
+                           LOCAL_WORLD_SIZE=str(p), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+                args = [binary, plan_path, weights, data, os.path.join(tmp, "out%d_%d.pt" % (i, r))]
+                if c.get("trace") and r == 0:
+                    args += ["--trace", c["trace"]]
+                procs.append(subprocess.Popen(args, env=env, stdout=subprocess.PIPE,
+                                              stderr=subprocess.PIPE, text=True))
+            res = {"loss": None, "grads": {}}
+            for r, pr in enumerate(procs):
+                try:
+                    _, err = pr.communicate(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    pr.kill()
+                    _, err = pr.communicate()
+                    err = "no answer within %d s (hang)\n%s" % (timeout, err)
+                if pr.returncode != 0 and "error" not in res:
+                    res = {"error": "rank %d: exit %s: %s" % (r, pr.returncode, err)}
+            if "error" not in res:
+                for r in range(p):
+                    # torch::pickle_save tags types (torch.jit._pickle): not weights_only
+                    out = torch.load(os.path.join(tmp, "out%d_%d.pt" % (i, r)), weights_only=False)
+                    if "loss" in out:
+                        res["loss"] = float(out.pop("loss"))
+                    res["grads"].update(out)
+                res["reference"] = reference(weights, n, m, hidden, c.get("seq", SEQ))
+            results.append(res)
+        return results
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def differences(a, b, atol=1e-5, rtol=1e-4):
+    """What differs between two pipelined runs of the same weights ([] when equal)."""
+    import torch
+    for r in (a, b):
+        if "error" in r:
+            return [r["error"].strip().splitlines()[-1]]
+    bad = []
+    if a["loss"] is None or b["loss"] is None or abs(a["loss"] - b["loss"]) > atol + rtol * abs(b["loss"]):
+        bad.append("loss %r != %r" % (a["loss"], b["loss"]))
+    if set(a["grads"]) != set(b["grads"]):
+        bad.append("parameters differ: %s" % sorted(set(a["grads"]) ^ set(b["grads"])))
+    for name, g in b["grads"].items():
+        got = a["grads"].get(name)
         if got is not None and not torch.allclose(got, g, atol=atol, rtol=rtol):
             bad.append("%s: max |diff| %.3g" % (name, float((got - g).abs().max())))
     return bad

@@ -466,7 +466,21 @@ std::shared_ptr<Communicator> Communicator::connect(const DistEnv& env, Backend 
     opts.numWorkers = static_cast<std::size_t>(env.world_size);
     opts.waitWorkers = false;  // join_group() waits, naming who is missing
     opts.timeout = timeout;
-    store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, opts);
+    // LibTorch 2.15's client retries a connect that timed out once more after
+    // a back-off (TCPStore.cpp, "retrying (try=0 ...)"), twice the timeout in
+    // all: the connect runs on a thread of its own and is given up at the
+    // deadline (the thread ends with the process).
+    auto task = std::make_shared<std::packaged_task<c10::intrusive_ptr<c10d::Store>()>>(
+        [addr = env.master_addr, opts]() -> c10::intrusive_ptr<c10d::Store> {
+          return c10::make_intrusive<c10d::TCPStore>(addr, opts);
+        });
+    auto formed = task->get_future();
+    std::thread([task] { (*task)(); }).detach();
+    if (formed.wait_until(deadline) != std::future_status::ready)
+      throw std::runtime_error("no store answered at " + env.master_addr + ":" +
+                               std::to_string(env.master_port) +
+                               " (is rank 0 running with the same MASTER_ADDR and MASTER_PORT?)");
+    store = formed.get();
   } catch (const std::exception& e) {
     throw CommError(where + "cannot form the store at " + env.master_addr + ":" +
                     std::to_string(env.master_port) + " within " + std::to_string(timeout.count()) +
