@@ -328,19 +328,26 @@ def run_executor(plans, timeout=180):
                 env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(p), LOCAL_RANK=str(r),
                            LOCAL_WORLD_SIZE=str(p), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
                 args = [binary, plan_path, weights, data, os.path.join(tmp, "out%d_%d.pt" % (i, r))]
-                if c.get("trace") and r == 0:
+                if c.get("trace"):  # every rank traces (collective); rank 0 writes the file
                     args += ["--trace", c["trace"]]
-                procs.append(subprocess.Popen(args, env=env, stdout=subprocess.PIPE,
-                                              stderr=subprocess.PIPE, text=True))
+                # stderr to a file: a pipe read rank after rank could fill and stall a rank
+                err_file = open(os.path.join(tmp, "err%d_%d.txt" % (i, r)), "w+")
+                procs.append((subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL,
+                                               stderr=err_file), err_file))
             res = {"loss": None, "grads": {}}
-            for r, pr in enumerate(procs):
+            deadline = time.monotonic() + timeout
+            for r, (pr, err_file) in enumerate(procs):
                 try:
-                    _, err = pr.communicate(timeout=timeout)
+                    pr.wait(timeout=max(1.0, deadline - time.monotonic()))
+                    hung = ""
                 except subprocess.TimeoutExpired:
                     pr.kill()
-                    _, err = pr.communicate()
-                    err = "no answer within %d s (hang)\n%s" % (timeout, err)
-                if pr.returncode != 0 and "error" not in res:
+                    pr.wait()
+                    hung = "no answer within %d s (hang)\n" % timeout
+                err_file.seek(0)
+                err = hung + err_file.read()
+                err_file.close()
+                if (hung or pr.returncode != 0) and "error" not in res:
                     res = {"error": "rank %d: exit %s: %s" % (r, pr.returncode, err)}
             if "error" not in res:
                 for r in range(p):

@@ -34,6 +34,17 @@ def test_calibrate_reads_real_torch_traces_and_simulates_the_step(cli, interop_d
     assert abs(simulated - measured) <= 0.10 * measured, (measured, simulated)
 
 
+def test_calibrate_reads_pipeplan_executors_trace_of_the_same_model(cli, interop_dir):
+    # pipeplan's executor on the same tiny transformer and shapes, traced by
+    # its own tracer (tests/exec/exec_transformer.cc --trace; README.md).
+    trace = interop_dir / "torch_traces" / "pipeplan_exec_1f1b_p2_m4.json"
+    costs, measured, simulated = calibrate(cli, trace)
+    assert costs["calibrated_from"]["schedule"] == "1f1b"
+    assert costs["calibrated_from"]["pp_degree"] == 2
+    assert costs["calibrated_from"]["num_microbatches"] == 4
+    assert abs(simulated - measured) <= 0.10 * measured, (measured, simulated)
+
+
 def test_the_traces_are_as_torch_wrote_them(interop_dir):
     path = (interop_dir / "torch_traces" / "gloo_1f1b_p2_m4" / "profiling" / "traces" /
             "iteration_2" / "rank0_trace.json.gz")
