@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "pipeplan/exec/comm.h"
 #include "pipeplan/exec/launch.h"
 #include "pipeplan/planner.h"
 #include "proc_util.h"
@@ -485,4 +486,24 @@ TEST_CASE("exec: train --recompute and --offload train like --reference", "[exec
   Ran bad = run({kCli, "train", "-s", "1f1b", "-p", "2", "-m", "4", "--recompute", "7"});
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("stage 7") != std::string::npos);
+}
+
+TEST_CASE("exec: NCCL without a usable GPU fails the rank cleanly (exit 4)", "[exec][cli]") {
+  // PyPI's LibTorch is a CUDA build: the NCCL backend is compiled in and its
+  // group is formed for real; on a machine without a GPU (CI) forming it must
+  // fail like any broken communication, never crash or hang.
+  if (!exec::backend_available(exec::Backend::Nccl)) {
+    WARN("this LibTorch has no NCCL backend: nothing to check");
+    return;
+  }
+  Ran r = run({kCli, "train", "--backend", "nccl", "-s", "1f1b", "-p", "1", "-m", "2", "--steps",
+               "1", "--timeout", "30"});
+  if (r.exit_code == 0) {
+    WARN("a GPU is here: NCCL trained (scripts/gpu_smoke.sh checks its losses)");
+    return;
+  }
+  INFO(r.err);
+  CHECK(r.exit_code == 4);
+  CHECK(r.err.find("pipeplan: error: rank 0: ") != std::string::npos);
+  CHECK(r.err.find("nccl") != std::string::npos);
 }
