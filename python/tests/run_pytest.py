@@ -3,8 +3,9 @@
 Exit codes: pytest's, except that a missing pytest is 77 (ctest's
 SKIP_RETURN_CODE: the suite is reported as skipped, with the fix) and
 "no tests collected" (pytest's 5) is a failure, since every test file
-collects tests; under a PYTEST_ADDOPTS filter (-k ...) that selects nothing
-it is a skip instead.
+collects tests; under a PYTEST_ADDOPTS filter (-k ...) that selects nothing,
+or when the module skipped itself (an oracle test whose peer package is not
+installed here, python/oracle_tests/oracles.py), it is a skip instead.
 """
 
 import os
@@ -21,10 +22,24 @@ except ImportError:
 
 NO_TESTS_COLLECTED = 5
 
+class ModuleSkips:
+    """Counts modules that skipped themselves while being collected."""
+
+    def __init__(self):
+        self.skipped = 0
+
+    def pytest_collectreport(self, report):
+        if report.skipped:
+            self.skipped += 1
+
+
 def main():
-    args = sys.argv[1:] + ["-q", "-p", "no:cacheprovider"]
-    code = pytest.main(args)
+    args = sys.argv[1:] + ["-q", "-rs", "-p", "no:cacheprovider"]
+    skips = ModuleSkips()
+    code = pytest.main(args, plugins=[skips])
     if code == NO_TESTS_COLLECTED:
+        if skips.skipped:
+            sys.exit(77)  # the reason is in pytest's summary (-rs)
         if os.environ.get("PYTEST_ADDOPTS"):
             print("no tests selected by PYTEST_ADDOPTS=%r" % os.environ["PYTEST_ADDOPTS"])
             sys.exit(77)
