@@ -1,8 +1,7 @@
 // libFuzzer target: the action grammar. Properties: a refusal has a reason,
 // an offset inside the text and a bounded message with its control bytes
-// escaped; an accepted action is
-// within the limits, parse_action says the same as the located parser, and
-// printing then parsing is a fixed point.
+// escaped; an accepted action is within the limits, parse_action says the
+// same as the located parser, and printing then parsing is a fixed point.
 #include <string>
 #include <string_view>
 
