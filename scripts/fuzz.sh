@@ -10,7 +10,7 @@ shift
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(fuzz_json fuzz_csv fuzz_action fuzz_verify fuzz_trace
   fuzz_stage_costs fuzz_layers fuzz_cost_spec fuzz_torch_trace
-  fuzz_megatron_layout)
+  fuzz_megatron_layout fuzz_cell fuzz_stage_set)
 seconds="${PIPEPLAN_FUZZ_SECONDS:-25}"
 artifacts="$build/fuzz-artifacts"
 mkdir -p "$artifacts"

@@ -183,6 +183,21 @@ case("-o long path", [P, "plan", "-s", "1f1b", "-p", "2", "-m", "2", "-o", "/non
 case("-o esc path", [P, "plan", "-s", "1f1b", "-p", "2", "-m", "2", "-o", "/nonexistent/" + esc])
 case("show esc clash", [P, "show", plan_files["esc_schedule"], "-s", "x"])
 
+# ---------- issue 39 (findings 1, 2, 8, 10): stage sets, one large group, control bytes, empty values
+ranges = ",".join(["0-1048575"] * 2000)
+for cmd in ("plan", "simulate"):
+    for opt in ("--recompute", "--offload"):
+        case(f"{cmd} {opt} 2000 full ranges", [P, cmd, "-s", "1f1b", "-p", "4", "-m", "8", opt, ranges])
+        case(f"{cmd} {opt} ''", [P, cmd, "-s", "1f1b", "-p", "4", "-m", "8", opt, ""])
+case("simulate --host-bw ''", [P, "simulate", "-s", "1f1b", "-p", "4", "-m", "8", "--host-bw", ""])
+case("search --layout ''", [P, "search", "-p", "4", "-m", "8", "--layers", tiny, "--layout", ""])
+case("train --recompute ''", [P, "train", "-s", "1f1b", "-p", "2", "-m", "2", "--recompute", ""])
+group = f("group_200k.csv", "(" + ";".join(f"0SEND_F{k}" for k in range(200000)) + ";0SEND_F0)BATCH_P2P\n")
+case("one group of 200k members", [P, "verify", group, "-m", "200000"])
+case("esc in a group member", [P, "verify", f("esc_group.csv", "(0SEND_F0;0SEND_F" + esc + ")BATCH_P2P\n"), "-m", "1"])
+case("esc in a cell", [P, "verify", f("esc_cell.csv", "0F0," + esc + "\n")])
+case("esc in a layout", [P, "search", "-p", "2", "-m", "2", "--layers", tiny, "--layout", "E|t" + esc + "L"])
+
 # ---------- resources at the documented limits
 big_layers = f("layers_100k.csv", "name,F,B,W,activation\n" + "".join(f"l{i},{1 + i % 7 / 10},{2},{1},1\n" for i in range(100000)))
 l65k = f("layers_65k.csv", "name,F,B,W,activation\n" + "".join(f"l{i},1,2,1,1\n" for i in range(65536)))
@@ -246,6 +261,7 @@ PY = [
     ("layers bool", "pipeplan.read_layers([('a', True, 2, 1, 1)])", "InputTypeError"),
     ("LayerProfile index 2**80", "pipeplan.read_layers('%s')[2**80]" % tiny, "InputError"),
     ("plan float v", "pipeplan.plan('interleaved-1f1b', 2, 4, stages_per_rank=2.0)", "InputTypeError"),
+    ("recompute 2000 full ranges", "pipeplan.plan('1f1b', 4, 8, recompute=','.join(['0-1048575'] * 2000))", "InputError"),
 ]
 
 def classify_cli(label, argv, stdin, allowed):

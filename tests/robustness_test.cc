@@ -12,10 +12,14 @@
 #include <fstream>
 #include <sstream>
 
+#include "io/cell_text.h"
+#include "ir/numbers.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
+#include "pipeplan/interop.h"
 #include "pipeplan/io.h"
 #include "pipeplan/limits.h"
+#include "pipeplan/memory_policy.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/verify.h"
 #include "test_util.h"
@@ -24,6 +28,7 @@ using pipeplan::test::CliResult;
 using pipeplan::test::run_cli;
 using pipeplan::test::run_cli_capped;
 using pipeplan::test::temp_file;
+using namespace pipeplan;
 
 namespace {
 
@@ -434,4 +439,132 @@ TEST_CASE("robustness: a hostile trace is an input error, in memory that follows
   CHECK(action.exit_code == 2);
   CHECK(contains(action.err, "(1048576 bytes)"));
   CHECK(action.err.size() < 600);
+}
+
+// Hardening 3 (issue 39). The complexity cases are sized so that the old
+// quadratic code took minutes and the linear code is instant: ctest's
+// timeout is the bound, no test measures time.
+
+TEST_CASE("robustness: a stage set costs time linear in its text", "[robustness]") {
+  // Finding 1: each "0-1048575" part was expanded and the whole set sorted
+  // again (2,000 repeats > 60 s); ranges are now merged before expanding.
+  std::string text;
+  for (int k = 0; k < 20000; ++k) text += "0-1048575,";
+  text += "7";
+  const StageSet set = parse_stage_set(text, "--recompute");
+  CHECK(set.stages.size() == static_cast<std::size_t>(limits::kMaxStages));
+  CHECK(to_string(set) == "0-1048575");
+  CHECK(parse_stage_set("9,3-5,4,0-1,4-6", "x").stages == std::vector<int>{0, 1, 3, 4, 5, 6, 9});
+  // Beyond the limit: refused as the range is read, before it is expanded.
+  CHECK_THROWS_WITH(parse_stage_set(text + ",5-1048576", "--offload"),
+                    Catch::Contains("stage 1048576 is beyond the supported 1048576 stages"));
+  // Through the CLI: a stage beyond the plan is refused, named, at once.
+  std::string arg;
+  for (int k = 0; k < 2000; ++k) arg += (k ? "," : "") + std::string("0-1048575");
+  for (const char* cmd : {"plan", "simulate"}) {
+    for (const char* flag : {"--recompute", "--offload"}) {
+      const CliResult r = run_cli({cmd, "-s", "1f1b", "-p", "4", "-m", "8", flag, arg});
+      INFO(cmd << " " << flag << ": " << r.err);
+      CHECK(r.exit_code == 2);
+      CHECK(contains(r.err, "policy names stage 4, but the plan has 4 stages (0..3)"));
+    }
+  }
+}
+
+TEST_CASE("robustness: one large BATCH_P2P group is checked in near-linear time",
+          "[robustness]") {
+  // Finding 2: each member was compared with every earlier one (40,000
+  // members 5-8 s); half a million now take a hash lookup each.
+  constexpr int kMembers = 1 << 19;
+  std::string cell = "(";
+  std::vector<Action> list;
+  for (int k = 0; k < kMembers; ++k) {
+    cell += (k ? ";0SEND_F" : "0SEND_F") + std::to_string(k);
+    list.push_back(Action(ActionType::SendF, 0, k, -1, -1, k + 1 < kMembers));
+  }
+  std::vector<Action> out;
+  io::CellError error;
+  CHECK(io::parse_cell(cell + ")BATCH_P2P", out, error));
+  CHECK(out.size() == static_cast<std::size_t>(kMembers));
+  std::string why;
+  CHECK(first_bad_group(list, &why) == -1);
+  // The same messages as before, at the first repeated member.
+  out.clear();
+  CHECK_FALSE(io::parse_cell(cell + ";0SEND_F7;0SEND_F8)BATCH_P2P", out, error));
+  CHECK(out.empty());
+  CHECK(contains(error.message, "0SEND_F7 is twice in the group"));
+  list.back().batch_next = true;
+  list.push_back(make(ActionType::SendF, 0, 9));
+  CHECK(first_bad_group(list, &why) == kMembers);
+  CHECK(why == "0SEND_F9 is twice in one BATCH_P2P group");
+}
+
+TEST_CASE("robustness: messages escape control bytes as \\xNN in hex", "[robustness]") {
+  // Finding 8: the action parser quoted the raw byte ("got '<ESC>'") and
+  // the Megatron layout reader wrote ESC as \x27 (decimal).
+  const auto clean = [](const CliResult& r) {
+    INFO(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.err, "got '\\x1b'"));
+    CHECK(!contains(r.err, "\x1b"));
+  };
+  clean(run_cli({"verify", temp_file("esc.csv", "0F0,\x1b[2J\n")}));
+  clean(run_cli({"verify", temp_file("esc_group.csv", "(0SEND_F0;0SEND_F\x1b)BATCH_P2P\n"), "-m",
+                 "1"}));
+  clean(run_cli({"verify", temp_file("esc.json", json_plan(1, 1, 1,
+                                                           "{\"rank\": 0, \"actions\": "
+                                                           "[\"0F\\u001b\"]}"))}));
+  CHECK_THROWS_WITH(expand_megatron_layout("E|t\x1bL"),
+                    Catch::Contains("invalid layer character '\\x1b'"));
+  CHECK(limits::excerpt("a\x1b\x7f\n") == "a\\x1b\\x7f\\x0a");
+}
+
+TEST_CASE("robustness: tiny values keep their significant digits in reports", "[robustness]") {
+  // Finding 9: values below the report's decimals read as 0 ("host
+  // bandwidth 0", which the JSON uses for infinite; "budget 0").
+  CHECK(detail::format_number(1e-11) == "1e-11");
+  CHECK(detail::format_number(1e-300, 4) == "1e-300");
+  CHECK(detail::format_number(-1.23456789e-9) == "-1.23457e-09");
+  CHECK(detail::format_number(0.0) == "0");
+  CHECK(detail::format_number(-0.0) == "0");
+  CHECK(detail::format_number(2.25) == "2.25");
+  CHECK(detail::format_number(1.0 / 3.0) == "0.333333");
+  const CliResult host = run_cli(
+      {"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--offload", "0", "--host-bw", "1e-11"});
+  INFO(host.err);
+  CHECK(contains(host.out, "host bandwidth 1e-11"));
+  const CliResult comm =
+      run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--comm", "1e-11,1e-11"});
+  CHECK(contains(comm.out, "latency 1e-11"));
+  const CliResult budget = run_cli({"search", "-p", "2", "-m", "2", "--layers",
+                                    temp_file("tiny.csv", "name,F,B,W,activation\na,1,2,1,1\n"
+                                                          "b,1,2,1,1\n"),
+                                    "--memory-limit", "1e-300"});
+  CHECK(budget.exit_code == 2);
+  CHECK(contains(budget.err, "memory budget 1e-300 per rank"));
+}
+
+TEST_CASE("robustness: an empty value is an error for every option", "[robustness]") {
+  // Finding 10: '' was read as if the option were absent (exit 0).
+  const std::vector<std::vector<std::string>> cases = {
+      {"plan", "-s", "1f1b", "-p", "4", "-m", "8", "--recompute", ""},
+      {"plan", "-s", "1f1b", "-p", "4", "-m", "8", "--offload", ""},
+      {"simulate", "-s", "1f1b", "-p", "4", "-m", "8", "--host-bw", ""},
+      {"search", "-p", "4", "-m", "8", "--layout", ""},
+      {"train", "-s", "1f1b", "-p", "2", "-m", "2", "--recompute", ""},
+      {"train", "-s", "1f1b", "-p", "2", "-m", "2", "--offload", ""},
+      {"plan", "-s", "", "-p", "4", "-m", "8"},
+  };
+  for (const auto& args : cases) {
+    const CliResult r = run_cli(args);
+    INFO(args[0] << " " << args[args.size() - 2] << ": " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.err, ": an empty value; give one or leave the option out"));
+  }
+  const CliResult named = run_cli({"search", "-p", "4", "-m", "8", "--layout", ""});
+  CHECK(contains(named.err, "--layout: an empty value"));
+  // "--recompute=" gives no value at all: CLI11 asks for one.
+  const CliResult bare = run_cli({"simulate", "-s", "1f1b", "-p", "4", "-m", "8", "--recompute="});
+  CHECK(bare.exit_code == 2);
+  CHECK(contains(bare.err, "--recompute: 1 required"));
 }

@@ -99,6 +99,19 @@ CLI::Validator number_in(double min, double max, bool above_min) {
           detail::format_number(max) + "]");
 }
 
+void refuse_empty_values(CLI::App& app) {
+  const CLI::Validator non_empty(
+      [](std::string& text) -> std::string {
+        return text.empty() ? "an empty value; give one or leave the option out" : "";
+      },
+      "");
+  for (CLI::Option* opt : app.get_options())
+    if (opt->get_expected_min() > 0 && opt->get_type_size_min() > 0)
+      opt->transform(non_empty);  // first: an empty number reads as empty, not "not a number"
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    refuse_empty_values(*sub);
+}
+
 CLI::Option* add_count_option(CLI::App& app, const std::string& names, int& value,
                               const std::string& help, long long max, const std::string& unit) {
   return app.add_option(names, value, help)->check(at_most(max, unit));

@@ -49,6 +49,12 @@ CLI::Validator integer_in(long long min, long long max, const std::string& unit 
 /// number", "--timeout: 1e308 is more than the supported 1000000".
 CLI::Validator number_in(double min, double max, bool above_min = false);
 
+/// The one rule for empty values: every option of `app` and its subcommands
+/// that takes a value refuses "" ("--recompute: an empty value; give one or
+/// leave the option out"), so no option reads '' as if it were absent. Call
+/// once, after every option is added.
+void refuse_empty_values(CLI::App& app);
+
 /// An integer option whose value may not exceed `max` (a limits.h limit):
 /// "--pp: 99999999999 is more than the supported 65536 ranks".
 CLI::Option* add_count_option(CLI::App& app, const std::string& names, int& value,

@@ -96,6 +96,7 @@ int run(int argc, char** argv) {
     sub->fallthrough();
     runners.emplace_back(sub, c.setup(*sub));
   }
+  refuse_empty_values(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

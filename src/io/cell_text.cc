@@ -1,5 +1,6 @@
 #include "io/cell_text.h"
 
+#include "ir/group_members.h"
 #include "pipeplan/limits.h"
 
 namespace pipeplan::io {
@@ -36,6 +37,7 @@ bool parse_batch(std::string_view cell, std::size_t close, std::vector<Action>& 
     out.resize(first);
     return false;
   };
+  detail::GroupMembers members;
   std::size_t begin = 0;
   while (true) {
     std::size_t end = body.find(';', begin);
@@ -59,10 +61,8 @@ bool parse_batch(std::string_view cell, std::size_t close, std::vector<Action>& 
                         "RECV_B (computes run outside it)",
                     error) ||
              undo();
-    for (std::size_t k = first; k < out.size(); ++k)
-      if (out[k].type == a.action->type && out[k].stage == a.action->stage &&
-          out[k].microbatch == a.action->microbatch)
-        return failed(cell, at, to_string(*a.action) + " is twice in the group", error) || undo();
+    if (!members.add(*a.action))
+      return failed(cell, at, to_string(*a.action) + " is twice in the group", error) || undo();
     out.push_back(*a.action);
     if (end == body.size()) break;
     begin = end + 1;

@@ -91,10 +91,8 @@ std::vector<std::string> expand_megatron_layout(std::string_view layout) {
     } else if (c == 'E' || c == 'L' || c == 't' || c == 'm') {
       stages.back() += c;
     } else {
-      const std::string shown = std::isprint(static_cast<unsigned char>(c))
-                                    ? std::string(1, c)
-                                    : "\\x" + std::to_string(static_cast<unsigned char>(c));
-      throw InputError(where(layout) + "invalid layer character '" + shown +
+      throw InputError(where(layout) + "invalid layer character '" +
+                       limits::excerpt(std::string_view(&flat[i], 1)) +
                        "' (Megatron's are E embedding, t transformer layer, m MTP, L loss; "
                        "'|' between stages)");
     }

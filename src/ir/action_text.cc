@@ -5,6 +5,7 @@
 #include <array>
 #include <charconv>
 
+#include "ir/group_members.h"
 #include "pipeplan/ir.h"
 #include "pipeplan/limits.h"
 
@@ -44,7 +45,8 @@ ActionParse parsed(const Action& a) {
   return p;
 }
 
-std::string quoted_char(char c) { return std::string("'") + c + "'"; }
+// One byte quoted, escaped as every message escapes it (limits::excerpt).
+std::string quoted_char(char c) { return "'" + limits::excerpt(std::string_view(&c, 1)) + "'"; }
 
 // Reads a decimal number at s[pos]; nullopt (and sets *error) when absent or
 // above `max` (limits.h: stage and microbatch numbers stay below the limits,
@@ -222,18 +224,17 @@ long first_bad_group(const std::vector<Action>& list, std::string* why) {
       ++i;
       continue;
     }
+    detail::GroupMembers members;
     for (std::size_t k = i; k < i + n; ++k) {
       if (!is_comm(list[k].type)) {
         *why = to_string(list[k]) + " is in a BATCH_P2P group, which holds only " +
                "SEND_F, RECV_F, SEND_B and RECV_B";
         return static_cast<long>(k);
       }
-      for (std::size_t j = i; j < k; ++j)
-        if (Action(list[j].type, list[j].stage, list[j].microbatch) ==
-            Action(list[k].type, list[k].stage, list[k].microbatch)) {
-          *why = to_string(list[k]) + " is twice in one BATCH_P2P group";
-          return static_cast<long>(k);
-        }
+      if (!members.add(list[k])) {
+        *why = to_string(list[k]) + " is twice in one BATCH_P2P group";
+        return static_cast<long>(k);
+      }
     }
     if (list[i + n - 1].batch_next) {
       *why = to_string(list[i + n - 1]) +

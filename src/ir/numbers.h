@@ -17,11 +17,18 @@ inline double tidy(double x) {
 }
 
 /// Shortest decimal form of x rounded to `decimals` places: 33, 0.5, 2.25.
+/// A value that is not 0 never reads as 0: one too small for the places keeps
+/// `decimals` significant digits instead (1e-11, 1.23457e-300).
 inline std::string format_number(double x, int decimals = 6) {
   double scale = std::pow(10.0, decimals);
   double r = std::fabs(x) < 1e15 ? std::round(x * scale) / scale : x;
-  if (r == 0.0) r = 0.0;
   char buf[64];
+  if (r == 0.0 && x != 0.0 && std::isfinite(x)) {
+    auto res = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::general,
+                             decimals > 0 ? decimals : 1);
+    return std::string(buf, res.ptr);
+  }
+  if (r == 0.0) r = 0.0;  // no "-0"
   auto res = std::to_chars(buf, buf + sizeof buf, r);
   return std::string(buf, res.ptr);
 }

@@ -44,11 +44,12 @@ std::uint64_t key(int s, int mb) {
 }
 
 void check_stages(const StageSet& set, int num_stages, const char* what) {
-  for (int s : set.stages)
-    if (s >= num_stages)
-      throw InputError(std::string("the ") + what + " policy names stage " + std::to_string(s) +
-                       ", but the plan has " + std::to_string(num_stages) + " stages (0.." +
-                       std::to_string(num_stages - 1) + ")");
+  // Sorted: the first stage the plan lacks, found without a walk over all.
+  const auto beyond = std::lower_bound(set.stages.begin(), set.stages.end(), num_stages);
+  if (beyond == set.stages.end()) return;
+  throw InputError(std::string("the ") + what + " policy names stage " + std::to_string(*beyond) +
+                   ", but the plan has " + std::to_string(num_stages) + " stages (0.." +
+                   std::to_string(num_stages - 1) + ")");
 }
 
 // One rank's inserts. Positions refer to the original list: a RELOAD goes
@@ -102,6 +103,10 @@ StageSet parse_stage_set(std::string_view text, const std::string& what) {
     set.all = true;
     return set;
   }
+  // Ranges first, each checked against the limit as it is read; then sorted
+  // and merged, and only the merged ranges expanded: linear in the text (and
+  // the stages named), however often a range repeats.
+  std::vector<std::pair<int, int>> ranges;
   std::size_t start = 0;
   while (start <= text.size()) {
     const std::size_t comma = std::min(text.find(',', start), text.size());
@@ -117,15 +122,13 @@ StageSet parse_stage_set(std::string_view text, const std::string& what) {
       throw InputError(what + " '" + limits::excerpt(text) + "': stage " + std::to_string(hi) +
                        " is beyond the supported " + std::to_string(limits::kMaxStages) +
                        " stages");
-    for (int s = lo; s <= hi; ++s) set.stages.push_back(s);
-    if (set.stages.size() > static_cast<std::size_t>(limits::kMaxStages)) {  // stays bounded
-      std::sort(set.stages.begin(), set.stages.end());
-      set.stages.erase(std::unique(set.stages.begin(), set.stages.end()), set.stages.end());
-    }
+    ranges.emplace_back(lo, hi);
     start = comma + 1;
   }
-  std::sort(set.stages.begin(), set.stages.end());
-  set.stages.erase(std::unique(set.stages.begin(), set.stages.end()), set.stages.end());
+  std::sort(ranges.begin(), ranges.end());
+  int next = 0;  // the first stage not yet in the set
+  for (const auto& [lo, hi] : ranges)
+    for (int s = std::max(lo, next); s <= hi; ++s) set.stages.push_back(s), next = s + 1;
   return set;
 }
 

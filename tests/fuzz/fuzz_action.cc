@@ -1,7 +1,7 @@
 // libFuzzer target: the action grammar. Properties: a refusal has a reason,
-// an offset inside the text and a bounded message; an accepted action is
-// within the limits, parse_action says the same as the located parser, and
-// printing then parsing is a fixed point.
+// an offset inside the text and a bounded message with its control bytes
+// escaped; an accepted action is within the limits, parse_action says the
+// same as the located parser, and printing then parsing is a fixed point.
 #include <string>
 #include <string_view>
 
@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fuzz::check(located.error_offset <= text.size(), "error offset past the end of the text");
     fuzz::check(!located.reason.empty(), "a refusal without a reason");
     const std::string message = describe_bad_action(text, located);
-    fuzz::check(message.size() < 600 + located.reason.size(), "an error message quotes too much");
+    fuzz::check_message(message, 600 + located.reason.size());
     return 0;
   }
   const Action& a = *located.action;

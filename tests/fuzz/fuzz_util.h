@@ -19,6 +19,16 @@ inline void check(bool ok, const std::string& what) {
   if (!ok) fail(what);
 }
 
+/// A message that quotes user text: bounded, and every control byte escaped
+/// as \xNN (limits::excerpt), so it cannot move the terminal's cursor.
+inline void check_message(const std::string& message, std::size_t bound) {
+  check(!message.empty(), "a refusal without a message");
+  check(message.size() <= bound, "an error message quotes too much: " + message.substr(0, 200));
+  for (char c : message)
+    check(static_cast<unsigned char>(c) >= 0x20 && c != 0x7f,
+          "a raw control byte in a message");
+}
+
 /// Readers accept at most limits.h sizes, but a fuzz input is small; skip
 /// passes whose tables follow the declared shape rather than the input when
 /// the shape is far larger than the input (they are bounded, just slow).

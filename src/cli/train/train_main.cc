@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   return guarded([&] {
     CLI::App app{"pipeplan train: replay a plan on LibTorch + c10d and train a demo MLP"};
     std::function<int()> run = setup_train(app);
+    refuse_empty_values(app);
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
