@@ -44,6 +44,15 @@ void add_lowering_options(CLI::App& app, LoweringChoice& choice) {
                "or exact, nor --prefetch");
 }
 
+std::string given_lowering_option(const CLI::App& app) {
+  return given_option(app, {"--lowering", "--prefetch", "--serial-safe", "--batch-p2p"});
+}
+
+void refuse_lowering_with_compute_only(const CLI::App& app) {
+  refuse_together(app, given_lowering_option(app), "--compute-only",
+                  "the compute order holds no SEND/RECV for it to place");
+}
+
 void add_memory_options(CLI::App& app, MemoryArgs& args) {
   app.add_option("--recompute", args.recompute,
                  "Recompute the activations of these stages ('all' or e.g. 0,2-3) before each "

@@ -82,12 +82,27 @@ void write_calibration_json(const Calibration& c, std::ostream& out) {
       << "  \"stages\": [";
   bool first = true;
   for (const auto& [stage, d] : c.stage_ms) {
-    out << (first ? "\n" : ",\n") << "    {\"stage\": " << stage
-        << ", \"F\": " << format_number(d.f, 4) << ", \"B\": " << format_number(d.b, 4)
-        << ", \"I\": " << format_number(d.i, 4) << ", \"W\": " << format_number(d.w, 4) << "}";
+    // A type the run did not measure is left out (named under "unmeasured").
+    const auto it = c.unmeasured.find(stage);
+    const std::string none = it == c.unmeasured.end() ? std::string() : it->second;
+    out << (first ? "\n" : ",\n") << "    {\"stage\": " << stage;
+    const std::pair<char, double> values[] = {{'F', d.f}, {'B', d.b}, {'I', d.i}, {'W', d.w}};
+    for (const auto& [letter, v] : values)
+      if (none.find(letter) == std::string::npos)
+        out << ", \"" << letter << "\": " << format_number(v, 4);
+    out << "}";
     first = false;
   }
   out << "\n  ],\n";
+  if (!c.unmeasured.empty()) {
+    out << "  \"unmeasured\": {";
+    first = true;
+    for (const auto& [stage, what] : c.unmeasured) {
+      out << (first ? "" : ", ") << "\"" << stage << "\": " << json(what).dump();
+      first = false;
+    }
+    out << "},\n";
+  }
   out << "  \"derived\": {";
   first = true;
   for (const auto& [stage, what] : c.derived) {
