@@ -41,7 +41,8 @@ void add_lowering_options(CLI::App& app, LoweringChoice& choice) {
                "consumer, and each send posted together with the receive from the same peer it "
                "meets as one (A;B)BATCH_P2P group, instead of parity-staggered sends; "
                "deadlock-free under rendezvous and serial. Not with --lowering latency-hiding "
-               "or exact, nor --prefetch");
+               "or exact, nor --prefetch. Like every lowering option, refused where nothing is "
+               "lowered: with --compute-only, or on a plan FILE without --lower");
 }
 
 std::string given_lowering_option(const CLI::App& app) {

@@ -97,7 +97,7 @@ void add_plan_source(CLI::App& app, PlanSource& src) {
   add_problem_options(app, src.problem, false);
   app.add_flag("--lower", src.lower,
                "Lower a compute-only FILE before simulating (default: values move as soon as "
-               "they are produced)");
+               "they are produced); the lowering options apply only then");
   app.add_flag("--forward-only", src.problem.forward_only,
                "Forward-only (inference) plan: with -s, plan one; with FILE, owe no backward");
   app.add_flag("--compute-only", src.compute_only,
