@@ -3,7 +3,9 @@
 // stream out without a JSON tree in memory.
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <sstream>
+#include <string>
 
 #include "ir/numbers.h"
 #include "pipeplan/emit.h"
@@ -67,6 +69,21 @@ void write_trace_chrome(const Trace& trace, std::ostream& out) {
   write_chrome_trace(trace.plan, trace_timelines(trace), info, out);
 }
 
+namespace {
+
+// `  "key": {"STAGE": "TEXT", ...},` (a calibration's per-stage type lists).
+void write_stage_texts(std::ostream& out, const char* key, const std::map<int, std::string>& m) {
+  out << "  \"" << key << "\": {";
+  bool first = true;
+  for (const auto& [stage, what] : m) {
+    out << (first ? "" : ", ") << "\"" << stage << "\": " << nlohmann::json(what).dump();
+    first = false;
+  }
+  out << "},\n";
+}
+
+}  // namespace
+
 void write_calibration_json(const Calibration& c, std::ostream& out) {
   using nlohmann::json;
   out << "{\n"
@@ -94,22 +111,8 @@ void write_calibration_json(const Calibration& c, std::ostream& out) {
     first = false;
   }
   out << "\n  ],\n";
-  if (!c.unmeasured.empty()) {
-    out << "  \"unmeasured\": {";
-    first = true;
-    for (const auto& [stage, what] : c.unmeasured) {
-      out << (first ? "" : ", ") << "\"" << stage << "\": " << json(what).dump();
-      first = false;
-    }
-    out << "},\n";
-  }
-  out << "  \"derived\": {";
-  first = true;
-  for (const auto& [stage, what] : c.derived) {
-    out << (first ? "" : ", ") << "\"" << stage << "\": " << json(what).dump();
-    first = false;
-  }
-  out << "},\n";
+  if (!c.unmeasured.empty()) write_stage_texts(out, "unmeasured", c.unmeasured);
+  write_stage_texts(out, "derived", c.derived);
   out << "  \"host_overhead\": {";
   first = true;
   for (const auto& [stage, ms] : c.host_overhead_ms) {
