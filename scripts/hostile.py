@@ -163,6 +163,12 @@ case("train --width 8192 many stages", [P, "train", "-s", "interleaved-1f1b", "-
 case("train --dp 1073741824 --nproc 4", [P, "train", "--dp", "1073741824", "--nproc", "4"])
 case("render --step 0 trace", [P, "render", "--trace", f("t_good.json", trace_doc()), "--text", "--step", "0"])
 case("simulate --lower --compute-only", [P, "simulate", good_compute, "--lower", "--compute-only"])
+# flags that would be taken and ignored (issue 39, finding 11), and train's memory rule (7)
+case("plan --batch-p2p --compute-only", [P, "plan", "-s", "1f1b", "-p", "2", "-m", "2", "--batch-p2p", "--compute-only"])
+case("simulate FILE --batch-p2p", [P, "simulate", good_plan, "--batch-p2p"])
+case("simulate FILE --lowering exact", [P, "simulate", good_plan, "--lowering", "exact"])
+case("simulate FILE --lower --batch-p2p (comms held)", [P, "simulate", good_plan, "--lower", "--batch-p2p"])
+case("train --forward-only --recompute all", [P, "train", "--forward-only", "--recompute", "all"])
 case("convert -s ''", [P, "convert", f("p.csv", "0F0,0B0\n1F0,1B0\n"), "-s", "", "-f", "json"])
 
 # ---------- strings

@@ -280,3 +280,58 @@ TEST_CASE("torchtitan: the compute-only CSV and the TOML of 0.2.x", "[torchtitan
   v4.meta.stages_per_rank = 4;
   CHECK_THAT(torchtitan_refusal(v4), Catch::Contains("only with 2 stages per rank"));
 }
+
+TEST_CASE("torchtitan: the placement decides the schedule class, a renamed plan is named",
+          "[torchtitan]") {
+  const LayerProfile p = model(8, "lm_head");
+  TorchtitanOptions o;
+  o.csv_path = "/tmp/x/schedule.csv";
+  auto schedule_line = [&](const Plan& pl) {
+    std::ostringstream args;
+    write_torchtitan_config(pl, p, o, args);
+    const std::string text = args.str();
+    const std::string key = "--parallelism.pipeline_parallel_schedule=";
+    const std::size_t at = text.find(key) + key.size();
+    return text.substr(at, text.find('\n', at) - at);
+  };
+  // A V plan renamed 1f1b: torchtitan would place a loop while the CSV runs a V.
+  Plan v = plan(Problem{"zbv", 2, 4, 2});
+  CHECK(schedule_line(v) == "ZBVZeroBubble");
+  CHECK(torchtitan_schedule(v.meta).note.empty());
+  v.meta.schedule = "1f1b";
+  CHECK(schedule_line(v) == "ZBVZeroBubble");
+  CHECK(torchtitan_schedule(v.meta).note ==
+        "the plan is named '1f1b' (torch's 1F1B: loop, one stage per rank), but its placement "
+        "is V, several stages per rank: torchtitan is told ZBVZeroBubble, which places the "
+        "stages as the plan does; the CSV sets the order");
+  // A loop plan renamed zbv.
+  Plan loop = plan(Problem{"interleaved-1f1b", 2, 4, 2});
+  CHECK(schedule_line(loop) == "Interleaved1F1B");
+  loop.meta.schedule = "zbv";
+  CHECK(schedule_line(loop) == "Interleaved1F1B");
+  CHECK_THAT(torchtitan_schedule(loop.meta).note,
+             Catch::StartsWith("the plan is named 'zbv' (torch's ZBVZeroBubble: V, several "
+                               "stages per rank), but its placement is loop, several"));
+  Plan single = plan(Problem{"1f1b", 2, 4, 1});
+  single.meta.schedule = "interleaved-1f1b";
+  CHECK(schedule_line(single) == "1F1B");
+  // The TOML says why in a comment.
+  o.version = "0.2.2";
+  std::ostringstream toml;
+  write_torchtitan_config(loop, model(8), o, toml);
+  CHECK_THAT(toml.str(), Catch::Contains("# the plan is named 'zbv'"));
+  CHECK_THAT(toml.str(), Catch::Contains("pipeline_parallel_schedule = \"Interleaved1F1B\"\n"));
+}
+
+TEST_CASE("torchtitan: a forward-only plan is refused, torchtitan trains", "[torchtitan]") {
+  Problem pr{"1f1b", 2, 4, 1};
+  pr.forward_only = true;
+  const Plan fo = plan(pr);
+  CHECK(torchtitan_refusal(fo) ==
+        "torchtitan trains, and the plan is forward-only (no backward): torch's runtime refuses "
+        "it at startup; export a training plan (plan without --forward-only)");
+  std::ostringstream out;
+  CHECK_THROWS_WITH(write_torchtitan_config(fo, model(8, "lm_head"), TorchtitanOptions{}, out),
+                    Catch::Contains("the plan is forward-only"));
+  CHECK(out.str().empty());
+}

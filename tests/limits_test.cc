@@ -5,6 +5,7 @@
 // large inputs are generated here. docs/robustness.md lists the limits.
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -162,6 +163,48 @@ TEST_CASE("limits: trace checks, timelines and calibration take time by the reco
   REQUIRE(problems.size() == 2);
   CHECK(problems[0] == "record step 1 rank 0 index 0 (0F0) is recorded twice");
   CHECK(contains(problems[1], "step 1 has no record of rank 0 index 5"));
+}
+
+TEST_CASE("limits: a calibration names the types its run never ran, never writes them as 0",
+          "[limits][calibrate]") {
+  // A trace with only forwards: B, I and W were not measured.
+  Problem pr{"1f1b", 2, 2};
+  pr.forward_only = true;
+  const Calibration c = calibrate(steady_trace(plan(pr), 3));
+  CHECK(c.unmeasured == std::map<int, std::string>{{0, "B,I,W"}, {1, "B,I,W"}});
+  CHECK(c.derived.empty());
+  std::ostringstream file;
+  write_calibration_json(c, file);
+  const std::string text = file.str();
+  CHECK(text.find("\"B\"") == std::string::npos);
+  CHECK(contains(text, "\"unmeasured\": {\"0\": \"B,I,W\", \"1\": \"B,I,W\"}"));
+  const StageCosts read = read_stage_costs(text, "costs.json");
+  CHECK(read.unmeasured == c.unmeasured);
+  SimOptions o;
+  o.costs = cost_model_of(read);
+  // The forward-only plan is costed; a training plan is refused, naming what is missing.
+  CHECK(simulate(plan(pr), o).ok());
+  CHECK_THROWS_WITH(simulate(plan(Problem{"1f1b", 2, 2}), o),
+                    Catch::StartsWith("stage 0's B was not measured (the calibrated run had no "
+                                      "B,I,W on it), and the plan runs 0B0 on rank 0"));
+  // The CLI: a warning names them; simulate refuses (exit 2).
+  std::ostringstream trace;
+  write_trace_json(steady_trace(plan(pr), 3), trace);
+  const std::string costs = temp_file("forward_costs.json", "");
+  const CliResult cal = run_cli({"calibrate", temp_file("forward_trace.json", trace.str()), "-o",
+                                 costs});
+  CHECK(cal.exit_code == 0);
+  CHECK(contains(cal.err, "stage 0: B,I,W not measured"));
+  std::vector<std::string> args = {"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--stage-costs",
+                                   costs};
+  const CliResult sim = run_cli(args);
+  CHECK(sim.exit_code == 2);
+  CHECK(contains(sim.err, "stage 0's B was not measured"));
+  args.push_back("--forward-only");
+  CHECK(run_cli(args).exit_code == 0);
+  // A malformed list is refused.
+  CHECK_THROWS_WITH(read_stage_costs(R"({"stages": [], "unmeasured": {"0": "X"}})", "c.json"),
+                    Catch::Contains("unmeasured must map stages"));
 }
 
 TEST_CASE("limits: a prefetch cap costs nothing by its size", "[limits]") {

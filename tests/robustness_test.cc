@@ -568,3 +568,88 @@ TEST_CASE("robustness: an empty value is an error for every option", "[robustnes
   CHECK(bare.exit_code == 2);
   CHECK(contains(bare.err, "--recompute: 1 required"));
 }
+
+TEST_CASE("robustness: a lowering option where nothing is lowered is refused, naming both",
+          "[robustness]") {
+  // One exclusive-flag rule: the flag and what makes it inert, in one line.
+  auto both = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "--batch-p2p", "--compute-only"});
+  CHECK(both.exit_code == 2);
+  CHECK(contains(both.err, "give --batch-p2p or --compute-only, not both (the compute order holds "
+                           "no SEND/RECV for it to place)"));
+  auto sim = run_cli(
+      {"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--lowering", "seed", "--compute-only"});
+  CHECK(sim.exit_code == 2);
+  CHECK(contains(sim.err, "give --lowering or --compute-only, not both"));
+  const std::string lowered =
+      temp_file("lowered.json", run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2"}).out);
+  const std::string compute = temp_file(
+      "compute.json", run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "--compute-only"}).out);
+  for (const std::string& flag : {"--batch-p2p", "--serial-safe"}) {
+    auto r = run_cli({"simulate", lowered, flag});
+    INFO(flag << ": " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.err, flag + " shapes a lowering, and a plan FILE is simulated as it is: give "
+                                 "--lower too"));
+  }
+  auto exact = run_cli({"simulate", lowered, "--lowering", "exact"});
+  CHECK(exact.exit_code == 2);
+  CHECK(contains(exact.err, "--lowering shapes a lowering"));
+  auto held = run_cli({"simulate", lowered, "--lower", "--batch-p2p"});
+  CHECK(held.exit_code == 2);
+  CHECK(contains(held.err, "already holds its SEND/RECV: --batch-p2p has nothing to lower"));
+  // Where the flag does its work it is taken.
+  CHECK(run_cli({"simulate", compute, "--lower", "--batch-p2p"}).exit_code == 0);
+  CHECK(run_cli({"simulate", lowered}).exit_code == 0);
+}
+
+TEST_CASE("robustness: train refuses a memory policy on a forward-only run, as plan does",
+          "[robustness]") {
+  // The rule runs before the executor in every build (this one has no LibTorch).
+  const std::string why =
+      "a forward-only plan keeps no activations for a backward: nothing to recompute or offload";
+  auto train = run_cli({"train", "--forward-only", "--recompute", "all"});
+  CHECK(train.exit_code == 2);
+  CHECK(contains(train.err, why));
+  auto plan =
+      run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "--forward-only", "--recompute", "all"});
+  CHECK(plan.exit_code == 2);
+  CHECK(contains(plan.err, why));
+}
+
+TEST_CASE("robustness: export torchtitan writes both files or neither, and only a training plan",
+          "[robustness][torchtitan]") {
+  namespace fs = std::filesystem;
+  const std::string layers = temp_file(
+      "tt_layers.csv",
+      "name,F,B,W,activation\ntok_embeddings,1,2,1,1\nlayers.0,1,2,1,1\nlayers.1,1,2,1,1\n"
+      "norm,1,2,1,1\nlm_head,1,2,1,1\n");
+  const std::string training =
+      temp_file("tt_train.json", run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2"}).out);
+  const fs::path dir = fs::temp_directory_path() / ("pipeplan_tt_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "torchtitan.args");  // a folder where the config goes
+  std::ofstream(dir / "schedule.csv") << "old\n";
+  auto partial = run_cli({"export", "torchtitan", training, "--layers", layers, "-o", dir.string()});
+  CHECK(partial.exit_code == 2);
+  CHECK(contains(partial.err, "torchtitan.args': it exists and is not a file (nothing written)"));
+  std::ifstream kept(dir / "schedule.csv");
+  std::string line;
+  std::getline(kept, line);
+  CHECK(line == "old");
+  for (const auto& entry : fs::directory_iterator(dir))
+    CHECK(entry.path().filename().string().find("pipeplan-tmp") == std::string::npos);
+  fs::remove(dir / "torchtitan.args");
+  auto ok = run_cli({"export", "torchtitan", training, "--layers", layers, "-o", dir.string()});
+  CHECK(ok.exit_code == 0);
+  CHECK(fs::exists(dir / "torchtitan.args"));
+  // A forward-only plan: torch's runtime would refuse it at startup.
+  const std::string forward = temp_file(
+      "tt_forward.json",
+      run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "2", "--forward-only"}).out);
+  const fs::path fdir = dir / "forward";
+  auto fwd = run_cli({"export", "torchtitan", forward, "--layers", layers, "-o", fdir.string()});
+  CHECK(fwd.exit_code == 2);
+  CHECK(contains(fwd.err, "torchtitan trains, and the plan is forward-only"));
+  CHECK(!fs::exists(fdir));
+  fs::remove_all(dir);
+}

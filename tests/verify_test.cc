@@ -350,3 +350,38 @@ TEST_CASE("verify: group marks a file cannot hold are bad-group", "[verify][grou
         "rank 1 index 3: 1SEND_B0 is marked as posted with the next action, but it ends its "
         "rank's list");
 }
+
+TEST_CASE("verify: under rendezvous a group member meeting a single SEND/RECV is named",
+          "[verify][groups]") {
+  // On NCCL the group runs on the group's communicator, the single on the
+  // pair's: they never meet, though the rendezvous model lets them.
+  const Plan mixed = custom(2, 1, {"0F0 (0SEND_F0;0RECV_B0)BATCH_P2P 0B0",
+                                   "1RECV_F0 1F0 1B0 1SEND_B0"});
+  const std::vector<Diagnostic> d = verify(mixed, {Transport::Rendezvous}).diagnostics;
+  REQUIRE(d.size() == 2);
+  CHECK(d[0].code == "group-meets-single");
+  CHECK(d[0].rank == 0);
+  CHECK(d[0].index == 1);
+  CHECK(d[0].message ==
+        "rank 0 posts 0SEND_F0 in a BATCH_P2P group and rank 1 posts its partner 1RECV_F0 "
+        "alone: the rendezvous model lets them meet, but on NCCL (torch's ProcessGroupNCCL, "
+        "pipeplan's executor) grouped operations run on the group's communicator and single "
+        "ones on the pair's, so they never meet; post both in groups or both alone");
+  CHECK(d[1].action == "0RECV_B0");
+  // Serial (one communicator for everything) and eager (Gloo) meet them.
+  CHECK(verify(mixed, {Transport::Serial}).ok());
+  CHECK(verify(mixed, {Transport::Eager}).ok());
+  // Groups that meet groups, and the batched lowering of every schedule, pass.
+  const Plan grouped =
+      custom(2, 2, {"0F0 0SEND_F0 0F1 (0RECV_B0;0SEND_F1)BATCH_P2P 0B0 0RECV_B1 0B1",
+                    "1RECV_F0 1F0 1B0 (1SEND_B0;1RECV_F1)BATCH_P2P 1F1 1B1 1SEND_B1"});
+  CHECK(verify(grouped, {Transport::Rendezvous}).ok());
+  LoweringChoice batched;
+  batched.batch_p2p = true;
+  for (const char* s : {"1f1b", "gpipe", "interleaved-1f1b", "zb-h1"}) {
+    INFO(s);
+    const int v = std::string(s) == "interleaved-1f1b" ? 2 : 1;
+    CHECK(verify(pipeplan::plan(Problem{s, 4, 8, v}, batched, CostModel{}), {Transport::Rendezvous})
+              .ok());
+  }
+}

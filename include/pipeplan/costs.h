@@ -26,6 +26,9 @@ struct CostModel {
   std::optional<double> overlap;
   /// Stage -> multipliers; stages not listed use 1.
   std::map<int, StageScale> stage_scales;
+  /// Stage -> the compute types a calibration could not measure ("B,I,W"):
+  /// simulate() refuses a plan that runs one, never costing it as 0.
+  std::map<int, std::string> unmeasured;
   double comm_latency = 0.0;
   double comm_bandwidth = 0.0;  ///< bytes per time unit; 0 = infinite
   double transfer_bytes = 0.0;  ///< size of every transfer
@@ -69,6 +72,7 @@ struct StageCosts {
   bool absolute = false;
   std::string time_unit;    ///< "ms" for calibrated files
   int stages_per_rank = 0;  ///< layout measured on (0: not stated)
+  std::map<int, std::string> unmeasured;  ///< stage -> types not measured ("B,I,W")
   std::optional<double> comm_latency, comm_bandwidth, transfer_bytes;
 };
 

@@ -95,6 +95,19 @@ Trace import_torch_traces(const std::vector<TorchRankTrace>& ranks,
 /// "Interleaved1F1B", "ZBVZeroBubble", ...); "" for the others.
 std::string torch_schedule_name(std::string_view schedule);
 
+/// The torch schedule class torchtitan is told to build. torchtitan derives
+/// the stage placement from the name (V for ZBVZeroBubble and DualPipeV,
+/// else loop; one stage per rank for GPipe and 1F1B), so the plan's
+/// placement decides: its schedule's torch name when that name places the
+/// stages as the plan does, else ZBVZeroBubble (V), 1F1B (loop, one stage
+/// per rank) or Interleaved1F1B (loop, several). `note` names a plan whose
+/// schedule field is a torch schedule of another placement ("" otherwise).
+struct TorchtitanSchedule {
+  std::string name;
+  std::string note;
+};
+TorchtitanSchedule torchtitan_schedule(const PlanMeta& meta);
+
 /// The modules of each stage: the profile's layer names split by `partition`.
 std::vector<std::vector<std::string>> module_fqns_per_stage(const LayerProfile& profile,
                                                             const Partition& partition);
@@ -105,8 +118,9 @@ std::vector<std::vector<std::string>> module_fqns_per_stage(const LayerProfile& 
 std::string torch_dialect_refusal(const Plan& plan);
 
 /// Why torchtitan cannot build this plan's stages ("" when it can): a V
-/// placement needs exactly 2 stages per rank; only whole plans; no memory
-/// actions (torch_dialect_refusal).
+/// placement needs exactly 2 stages per rank; only whole plans; no
+/// forward-only plan (torchtitan trains); no memory actions
+/// (torch_dialect_refusal).
 std::string torchtitan_refusal(const Plan& plan);
 
 /// The plan with its compute actions only (F, B, I, W, OVERLAP_F_B): what a

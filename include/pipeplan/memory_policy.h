@@ -64,6 +64,11 @@ MemoryPolicy memory_policy_from(std::string_view recompute, std::string_view off
                                 std::optional<int> offload_lead,
                                 const std::string& name_prefix = "");
 
+/// Throws InputError when a non-empty `policy` meets a forward-only run (no
+/// backward keeps activations to recompute or offload): apply_memory_policy's
+/// rule, shared with front ends that run a training plan forward only.
+void require_backward_for(const MemoryPolicy& policy, bool forward_only);
+
 /// `plan` with the policy's memory actions inserted on every rank. Throws
 /// InputError for a stage the plan does not have, a negative lead, a
 /// forward-only plan (no backward keeps anything), or a plan that already

@@ -101,6 +101,9 @@ struct Calibration {
   /// execute is derived (B = I + W; I = W = B / 2) and listed in `derived`.
   std::map<int, StageScale> stage_ms;
   std::map<int, std::string> derived;  ///< stage -> e.g. "I,W" (derived types)
+  /// stage -> the types neither measured nor derivable ("B,I,W" for a run
+  /// with only forwards): 0 in stage_ms, absent from the written file.
+  std::map<int, std::string> unmeasured;
   std::map<int, int> samples;          ///< stage -> compute actions measured
   /// Per stage: the median host time of the posts charged to its computes
   /// (included in stage_ms), and the durations without it.

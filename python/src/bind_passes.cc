@@ -22,8 +22,8 @@ using Release = py::gil_scoped_release;
 // plan(): the CLI's `plan` with the same choices (one schedule lookup).
 Plan make_plan(const std::string& schedule, const py::object& pp_arg, const py::object& m_arg,
                const py::object& v_arg, const py::object& rank_arg, bool compute_only,
-               bool forward_only, const std::optional<std::string>& lowering,
-               const py::object& prefetch, bool serial_safe, bool batch_p2p, const py::object& cost,
+               bool forward_only, const py::object& lowering, const py::object& prefetch,
+               const py::object& serial_safe, const py::object& batch_p2p, const py::object& cost,
                const py::object& stage_costs, const py::object& comm, const py::object& bytes,
                const py::object& recompute, const py::object& offload,
                const py::object& offload_lead, const py::object& host_bw,
@@ -107,11 +107,11 @@ MemoryPolicy memory_policy_arg(const py::object& recompute, const py::object& of
                             stage_set_text(offload, "offload"), lead);
 }
 
-LoweringChoice lowering_choice(const std::optional<std::string>& lowering,
-                               const py::object& prefetch, bool serial_safe, const py::object& comm,
-                               bool batch_p2p) {
+LoweringChoice lowering_choice(const py::handle& lowering_arg, const py::handle& prefetch,
+                               const py::handle& serial_safe, const py::handle& comm,
+                               const py::handle& batch_p2p) {
   LoweringChoice choice;
-  if (lowering) {
+  if (const std::optional<std::string> lowering = optional_str(lowering_arg, "lowering")) {
     choice.mode = parse_lower_mode(*lowering);
     if (!choice.mode)
       throw InputError("unknown lowering '" + limits::excerpt(*lowering) + "' (expected " +
@@ -119,8 +119,8 @@ LoweringChoice lowering_choice(const std::optional<std::string>& lowering,
   }
   // 0: no limit; the CLI's --prefetch range.
   choice.max_prefetch = static_cast<int>(int_in(prefetch, "prefetch", 0, limits::kMaxPrefetch));
-  choice.serial_safe = serial_safe;
-  choice.batch_p2p = batch_p2p;
+  choice.serial_safe = bool_arg(serial_safe, "serial_safe");
+  choice.batch_p2p = bool_arg(batch_p2p, "batch_p2p");
   choice.transfer_cost_stated = !comm.is_none();
   return choice;
 }
@@ -128,8 +128,8 @@ LoweringChoice lowering_choice(const std::optional<std::string>& lowering,
 namespace {
 
 Plan lower_plan(const Plan& plan, const std::optional<std::string>& send_placement,
-                bool reduce_grad, const std::optional<std::string>& lowering,
-                const py::object& prefetch, bool serial_safe, bool batch_p2p,
+                bool reduce_grad, const py::object& lowering, const py::object& prefetch,
+                const py::object& serial_safe, const py::object& batch_p2p,
                 const py::object& cost, const py::object& stage_costs, const py::object& comm,
                 const py::object& bytes, const py::object& recompute, const py::object& offload,
                 const py::object& offload_lead, const py::object& host_bw,

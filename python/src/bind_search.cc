@@ -249,7 +249,8 @@ actions), ``to_text()``/``to_json()`` as
       [](const py::object& layers, const py::object& pp_degree, const py::object& num_microbatches,
          const py::object& memory_limit, const py::object& comm, const py::object& bytes,
          const std::string& model, const py::object& time_limit,
-         const py::object& max_stages_per_rank, bool recompute, bool offload,
+         const py::object& max_stages_per_rank, const py::object& recompute,
+         const py::object& offload,
          const py::object& host_bw, const py::object& host_latency) {
         Searched s;
         s.options.pp_degree = count_arg(pp_degree, "pp_degree", 1, limits::kMaxRanks);
@@ -263,8 +264,8 @@ actions), ``to_text()``/``to_json()`` as
         const LayerProfile profile = layers_from(layers);
         const SimOptions sim =
             sim_options(py::none(), py::none(), comm, bytes, model, nullptr, host_bw, host_latency);
-        s.options.recompute = recompute;
-        s.options.offload = offload;
+        s.options.recompute = bool_arg(recompute, "recompute");
+        s.options.offload = bool_arg(offload, "offload");
         s.options.comm = sim.costs;
         s.options.transport = sim.transport;
         {

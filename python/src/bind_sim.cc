@@ -147,7 +147,7 @@ Simulation run_simulation(const py::object& plan_obj, const py::object& cost,
   if (!policy.empty()) changed = apply_memory_policy(given, policy);
   const Plan& source = changed ? *changed : given;
   std::vector<Diagnostic> defects;
-  const LoweringChoice choice = lowering_choice(std::nullopt, py::int_(0), false, comm);
+  const LoweringChoice choice = lowering_choice(py::none(), py::int_(0), py::bool_(false), comm);
   {
     Release release;
     if (lower_first && source.is_compute_only()) {
@@ -183,8 +183,9 @@ Comparison run_comparison(const py::object& pp_arg, const py::object& m_arg,
                           const std::optional<std::vector<std::string>>& names_given,
                           const py::object& cost, const py::object& stage_costs,
                           const py::object& comm, const py::object& bytes, const std::string& model,
-                          const py::object& layers, const std::optional<std::string>& lowering,
-                          const py::object& prefetch, bool serial_safe, bool batch_p2p,
+                          const py::object& layers, const py::object& lowering,
+                          const py::object& prefetch, const py::object& serial_safe,
+                          const py::object& batch_p2p,
                           const py::object& recompute, const py::object& offload,
                           const py::object& offload_lead, const py::object& host_bw,
                           const py::object& host_latency) {

@@ -58,6 +58,11 @@ std::optional<int> optional_count(const py::handle& value, const char* name, lon
 /// A float argument: TypeError unless a real number (a bool is not one);
 /// InputError unless finite.
 double float_arg(const py::handle& value, const char* name);
+/// A flag argument: TypeError unless True or False (an int is not one:
+/// batch_p2p=1 is refused, as the CLI's flags take no value).
+bool bool_arg(const py::handle& value, const char* name);
+/// A str argument that may be None: TypeError unless a str or None.
+std::optional<std::string> optional_str(const py::handle& value, const char* name);
 /// The Python type's name of `value`, for messages ("str", "NoneType").
 std::string type_name(const py::handle& value);
 /// Refuses a Plan (or other bound type) argument of the wrong type with a
@@ -112,9 +117,9 @@ MemoryPolicy memory_policy_arg(const py::object& recompute, const py::object& of
 /// The lowering keywords (lowering=, prefetch=, serial_safe=, batch_p2p=)
 /// as the CLI's --lowering, --prefetch, --serial-safe and --batch-p2p, with
 /// the transfer cost stated when comm= is given; InputError for a bad value.
-LoweringChoice lowering_choice(const std::optional<std::string>& lowering,
-                               const py::object& prefetch, bool serial_safe, const py::object& comm,
-                               bool batch_p2p = false);
+LoweringChoice lowering_choice(const py::handle& lowering, const py::handle& prefetch,
+                               const py::handle& serial_safe, const py::handle& comm,
+                               const py::handle& batch_p2p = py::bool_(false));
 /// The layers= argument: a CSV path, a LayerProfile, or (name, F, B, W,
 /// activation) rows / dicts; read by the library's CSV reader.
 LayerProfile layers_from(const py::object& layers);

@@ -98,6 +98,19 @@ std::optional<int> optional_count(const py::handle& value, const char* name, lon
   return count_arg(value, name, lo, hi);
 }
 
+bool bool_arg(const py::handle& value, const char* name) {
+  if (!PyBool_Check(value.ptr()))
+    throw TypeFailure{std::string(name) + " must be a bool, got " + type_name(value)};
+  return value.ptr() == Py_True;
+}
+
+std::optional<std::string> optional_str(const py::handle& value, const char* name) {
+  if (value.is_none()) return std::nullopt;
+  if (!PyUnicode_Check(value.ptr()))
+    throw TypeFailure{std::string(name) + " must be a str or None, got " + type_name(value)};
+  return value.cast<std::string>();
+}
+
 double float_arg(const py::handle& value, const char* name) {
   if (PyBool_Check(value.ptr()) || !(PyFloat_Check(value.ptr()) || PyIndex_Check(value.ptr())))
     throw TypeFailure{std::string(name) + " must be a number, got " + type_name(value)};

@@ -93,6 +93,18 @@ def test_tampered_pickles_are_named_errors():
     (lambda: pipeplan.search([("a", 1, 2, 1, 1)] * 4, 2, 4, time_limit=True),
      "time_limit must be a number, got bool"),
     (lambda: pipeplan.read_layers([("a", True, 2, 1, 1)]), r"layers\[0\].F must be a number"),
+    # Flags take True or False only (as the CLI's take no value); lowering a str or None.
+    (lambda: pipeplan.plan("1f1b", 2, 2, batch_p2p=1), "batch_p2p must be a bool, got int"),
+    (lambda: pipeplan.plan("1f1b", 2, 2, batch_p2p="yes"), "batch_p2p must be a bool, got str"),
+    (lambda: pipeplan.plan("1f1b", 2, 2, serial_safe=0), "serial_safe must be a bool, got int"),
+    (lambda: pipeplan.plan("1f1b", 2, 2, lowering=1), "lowering must be a str or None, got int"),
+    (lambda: pipeplan.lower(pipeplan.plan("1f1b", 2, 2, compute_only=True), lowering=b"seed"),
+     "lowering must be a str or None, got bytes"),
+    (lambda: pipeplan.compare(2, 4, batch_p2p=1), "batch_p2p must be a bool, got int"),
+    (lambda: pipeplan.search([("a", 1, 2, 1, 1)] * 4, 2, 4, offload=1),
+     "offload must be a bool, got int"),
+    (lambda: pipeplan.search([("a", 1, 2, 1, 1)] * 4, 2, 4, recompute="no"),
+     "recompute must be a bool, got str"),
     (lambda: pipeplan.Action(7), "Action\\(\\) takes an action string, got int"),
     (lambda: pipeplan.plan("1f1b", 4, 8).meta.rank_of("1"), "stage must be an int, got str"),
 ])

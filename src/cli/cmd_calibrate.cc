@@ -193,11 +193,22 @@ std::function<int()> setup_calibrate(CLI::App& app) {
         trace.num_steps() > 1 ? " (step 1 dropped)" : " (only one step: warm-up included)");
     for (const auto& [stage, d] : c.stage_ms) {
       auto it = c.derived.find(stage);
+      const auto missing = c.unmeasured.find(stage);
+      const auto shown = [&](char letter, double v) {
+        const bool none = missing != c.unmeasured.end() &&
+                          missing->second.find(letter) != std::string::npos;
+        return none ? std::string("not measured") : ms(v);
+      };
       spdlog::info("  stage {}: F {}  B {}  I {}  W {}{}; posts before a compute {}", stage,
-                   ms(d.f), ms(d.b), ms(d.i), ms(d.w),
+                   shown('F', d.f), shown('B', d.b), shown('I', d.i), shown('W', d.w),
                    it == c.derived.end() ? "" : "  (derived: " + it->second + ")",
                    ms(c.host_overhead_ms.at(stage)));
     }
+    for (const auto& [stage, what] : c.unmeasured)
+      spdlog::warn(
+          "stage {}: {} not measured (the run had none to time): left out of the file, "
+          "named under \"unmeasured\"; simulate refuses a plan that runs them",
+          stage, what);
     if (c.transfers_used == 0)
       spdlog::warn("no transfer had its receiver waiting for it: transfer cost left at 0");
     else

@@ -81,17 +81,18 @@ void write_torchtitan_dir(const Plan& plan, const LayerProfile& profile, const s
   // Refusals come before any file or folder is made.
   std::ostringstream config, schedule;
   write_torchtitan_config(plan, profile, o, config);
+  if (const std::string note = torchtitan_schedule(plan.meta).note; !note.empty())
+    spdlog::warn("{}", note);
   write_torch_compute_csv(plan, schedule, torch);
-  check_torch_target(compute_actions(plan), torch);  // the compile-guard warning
-  check_torch_lowering(plan, torch);
+  // What is written is verified as torch reads it: the CSV carries no
+  // forward-only mark, so torch trains it (every forward owes a backward).
+  Plan written = compute_actions(plan);
+  written.meta.forward_only = false;
+  check_torch_target(written, torch);  // the compile-guard warning
+  check_torch_lowering(written, torch);
   fs::create_directories(dir, ec);
   if (ec) throw InputError(limits::excerpt(dir) + ": cannot create the folder: " + ec.message());
-  Output csv_out(csv.string());
-  csv_out.stream() << schedule.str();
-  csv_out.close();
-  Output config_out(config_path.string());
-  config_out.stream() << config.str();
-  config_out.close();
+  write_all_or_none({{csv.string(), schedule.str()}, {config_path.string(), config.str()}});
   spdlog::info("wrote {} and {} (torchtitan {}, torch {})", csv.string(), config_path.string(),
                target.version, to_string(torch));
 }

@@ -54,7 +54,8 @@ std::function<int()> setup_plan(CLI::App& app) {
   add_cost_options(app, args->costs, true, /*model=*/false);
   add_lowering_options(app, args->lowering);
   add_memory_options(app, args->memory);
-  return [args]() {
+  return [args, &app]() {
+    refuse_lowering_with_compute_only(app);
     const TorchVersion torch = torch_csv_target(args->format, args->torch_version);
     const MemoryPolicy memory = memory_policy(args->memory);
     // One schedule lookup: the shape, the lowering (for the cost model

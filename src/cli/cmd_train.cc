@@ -440,6 +440,9 @@ std::function<int()> setup_train(CLI::App& app) {
       "last stage.\nExit codes: 0 ok, 1 plan rejected or a peer failed, 2 usage or input "
       "error.");
   return [a]() -> int {
+    // The request's own rules hold in every build, before any rank starts:
+    // plan, simulate and Python refuse the same (memory_policy.h).
+    require_backward_for(memory_policy(a->memory), a->forward_only);
 #if defined(PIPEPLAN_HAVE_EXEC)
     return run_train(*a);
 #elif defined(PIPEPLAN_TRAIN_DELEGATE)

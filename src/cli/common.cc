@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -222,6 +223,48 @@ void Output::close() {
   if (!s)
     throw InputError("cannot write '" +
                      (path_.empty() ? std::string("stdout") : limits::excerpt(path_)) + "'");
+}
+
+void write_all_or_none(const std::vector<std::pair<std::string, std::string>>& files) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> temps;
+  try {
+    for (const auto& [path, text] : files) {
+      std::error_code ec;
+      const fs::file_status st = fs::symlink_status(path, ec);
+      if (fs::exists(st) && !fs::is_regular_file(st))
+        throw InputError("cannot write '" + limits::excerpt(path) +
+                         "': it exists and is not a file (nothing written)");
+      temps.push_back(path + ".pipeplan-tmp");
+      std::ofstream out(temps.back(), std::ios::binary | std::ios::trunc);
+      out << text;
+      out.flush();
+      if (!out) throw InputError("cannot write '" + limits::excerpt(path) + "' (nothing written)");
+    }
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      std::error_code ec;
+      fs::rename(temps[i], files[i].first, ec);
+      if (ec)
+        throw InputError("cannot write '" + limits::excerpt(files[i].first) + "': " +
+                         ec.message() + (i == 0 ? " (nothing written)" : ""));
+    }
+  } catch (...) {
+    std::error_code ignored;
+    for (const std::string& t : temps) fs::remove(t, ignored);
+    throw;
+  }
+}
+
+std::string given_option(const CLI::App& app, const std::vector<std::string>& names) {
+  for (const std::string& name : names)
+    if (app.count(name) > 0) return name;
+  return {};
+}
+
+void refuse_together(const CLI::App& app, const std::string& option, const std::string& other,
+                     const std::string& why) {
+  if (option.empty() || other.empty() || app.count(option) == 0 || app.count(other) == 0) return;
+  throw InputError("give " + option + " or " + other + ", not both (" + why + ")");
 }
 
 Plan load_plan(const std::string& path, const CsvReadOptions& csv, PlanFormat* format) {

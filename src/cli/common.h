@@ -6,6 +6,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pipeplan/io.h"
@@ -69,6 +70,13 @@ CLI::Option* add_stages_per_rank_option(CLI::App& app, int& v, const std::string
 /// `required`: whether -s/-p/-m must be given.
 void add_problem_options(CLI::App& app, Problem& problem, bool required);
 
+/// The first of `names` given on `app` ("" when none).
+std::string given_option(const CLI::App& app, const std::vector<std::string>& names);
+/// The one exclusive-flag rule: when `option` and `other` were both given on
+/// `app`, throws InputError "give A or B, not both (why)". Empty names pass.
+void refuse_together(const CLI::App& app, const std::string& option, const std::string& other,
+                     const std::string& why);
+
 /// The one catch point: runs `body`; an exception is reported on stderr
 /// ("pipeplan: error: ...") and mapped to its exit code by classify().
 int guarded(const std::function<int()>& body);
@@ -93,6 +101,12 @@ class Output {
   std::string path_;
   std::unique_ptr<std::ostream> file_;
 };
+
+/// Writes every file (path, text) or none: each into a temporary file beside
+/// it, then renamed into place. A target that exists and is not a regular
+/// file, or a temporary file that cannot be written, is refused (InputError)
+/// before any target changes; the temporary files are removed on failure.
+void write_all_or_none(const std::vector<std::pair<std::string, std::string>>& files);
 
 /// Writes `plan` as `format`: json, csv, torch-csv, text or timeline (the
 /// plan formats' names in every -f option that writes a plan); torch-csv for

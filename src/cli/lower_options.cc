@@ -41,7 +41,17 @@ void add_lowering_options(CLI::App& app, LoweringChoice& choice) {
                "consumer, and each send posted together with the receive from the same peer it "
                "meets as one (A;B)BATCH_P2P group, instead of parity-staggered sends; "
                "deadlock-free under rendezvous and serial. Not with --lowering latency-hiding "
-               "or exact, nor --prefetch");
+               "or exact, nor --prefetch. Like every lowering option, refused where nothing is "
+               "lowered: with --compute-only, or on a plan FILE without --lower");
+}
+
+std::string given_lowering_option(const CLI::App& app) {
+  return given_option(app, {"--lowering", "--prefetch", "--serial-safe", "--batch-p2p"});
+}
+
+void refuse_lowering_with_compute_only(const CLI::App& app) {
+  refuse_together(app, given_lowering_option(app), "--compute-only",
+                  "the compute order holds no SEND/RECV for it to place");
 }
 
 void add_memory_options(CLI::App& app, MemoryArgs& args) {

@@ -19,6 +19,13 @@ namespace pipeplan::cli {
 /// added where the cost options are read: sim_options.h).
 void add_lowering_options(CLI::App& app, LoweringChoice& choice);
 
+/// The lowering option given on `app` (--lowering, --prefetch, --serial-safe,
+/// --batch-p2p, first in that order), "" when none.
+std::string given_lowering_option(const CLI::App& app);
+/// Refuses a lowering option beside --compute-only (refuse_together): the
+/// compute order holds no SEND/RECV for it to place.
+void refuse_lowering_with_compute_only(const CLI::App& app);
+
 /// --recompute all|STAGES, --offload all|STAGES, --offload-lead K as given.
 struct MemoryArgs {
   std::string recompute, offload;

@@ -97,7 +97,7 @@ void add_plan_source(CLI::App& app, PlanSource& src) {
   add_problem_options(app, src.problem, false);
   app.add_flag("--lower", src.lower,
                "Lower a compute-only FILE before simulating (default: values move as soon as "
-               "they are produced)");
+               "they are produced); the lowering options apply only then");
   app.add_flag("--forward-only", src.problem.forward_only,
                "Forward-only (inference) plan: with -s, plan one; with FILE, owe no backward");
   app.add_flag("--compute-only", src.compute_only,
@@ -118,10 +118,16 @@ Plan load_plan_source(const PlanSource& src, const CostArgs& costs, const CostMo
                       src.app->count("--stages-per-rank") > 0;
   if (!src.file.empty() && (named || shaped))
     throw InputError("give either a plan FILE or -s NAME -p P -m M, not both");
-  if (src.lower && src.compute_only)
-    throw InputError(
-        "give --lower or --compute-only, not both (one lowers the plan, the other "
-        "drops its SEND/RECV)");
+  refuse_together(*src.app, "--lower", "--compute-only",
+                  "one lowers the plan, the other drops its SEND/RECV");
+  refuse_lowering_with_compute_only(*src.app);
+  // A lowering option shapes the SEND/RECV a lowering places: a plan FILE
+  // is lowered only with --lower, and only when it holds none yet.
+  const std::string lowering_flag = given_lowering_option(*src.app);
+  if (!src.file.empty() && !src.lower && !lowering_flag.empty())
+    throw InputError(lowering_flag +
+                     " shapes a lowering, and a plan FILE is simulated as it is: give --lower "
+                     "too (for a compute-only FILE), or drop " + lowering_flag);
   if (src.file.empty()) {
     if (!named) throw InputError("give a plan FILE, or -s NAME -p P -m M [-v V]");
     if (src.app->count("--pp") == 0 || src.app->count("--microbatches") == 0)
@@ -139,6 +145,9 @@ Plan load_plan_source(const PlanSource& src, const CostArgs& costs, const CostMo
     throw InputError(src.file + ": holds " + std::to_string(p.ranks.size()) + " of " +
                      std::to_string(p.meta.pp_degree) + " ranks; simulating needs every rank");
   p = apply_memory_policy(std::move(p), memory_policy(src.memory));
+  if (!lowering_flag.empty() && !p.is_compute_only())
+    throw InputError(limits::excerpt(src.file) + " already holds its SEND/RECV: " + lowering_flag +
+                     " has nothing to lower (drop it, or give a compute-only plan)");
   if (src.lower && !src.compute_only && p.is_compute_only()) {
     Lowered lowered = lower_if_compute_only(p, lower_options(p.meta, choice, planned(p.meta)));
     defects = std::move(lowered.defects);

@@ -2,7 +2,6 @@
 // the config that points torchtitan at it, in the form each release loads
 // (0.3.0: CLI overrides of its Python config; 0.2.x: TOML).
 #include <algorithm>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -15,18 +14,35 @@ namespace pipeplan {
 namespace {
 
 // pipeplan's library schedules that torch.distributed.pipelining has, by
-// the name torch's get_schedule_class takes.
-const std::map<std::string, std::string, std::less<>>& torch_names() {
-  static const std::map<std::string, std::string, std::less<>> names = {
-      {"gpipe", "GPipe"},
-      {"1f1b", "1F1B"},
-      {"interleaved-1f1b", "Interleaved1F1B"},
-      {"looped-bfs", "LoopedBFS"},
-      {"interleaved-zb", "InterleavedZeroBubble"},
-      {"zbv", "ZBVZeroBubble"},
-      {"dualpipev", "DualPipeV"},
-  };
-  return names;
+// the name torch's get_schedule_class takes, with the stage placement
+// torchtitan builds for that name: "v" style for ZBVZeroBubble and
+// DualPipeV (_get_pp_rank_to_stage_indices_mapping), else loop; one stage
+// per rank for the single-stage classes (PipelineScheduleSingle).
+struct TorchSchedule {
+  std::string_view library;
+  std::string_view torch;
+  bool v;
+  bool single;
+};
+
+constexpr TorchSchedule kTorchSchedules[] = {
+    {"gpipe", "GPipe", false, true},
+    {"1f1b", "1F1B", false, true},
+    {"interleaved-1f1b", "Interleaved1F1B", false, false},
+    {"looped-bfs", "LoopedBFS", false, false},
+    {"interleaved-zb", "InterleavedZeroBubble", false, false},
+    {"zbv", "ZBVZeroBubble", true, false},
+    {"dualpipev", "DualPipeV", true, false},
+};
+
+const TorchSchedule* torch_schedule(std::string_view library) {
+  for (const TorchSchedule& t : kTorchSchedules)
+    if (t.library == library) return &t;
+  return nullptr;
+}
+
+std::string placement_text(bool v, bool single) {
+  return std::string(v ? "V" : "loop") + (single ? ", one stage per rank" : ", several stages per rank");
 }
 
 // A TOML basic string: quotes, backslashes and control characters escaped.
@@ -52,9 +68,23 @@ std::string toml_string(std::string_view s) {
 }  // namespace
 
 std::string torch_schedule_name(std::string_view schedule) {
-  const auto& names = torch_names();
-  const auto it = names.find(schedule);
-  return it == names.end() ? std::string() : it->second;
+  const TorchSchedule* t = torch_schedule(schedule);
+  return t ? std::string(t->torch) : std::string();
+}
+
+TorchtitanSchedule torchtitan_schedule(const PlanMeta& meta) {
+  const bool v = meta.mapping == StageMapping::V;
+  const bool single = meta.stages_per_rank == 1;
+  const TorchSchedule* named = torch_schedule(meta.schedule);
+  if (named && named->v == v && named->single == single) return {std::string(named->torch), {}};
+  TorchtitanSchedule out;
+  out.name = v ? "ZBVZeroBubble" : single ? "1F1B" : "Interleaved1F1B";
+  if (named)
+    out.note = "the plan is named '" + std::string(named->library) + "' (torch's " +
+               std::string(named->torch) + ": " + placement_text(named->v, named->single) +
+               "), but its placement is " + placement_text(v, single) + ": torchtitan is told " +
+               out.name + ", which places the stages as the plan does; the CSV sets the order";
+  return out;
 }
 
 std::vector<std::vector<std::string>> module_fqns_per_stage(const LayerProfile& profile,
@@ -83,6 +113,9 @@ std::string torch_dialect_refusal(const Plan& plan) {
 
 std::string torchtitan_refusal(const Plan& plan) {
   if (!plan.is_whole()) return "torchtitan needs every rank's schedule (a whole plan)";
+  if (plan.meta.forward_only)
+    return "torchtitan trains, and the plan is forward-only (no backward): torch's runtime "
+           "refuses it at startup; export a training plan (plan without --forward-only)";
   if (plan.meta.mapping == StageMapping::V && plan.meta.stages_per_rank != 2)
     return "torchtitan places a V mapping only with 2 stages per rank (this plan has " +
            std::to_string(plan.meta.stages_per_rank) + ")";
@@ -108,19 +141,10 @@ void write_torch_compute_csv(const Plan& plan, std::ostream& out, TorchVersion t
 
 namespace {
 
-// The schedule name torchtitan builds its stage placement from
-// (_get_pp_rank_to_stage_indices_mapping: "v" for ZBVZeroBubble and
-// DualPipeV, else loop); the CSV sets the order.
-std::string placement_schedule(const PlanMeta& meta) {
-  if (std::string library = torch_schedule_name(meta.schedule); !library.empty()) return library;
-  if (meta.mapping == StageMapping::V) return "ZBVZeroBubble";
-  return meta.stages_per_rank > 1 ? "Interleaved1F1B" : "1F1B";
-}
-
 // What both dialects say, checked once.
 struct TorchtitanConfig {
   const PlanMeta* meta = nullptr;
-  std::string schedule;
+  TorchtitanSchedule schedule;
   std::vector<std::vector<std::string>> fqns;
   long long local_batch_size = 0;
 };
@@ -146,7 +170,7 @@ void write_args(const TorchtitanConfig& c, const TorchtitanOptions& o, std::ostr
         "the schedule path holds a line break; torchtitan.args holds one argument a "
         "line");
   out << "--parallelism.pipeline_parallel_degree=" << c.meta->pp_degree << "\n";
-  out << "--parallelism.pipeline_parallel_schedule=" << c.schedule << "\n";
+  out << "--parallelism.pipeline_parallel_schedule=" << c.schedule.name << "\n";
   out << "--parallelism.pipeline_parallel_schedule_csv=" << o.csv_path << "\n";
   out << "--parallelism.pipeline_parallel_microbatch_size=" << o.microbatch_size << "\n";
   out << "--parallelism.module_fqns_per_model_part\n";
@@ -168,10 +192,12 @@ void write_toml(const TorchtitanConfig& c, const TorchtitanOptions& o, std::ostr
   out << "# Merge into your job's TOML. torch lowers the compute-only CSV itself.\n";
   out << "[parallelism]\n";
   out << "pipeline_parallel_degree = " << meta.pp_degree << "\n";
-  if (torch_schedule_name(meta.schedule).empty())
+  if (!c.schedule.note.empty())
+    out << "# " << c.schedule.note << "\n";
+  else if (torch_schedule_name(meta.schedule).empty())
     out << "# not a torch schedule: torchtitan reads the stage placement from this name; the CSV "
            "sets the order\n";
-  out << "pipeline_parallel_schedule = " << toml_string(c.schedule) << "\n";
+  out << "pipeline_parallel_schedule = " << toml_string(c.schedule.name) << "\n";
   out << "pipeline_parallel_schedule_csv = " << toml_string(o.csv_path) << "\n";
   out << "pipeline_parallel_microbatch_size = " << o.microbatch_size << "\n";
   out << "module_fqns_per_model_part = [\n";
@@ -307,7 +333,7 @@ void write_torchtitan_config(const Plan& plan, const LayerProfile& profile,
   const Partition partition = partition_for(profile, plan.meta);
   check_partition(profile, partition, plan.meta.num_stages());
   c.fqns = module_fqns_per_stage(profile, partition);
-  c.schedule = placement_schedule(plan.meta);
+  c.schedule = torchtitan_schedule(plan.meta);
   c.local_batch_size = static_cast<long long>(plan.meta.num_microbatches) * o.microbatch_size;
   entry.write(c, o, out);
 }

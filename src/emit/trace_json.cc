@@ -3,7 +3,9 @@
 // stream out without a JSON tree in memory.
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <sstream>
+#include <string>
 
 #include "ir/numbers.h"
 #include "pipeplan/emit.h"
@@ -67,6 +69,21 @@ void write_trace_chrome(const Trace& trace, std::ostream& out) {
   write_chrome_trace(trace.plan, trace_timelines(trace), info, out);
 }
 
+namespace {
+
+// `  "key": {"STAGE": "TEXT", ...},` (a calibration's per-stage type lists).
+void write_stage_texts(std::ostream& out, const char* key, const std::map<int, std::string>& m) {
+  out << "  \"" << key << "\": {";
+  bool first = true;
+  for (const auto& [stage, what] : m) {
+    out << (first ? "" : ", ") << "\"" << stage << "\": " << nlohmann::json(what).dump();
+    first = false;
+  }
+  out << "},\n";
+}
+
+}  // namespace
+
 void write_calibration_json(const Calibration& c, std::ostream& out) {
   using nlohmann::json;
   out << "{\n"
@@ -82,19 +99,20 @@ void write_calibration_json(const Calibration& c, std::ostream& out) {
       << "  \"stages\": [";
   bool first = true;
   for (const auto& [stage, d] : c.stage_ms) {
-    out << (first ? "\n" : ",\n") << "    {\"stage\": " << stage
-        << ", \"F\": " << format_number(d.f, 4) << ", \"B\": " << format_number(d.b, 4)
-        << ", \"I\": " << format_number(d.i, 4) << ", \"W\": " << format_number(d.w, 4) << "}";
+    // A type the run did not measure is left out (named under "unmeasured").
+    const auto it = c.unmeasured.find(stage);
+    const std::string none = it == c.unmeasured.end() ? std::string() : it->second;
+    out << (first ? "\n" : ",\n") << "    {\"stage\": " << stage;
+    const std::pair<char, double> values[] = {{'F', d.f}, {'B', d.b}, {'I', d.i}, {'W', d.w}};
+    for (const auto& [letter, v] : values)
+      if (none.find(letter) == std::string::npos)
+        out << ", \"" << letter << "\": " << format_number(v, 4);
+    out << "}";
     first = false;
   }
   out << "\n  ],\n";
-  out << "  \"derived\": {";
-  first = true;
-  for (const auto& [stage, what] : c.derived) {
-    out << (first ? "" : ", ") << "\"" << stage << "\": " << json(what).dump();
-    first = false;
-  }
-  out << "},\n";
+  if (!c.unmeasured.empty()) write_stage_texts(out, "unmeasured", c.unmeasured);
+  write_stage_texts(out, "derived", c.derived);
   out << "  \"host_overhead\": {";
   first = true;
   for (const auto& [stage, ms] : c.host_overhead_ms) {

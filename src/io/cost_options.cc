@@ -35,6 +35,7 @@ SimOptions make_sim_options(const CostOptions& args, StageCosts* file_out) {
   o.costs =
       parse_cost_spec(args.cost, file.absolute ? cost_model_of(file) : CostModel{}, pre + "cost");
   o.costs.stage_scales = file.stages;
+  o.costs.unmeasured = file.unmeasured;
   if (!args.comm.empty()) {
     const auto comma = args.comm.find(',');
     o.costs.comm_latency = parse_non_negative(args.comm.substr(0, comma), pre + "comm latency");

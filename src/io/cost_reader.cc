@@ -51,6 +51,27 @@ std::vector<std::string> split(std::string_view s, char sep) {
   return out;
 }
 
+// "unmeasured": {"STAGE": "B,I,W"}: the types a calibration could not
+// measure on a stage (its entry leaves them out).
+std::map<int, std::string> read_unmeasured(const nlohmann::json& v, const std::string& source) {
+  const std::string bad =
+      source + ": unmeasured must map stages (\"0\") to compute types (\"B,I,W\")";
+  if (!v.is_object()) throw InputError(bad);
+  std::map<int, std::string> out;
+  for (const auto& item : v.items()) {
+    const std::string& key = item.key();
+    if (key.empty() || key.size() > 9 ||
+        key.find_first_not_of("0123456789") != std::string::npos || !item.value().is_string())
+      throw InputError(bad);
+    const std::string types = item.value().get<std::string>();
+    for (const std::string& t : split(types, ','))
+      if (t.size() != 1 || std::string_view("FBIW").find(t[0]) == std::string_view::npos)
+        throw InputError(bad);
+    out[std::stoi(key)] = types;
+  }
+  return out;
+}
+
 // The fields `pipeplan calibrate` adds: "absolute", "time_unit",
 // "calibrated_from" {stages_per_rank, ..} and "comm" {latency, bandwidth, bytes}.
 void read_calibrated_fields(const nlohmann::json& doc, const std::string& source,
@@ -76,6 +97,7 @@ void read_calibrated_fields(const nlohmann::json& doc, const std::string& source
       throw InputError(source + ": calibrated_from.stages_per_rank must be a positive integer");
     file.stages_per_rank = v.get<int>();
   }
+  if (doc.contains("unmeasured")) file.unmeasured = read_unmeasured(doc["unmeasured"], source);
   if (doc.contains("host_overhead") && !doc["host_overhead"].is_object())
     throw InputError(source + ": host_overhead must be an object");
   if (doc.contains("comm")) {

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "pipeplan/error.h"
 #include "pipeplan/limits.h"
@@ -15,6 +18,43 @@ std::string cost_text(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
+}
+
+namespace {
+
+// Whether `types` ("B,I,W") lists `letter`.
+bool lists(const std::string& types, char letter) {
+  return ("," + types + ",").find(std::string(",") + letter + ",") != std::string::npos;
+}
+
+// The (stage, type letter) durations an action is costed from.
+std::vector<std::pair<int, char>> cost_terms(const Action& a) {
+  switch (a.type) {
+    case ActionType::F: return {{a.stage, 'F'}};
+    case ActionType::B: return {{a.stage, 'B'}};
+    case ActionType::I: return {{a.stage, 'I'}};
+    case ActionType::W: return {{a.stage, 'W'}};
+    case ActionType::OverlapFB: return {{a.stage, 'F'}, {a.sub_stage, 'B'}};
+    case ActionType::Recompute: return {{a.stage, 'F'}};
+    default: return {};
+  }
+}
+
+}  // namespace
+
+void check_measured(const CostModel& c, const Plan& plan) {
+  if (c.unmeasured.empty()) return;
+  for (std::size_t r = 0; r < plan.ranks.size(); ++r)
+    for (const Action& a : plan.ranks[r])
+      for (const auto& [stage, letter] : cost_terms(a)) {
+        const auto it = c.unmeasured.find(stage);
+        if (it == c.unmeasured.end() || !lists(it->second, letter)) continue;
+        throw InputError("stage " + std::to_string(stage) + "'s " + std::string(1, letter) +
+                         " was not measured (the calibrated run had no " + it->second +
+                         " on it), and the plan runs " + to_string(a) + " on rank " +
+                         std::to_string(plan.rank_ids[r]) +
+                         ": calibrate from a run that has them, or state them (--cost)");
+      }
 }
 
 void check_costs(const CostModel& c, int num_stages, const std::string& prefix) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "pipeplan/costs.h"
+#include "pipeplan/ir.h"
 
 namespace pipeplan::detail {
 
@@ -15,6 +16,11 @@ namespace pipeplan::detail {
 /// most limits::kMaxActions actions overflows: a makespan is never inf and a
 /// bubble never nan.
 void check_costs(const CostModel& c, int num_stages, const std::string& prefix = "");
+
+/// Throws InputError naming the first action of `plan` whose duration the
+/// model lacks: a compute type a calibration could not measure
+/// (CostModel::unmeasured), never costed as 0. Free when nothing is unmeasured.
+void check_measured(const CostModel& c, const Plan& plan);
 
 /// A cost or time as messages quote it ("%g": 0.25, 1e+12).
 std::string cost_text(double v);

@@ -40,6 +40,7 @@ double CostModel::transfer_time() const {
 CostModel cost_model_of(const StageCosts& file) {
   CostModel c;
   c.stage_scales = file.stages;
+  c.unmeasured = file.unmeasured;
   if (file.absolute) c.f = c.b = c.i = c.w = 1.0;
   if (file.comm_latency) c.comm_latency = *file.comm_latency;
   if (file.comm_bandwidth) c.comm_bandwidth = *file.comm_bandwidth;

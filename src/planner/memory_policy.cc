@@ -163,15 +163,19 @@ MemoryPolicy memory_policy_from(std::string_view recompute, std::string_view off
   return policy;
 }
 
+void require_backward_for(const MemoryPolicy& policy, bool forward_only) {
+  if (forward_only && !policy.empty())
+    throw InputError(
+        "a forward-only plan keeps no activations for a backward: nothing to recompute or "
+        "offload");
+}
+
 Plan apply_memory_policy(Plan plan, const MemoryPolicy& policy) {
   if (policy.empty()) return plan;
   if (policy.offload_lead < 0)
     throw InputError("the offload lead must be >= 0 computes, got " +
                      std::to_string(policy.offload_lead));
-  if (plan.meta.forward_only)
-    throw InputError(
-        "a forward-only plan keeps no activations for a backward: nothing to recompute or "
-        "offload");
+  require_backward_for(policy, plan.meta.forward_only);
   if (plan.has_memory_actions())
     throw InputError(
         "the plan already holds memory actions; a policy inserts them into a plan "

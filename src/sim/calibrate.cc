@@ -99,7 +99,8 @@ Calibration calibrate(const Trace& trace) {
   c.measured_step_ms = median(step_ms);
 
   // Medians per type; a type the run lacks is derived from the others.
-  auto medians = [](const std::array<std::vector<double>, 4>& by_type, std::string& derived) {
+  auto medians = [](const std::array<std::vector<double>, 4>& by_type, std::string& derived,
+                    std::string& unmeasured) {
     double d[4];
     bool have[4];
     for (int t = 0; t < 4; ++t) {
@@ -112,14 +113,19 @@ Calibration calibrate(const Trace& trace) {
     // A full backward is an input-gradient plus a weight-gradient pass.
     if (!have[1] && have[2] && have[3]) d[1] = d[2] + d[3], mark("B");
     if (have[1] && !have[2] && !have[3]) d[2] = d[3] = d[1] / 2, mark("I"), mark("W");
+    // Neither measured nor derivable: named, never a cost of 0.
+    for (int t = 0; t < 4; ++t)
+      if (!have[t] && derived.find("FBIW"[t]) == std::string::npos)
+        unmeasured += (unmeasured.empty() ? "" : ",") + std::string(1, "FBIW"[t]);
     return StageScale{d[0], d[1], d[2], d[3]};
   };
   for (auto& [stage, by_type] : samples) {
-    std::string derived, ignored;
-    c.stage_ms[stage] = medians(by_type, derived);
-    c.compute_only_ms[stage] = medians(bare[stage], ignored);
+    std::string derived, unmeasured, ignored, ignored_too;
+    c.stage_ms[stage] = medians(by_type, derived, unmeasured);
+    c.compute_only_ms[stage] = medians(bare[stage], ignored, ignored_too);
     c.host_overhead_ms[stage] = median(overhead[stage]);
     if (!derived.empty()) c.derived[stage] = derived;
+    if (!unmeasured.empty()) c.unmeasured[stage] = unmeasured;
     int n = 0;
     for (const auto& v : by_type) n += static_cast<int>(v.size());
     c.samples[stage] = n;

@@ -372,6 +372,7 @@ SimResult simulate(const Plan& plan, const SimOptions& options) {
   if (plan.meta.pp_degree < 1 || plan.meta.num_microbatches < 1 || plan.meta.stages_per_rank < 1)
     throw InputError("plan shape must have pp_degree, microbatches and stages_per_rank >= 1");
   detail::check_costs(options.costs, plan.meta.num_stages());
+  detail::check_measured(options.costs, plan);
   detail::Engine engine(plan, options);
   SimResult result = engine.simulate();
   // Unreachable with bounded costs; a guard so no report ever says ok with inf/nan.

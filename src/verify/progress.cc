@@ -70,6 +70,11 @@ void Proof::conclude(std::vector<Diagnostic>& out) {
   // Without groups, rendezvous and serial meet pair positions in order: the
   // first position that cannot complete is named.
   if (!finished && core_.model() != Transport::Eager && !core_.groups()) fifo_check(out);
+  // A plan that progresses under the model may still pair a group with a
+  // single, which NCCL never meets (docs/semantics.md). Only plans with
+  // groups pay for this walk; one that hangs anyway is named by its hang.
+  if (finished && !corrupt_any_ && core_.groups() && core_.model() == Transport::Rendezvous)
+    group_single_check(out);
   // Every met pair was checked as it met; a deadlock may leave some unmet.
   if (!finished || corrupt_any_) report_corruption(out);
   if (!finished) report(out);  // else no rank is stuck

@@ -81,6 +81,38 @@ std::string value_text(const Action& a) {
 
 }  // namespace
 
+// Under rendezvous a group member may meet a single SEND/RECV; on NCCL
+// (torch's ProcessGroupNCCL, pipeplan's executor) grouped operations run on
+// the group's communicator and single ones on the rank pair's, so the two
+// never meet. Named per met pair, from the grouped end, until the runtimes
+// are re-derived (docs/semantics.md).
+void Proof::group_single_check(std::vector<Diagnostic>& out) const {
+  constexpr std::size_t kMaxNamed = 10;
+  std::size_t named = 0;
+  const auto grouped = [this](int r, int i) {
+    const std::vector<Action>& list = plan_.ranks[static_cast<std::size_t>(r)];
+    return list[static_cast<std::size_t>(i)].batch_next ||
+           (i > 0 && list[static_cast<std::size_t>(i) - 1].batch_next);
+  };
+  for (int r = 0; r < n_ && named < kMaxNamed; ++r) {
+    const std::vector<Action>& list = plan_.ranks[static_cast<std::size_t>(r)];
+    for (int i = 0; i < static_cast<int>(list.size()) && named < kMaxNamed; ++i) {
+      if (!is_comm(list[static_cast<std::size_t>(i)].type) || !grouped(r, i)) continue;
+      const auto& l = core_.link(r, i);
+      if (!l.met() || grouped(l.peer_rank, l.peer_index)) continue;
+      const OpRef x{r, i}, y{l.peer_rank, l.peer_index};
+      out.push_back({"group-meets-single", r, i, act(x),
+                     "rank " + n2s(r) + " posts " + act(x) + " in a BATCH_P2P group and rank " +
+                         n2s(y.rank) + " posts its partner " + act(y) +
+                         " alone: the rendezvous model lets them meet, but on NCCL (torch's "
+                         "ProcessGroupNCCL, pipeplan's executor) grouped operations run on the "
+                         "group's communicator and single ones on the pair's, so they never "
+                         "meet; post both in groups or both alone"});
+      ++named;
+    }
+  }
+}
+
 // Under every model the k-th send from rank a to rank b meets the k-th
 // receive b posts from a: the first met pair of each direction whose values
 // differ, pairs in rank order, the lower rank's sends first.

@@ -107,6 +107,7 @@ class Proof {
   void fill_ends();
   std::vector<int> pairs_in_rank_order() const;
   void fifo_check(std::vector<Diagnostic>& out) const;
+  void group_single_check(std::vector<Diagnostic>& out) const;
   void report_corruption(std::vector<Diagnostic>& out) const;
   int pair_pos(OpRef o) const;
   bool posted(OpRef o) const;

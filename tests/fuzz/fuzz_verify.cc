@@ -33,16 +33,25 @@ std::vector<std::vector<Action>> compute_order(const Plan& p) {
   return out;
 }
 
+// Whether every rank progresses: under rendezvous verify also names a group
+// member meeting a single SEND/RECV (group-meets-single, which NCCL never
+// meets), a pairing the model itself completes and the simulator times.
+bool progresses(const VerifyResult& v) {
+  for (const Diagnostic& d : v.diagnostics)
+    if (d.code != "group-meets-single") return false;
+  return true;
+}
+
 void check_models(const Plan& plan) {
   bool ok[3] = {};
   const Transport models[3] = {Transport::Eager, Transport::Rendezvous, Transport::Serial};
   for (int k = 0; k < 3; ++k) {
     const VerifyResult v = verify(plan, {models[k]});
-    ok[k] = v.ok();
+    ok[k] = progresses(v);
     SimOptions options;
     options.transport = models[k];
     const SimResult s = simulate(plan, options);
-    fuzz::check(s.ok() == v.ok(), std::string("verify and simulate disagree under ") +
+    fuzz::check(s.ok() == ok[k], std::string("verify and simulate disagree under ") +
                                       std::string(to_string(models[k])) + ": verify " +
                                       (v.ok() ? "ok" : format_diagnostics(v.diagnostics)) +
                                       ", simulate " + (s.ok() ? "ok" : s.problems.front().message));
