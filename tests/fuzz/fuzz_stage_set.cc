@@ -20,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     set = parse_stage_set(text, "--recompute");
   } catch (const InputError& e) {
-    fuzz::check_message(e.what(), 600);
+    // The whole set and the bad part are quoted (two excerpts), with words.
+    fuzz::check_message(e.what(), 2 * fuzz::kMaxExcerpt + 200);
     return 0;
   }
   if (!set.all) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "pipeplan/ir.h"
+#include "pipeplan/limits.h"
 
 namespace pipeplan::fuzz {
 
@@ -18,6 +19,10 @@ namespace pipeplan::fuzz {
 inline void check(bool ok, const std::string& what) {
   if (!ok) fail(what);
 }
+
+/// The longest limits::excerpt: kMaxQuoted bytes, each escaped as \xNN at
+/// worst, and the "... (N bytes)" that says it was cut.
+inline constexpr std::size_t kMaxExcerpt = 4 * limits::kMaxQuoted + 32;
 
 /// A message that quotes user text: bounded, and every control byte escaped
 /// as \xNN (limits::excerpt), so it cannot move the terminal's cursor.
