@@ -237,7 +237,9 @@ TEST_CASE("exec memory: the tracer's bytes held drop with recompute and with off
   // Offload moves each microbatch out right after its forward.
   CHECK(off.peak <= keep.peak - 5 * one);
   CHECK(off.after_f.back() < 8 * one / 4);
-  // What the step leaves behind is about the same (a few KiB freed on other threads vary).
-  CHECK(std::abs(rec.end - keep.end) <= keep.peak / 20);
-  CHECK(std::abs(off.end - keep.end) <= keep.peak / 20);
+  // What the step leaves behind is about the same: less than one microbatch's
+  // activations apart (frees on the profiler's and autograd's threads move the
+  // end by up to ~24 KiB from run to run, so the bound is not tighter).
+  CHECK(std::abs(rec.end - keep.end) < one);
+  CHECK(std::abs(off.end - keep.end) < one);
 }
