@@ -11,7 +11,9 @@
 // @endcode
 #pragma once
 
+#include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "pipeplan/diagnostic.h"
@@ -56,6 +58,44 @@ struct Proof {
 /// Linear time per transport; never throws for a defective plan.
 Proof prove(const Plan& plan, const std::vector<Transport>& transports,
             const std::optional<LowerOptions>& lowering = std::nullopt);
+/// prove() under each of `targets` (a model with a runtime's rules,
+/// verify_options()), in that order.
+Proof prove(const Plan& plan, const std::vector<VerifyOptions>& targets,
+            const std::optional<LowerOptions>& lowering = std::nullopt);
+/// A runtime under which a plan is not deadlock-free, with its verdict.
+struct RuntimeRefusal {
+  Runtime runtime;
+  VerifyResult result;
+};
+/// The first of `runtimes` under which `plan` (a whole compute-only one
+/// proved through its lowering with `lowering`) is not deadlock-free.
+std::optional<RuntimeRefusal> first_refusal(
+    const Plan& plan, const std::vector<Runtime>& runtimes,
+    const std::optional<LowerOptions>& lowering = std::nullopt);
+/// Throws PlanRejected (the diagnostics): "`what` is not deadlock-free under
+/// runtime NAME (MODEL transport, where it waits):" and the chain.
+[[noreturn]] void reject_under(const RuntimeRefusal& refusal, const std::string& what);
+/// "serial transport, each SEND/RECV waited where posted": a runtime's rules.
+std::string describe_rules(const Runtime& runtime);
+
+/// What lower_for_runtimes() kept.
+struct RuntimeLowering {
+  Plan plan;
+  /// The runtime that refused the lowering asked for, when the serial-safe
+  /// one was kept instead; "" when the lowering asked for passed.
+  std::string serial_safe_for;
+};
+/// Lowers with `options` (`lower_with` lowers) and proves the result under
+/// `runtimes`; when one refuses it and `may_retry` (the caller chose no
+/// lowering), lowers it serial-safe (every rank's transfers in one order
+/// its peers share: safe on one stream per rank and where each transfer is
+/// waited where it stands) and keeps that when every runtime accepts it.
+/// Throws reject_under(.., `what`) when still refused.
+RuntimeLowering lower_for_runtimes(const std::function<Plan(const LowerOptions&)>& lower_with,
+                                   const LowerOptions& options,
+                                   const std::vector<Runtime>& runtimes, bool may_retry,
+                                   const std::string& what);
+
 /// prove() under one transport.
 VerifyResult prove(const Plan& plan, Transport transport);
 

@@ -75,11 +75,32 @@ const TorchRuntimeVersion& torch_runtime(TorchVersion version);
 /// and the first release that has it.
 std::string torch_version_refusal(const Plan& plan, TorchVersion version);
 
-/// Throws unless torch `version`'s runtime can run `plan` loaded from a CSV:
+/// The runtime (pipeplan/transport.h) torch `version` runs: "torch-2.11" up
+/// to 2.11, "torch" from 2.12 (the row's transport).
+const Runtime& torch_release_runtime(TorchVersion version);
+
+/// What a torch export is written for: the release whose actions it may use
+/// and the runtimes it must be deadlock-free under.
+struct TorchTarget {
+  TorchVersion version = kTorchDefaultVersion;
+  std::vector<Runtime> runtimes;
+};
+/// The target of a torch export from what the user named ("" when not
+/// given): a release (`version`) and/or a runtime (`runtime`, "torch-2.11" or
+/// "torch"). A release alone: its runtime. A runtime alone: the newest
+/// release it covers. Neither: kTorchDefaultVersion's actions, proved under
+/// both torch runtimes, since the file does not say which torch loads it.
+/// InputError for a bad version, a runtime that is not torch's, or a
+/// release and a runtime that disagree.
+TorchTarget torch_target(std::string_view version, std::string_view runtime);
+
+/// Throws unless `target`'s runtimes can run `plan` loaded from a CSV:
 /// InputError with torch_version_refusal; PlanRejected (verify's
-/// diagnostics) when the plan has communication and is not deadlock-free
-/// under the version's transport. A compute-only plan is lowered by torch
-/// itself and is not proved here.
+/// diagnostics, the runtime named) when the plan has communication and is
+/// not deadlock-free under one of them. A compute-only plan is lowered by
+/// torch itself and is not proved here.
+void require_torch_runs(const Plan& plan, const TorchTarget& target);
+/// require_torch_runs() for release `version` under its own runtime.
 void require_torch_runs(const Plan& plan, TorchVersion version);
 
 /// The warning for a CSV target when `plan` splits a backward (I/W), or "":

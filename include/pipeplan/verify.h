@@ -18,7 +18,18 @@ struct VerifyOptions {
   Transport transport = Transport::Rendezvous;
   /// Stop collecting structural diagnostics after this many.
   std::size_t max_diagnostics = 50;
+  /// The runtime's rules beside the model (pipeplan/transport.h); the
+  /// default is the bare model's (receives waited before use, groups apart).
+  RunRules rules{};
 };
+
+/// The options that prove a plan under runtime `rt`: its model and rules.
+inline VerifyOptions verify_options(const Runtime& rt) {
+  VerifyOptions o;
+  o.transport = rt.model;
+  o.rules = rt.rules;
+  return o;
+}
 
 struct VerifyResult {
   std::vector<Diagnostic> diagnostics;

@@ -16,6 +16,18 @@ from .errors import ShapeError as ShapeError
 __version__: str
 
 Transport = Literal["rendezvous", "eager", "serial"]
+RuntimeName = Literal[
+    "torch-2.11",
+    "torch",
+    "megatron",
+    "megatron-batched",
+    "megatron-overlap",
+    "deepspeed",
+    "dualpipe",
+    "dualpipev",
+    "pipeplan-gloo",
+    "pipeplan-nccl",
+]
 Mapping_ = Literal["loop", "v"]
 Lowering = Literal["latency-hiding", "seed", "exact"]
 PathLike = Union[str, "os.PathLike[str]"]
@@ -327,6 +339,7 @@ def plan(
     offload_lead: Optional[int] = None,
     host_bw: Optional[float] = None,
     host_latency: Optional[float] = None,
+    runtime: Optional[RuntimeName] = None,
 ) -> Plan: ...
 def lower(
     plan: Plan,
@@ -346,9 +359,33 @@ def lower(
     offload_lead: Optional[int] = None,
     host_bw: Optional[float] = None,
     host_latency: Optional[float] = None,
+    runtime: Optional[RuntimeName] = None,
 ) -> Plan: ...
-def verify(plan: Plan, transport: Transport = "rendezvous") -> list[Diagnostic]: ...
-def check(plan: Plan, transport: Transport = "rendezvous") -> None: ...
+def verify(
+    plan: Plan, transport: Optional[Transport] = None, runtime: Optional[RuntimeName] = None
+) -> list[Diagnostic]: ...
+def check(
+    plan: Plan, transport: Optional[Transport] = None, runtime: Optional[RuntimeName] = None
+) -> None: ...
+
+class Runtime:
+    @property
+    def name(self) -> str: ...
+    @property
+    def aliases(self) -> list[str]: ...
+    @property
+    def model(self) -> Transport: ...
+    @property
+    def waits(self) -> Literal["at-post", "before-use"]: ...
+    @property
+    def groups_apart(self) -> bool: ...
+    @property
+    def summary(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+
+def runtimes() -> list[Runtime]: ...
+def transport_models() -> list[Transport]: ...
 def loads(
     text: str,
     source: str = "<string>",
@@ -436,5 +473,8 @@ def from_deepspeed(
     forward_only: Optional[bool] = None,
 ) -> Plan: ...
 def to_torch_csv(
-    plan: Plan, reduce_grad: Optional[bool] = None, torch_version: str = "2.15"
+    plan: Plan,
+    reduce_grad: Optional[bool] = None,
+    torch_version: Optional[str] = None,
+    runtime: Optional[Literal["torch-2.11", "torch"]] = None,
 ) -> str: ...

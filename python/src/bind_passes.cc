@@ -27,7 +27,8 @@ Plan make_plan(const std::string& schedule, const py::object& pp_arg, const py::
                const py::object& stage_costs, const py::object& comm, const py::object& bytes,
                const py::object& recompute, const py::object& offload,
                const py::object& offload_lead, const py::object& host_bw,
-               const py::object& host_latency) {
+               const py::object& host_latency, const py::object& runtime_arg) {
+  const std::vector<Runtime> under = runtimes_arg(runtime_arg);
   const int pp_degree = count_arg(pp_arg, "pp_degree", 1, limits::kMaxRanks);
   const int num_microbatches = count_arg(m_arg, "num_microbatches", 1, limits::kMaxMicrobatches);
   const std::optional<int> stages_per_rank =
@@ -46,6 +47,25 @@ Plan make_plan(const std::string& schedule, const py::object& pp_arg, const py::
       sim_options(cost, stage_costs, comm, bytes, "rendezvous", nullptr, host_bw, host_latency)
           .costs);
   const MemoryPolicy policy = memory_policy_arg(recompute, offload, offload_lead);
+  if (!under.empty()) {
+    // As `pipeplan plan --runtime`: proved under the runtime, lowered
+    // serial-safe when the schedule's own lowering is refused there.
+    const bool may_retry = lowering.is_none() && !bool_arg(serial_safe, "serial_safe") &&
+                           !bool_arg(batch_p2p, "batch_p2p") &&
+                           int_in(prefetch, "prefetch", 0, limits::kMaxPrefetch) == 0;
+    Release release;
+    const Plan order = apply_memory_policy(planner.compute(), policy);
+    Plan whole = order;
+    if (compute_only) {
+      if (std::optional<RuntimeRefusal> r = first_refusal(order, under, options))
+        reject_under(*r, "the planned schedule, lowered as its runtime would,");
+    } else {
+      whole = lower_for_runtimes([&](const LowerOptions& o) { return pipeplan::lower(order, o); },
+                                 options, under, may_retry, "the planned schedule")
+                  .plan;
+    }
+    return rank ? keep_rank(std::move(whole), *rank) : whole;
+  }
   if (!policy.empty()) {
     // The policy goes into the whole compute order, which is then lowered
     // (as `pipeplan plan --recompute ..`); a rank is kept afterwards.
@@ -133,7 +153,8 @@ Plan lower_plan(const Plan& plan, const std::optional<std::string>& send_placeme
                 const py::object& cost, const py::object& stage_costs, const py::object& comm,
                 const py::object& bytes, const py::object& recompute, const py::object& offload,
                 const py::object& offload_lead, const py::object& host_bw,
-                const py::object& host_latency) {
+                const py::object& host_latency, const py::object& runtime_arg) {
+  const std::vector<Runtime> under = runtimes_arg(runtime_arg);
   if (!plan.is_whole())
     throw InputError("lower needs every rank of the plan; " + plan_name(plan) + " holds " +
                      std::to_string(plan.ranks.size()) + " of " +
@@ -170,15 +191,42 @@ Plan lower_plan(const Plan& plan, const std::optional<std::string>& send_placeme
                           std::to_string(result.defects.size()) + " problem(s)\n" +
                           format_diagnostics(result.defects),
                       result.defects};
+  if (!under.empty()) {
+    // As `pipeplan lower --runtime`.
+    const bool may_retry = lowering.is_none() && !bool_arg(serial_safe, "serial_safe") &&
+                           !bool_arg(batch_p2p, "batch_p2p") && !send_placement &&
+                           int_in(prefetch, "prefetch", 0, limits::kMaxPrefetch) == 0;
+    Release release;
+    auto lower_with = [&](const LowerOptions& o) {
+      Plan p = pipeplan::lower(order, o);
+      return reduce_grad ? add_reduce_grad(p) : p;
+    };
+    if (first_refusal(*result.plan, under))
+      return lower_for_runtimes(lower_with, options, under, may_retry, "the lowered plan").plan;
+  }
   return std::move(*result.plan);
 }
 
 // As `pipeplan verify`: prove() (a whole compute-only plan is checked,
 // lowered the way `lower` would and proven; a plan with comms as written).
-std::vector<Diagnostic> verify_plan(const Plan& plan, const std::string& transport) {
-  const Transport t = transport_from(transport);
+// `transport` (an abstract model) or `runtime` (a runtime's name), not both.
+VerifyOptions proof_target(const py::object& transport, const py::object& runtime) {
+  const std::optional<std::string> model = optional_str(transport, "transport");
+  const std::optional<std::string> name = optional_str(runtime, "runtime");
+  if (model && name)
+    throw InputError("give transport or runtime, not both (a runtime names its model: "
+                     "pipeplan.runtimes() shows which)");
+  if (name) return verify_options(runtime_named(*name));
+  VerifyOptions o;
+  o.transport = transport_from(model.value_or("rendezvous"));
+  return o;
+}
+
+std::vector<Diagnostic> verify_plan(const Plan& plan, const py::object& transport,
+                                    const py::object& runtime) {
+  const VerifyOptions target = proof_target(transport, runtime);
   Release release;
-  return prove(plan, t).diagnostics;
+  return std::move(prove(plan, std::vector<VerifyOptions>{target}).results.front().diagnostics);
 }
 
 Plan read_plan_text(const std::string& text, const std::string& source, const py::object& m_arg,
@@ -247,14 +295,14 @@ also accepts each row's aliases, case-insensitively).)doc");
         py::arg("stage_costs") = py::none(), py::arg("comm") = py::none(), py::arg("bytes") = 0.0,
         py::arg("recompute") = py::none(), py::arg("offload") = py::none(),
         py::arg("offload_lead") = py::none(), py::arg("host_bw") = py::none(),
-        py::arg("host_latency") = py::none(),
+        py::arg("host_latency") = py::none(), py::arg("runtime") = py::none(),
         R"doc(Plans a schedule: the compute order of every rank, lowered (SEND/RECV
 inserted, each rank pair in one FIFO order) unless ``compute_only``.
 Equivalent to ``pipeplan plan -s SCHEDULE -p PP -m M [-v V] [-r R] [--compute-only]
 [--forward-only] [--lowering ..] [--prefetch N] [--serial-safe] [--batch-p2p] [--cost ..]
 [--stage-costs ..] [--comm ..] [--bytes ..] [--recompute ..] [--offload ..]
-[--offload-lead K] [--host-bw ..] [--host-latency ..]``; the lowering and
-memory keywords are lower()'s.
+[--offload-lead K] [--host-bw ..] [--host-latency ..] [--runtime ..]``; the
+lowering, memory and runtime keywords are lower()'s.
 
 schedule          name or alias from schedules(), e.g. "1f1b", "interleaved-1f1b", "zbv"
 pp_degree         number of ranks
@@ -280,6 +328,7 @@ out of range. Prove the result with verify().
         py::arg("comm") = py::none(), py::arg("bytes") = 0.0, py::arg("recompute") = py::none(),
         py::arg("offload") = py::none(), py::arg("offload_lead") = py::none(),
         py::arg("host_bw") = py::none(), py::arg("host_latency") = py::none(),
+        py::arg("runtime") = py::none(),
         R"doc(Inserts SEND/RECV into a whole compute-only plan, as ``pipeplan lower``:
 each rank pair's transfers in one common order (deadlock-free under
 rendezvous and eager transport). A plan of a known schedule is lowered
@@ -323,6 +372,11 @@ offload_lead    --offload-lead K (default 1; only with offload)
 host_bw, host_latency
                 --host-bw, --host-latency: the copy stream the plan is lowered
                 for (docs/memory.md)
+runtime         --runtime: a runtime's name (pipeplan.runtimes()); the result
+                is proved under it and, when no lowering keyword was given,
+                lowered serial-safe where the schedule's own lowering is
+                refused there; PlanError (naming the runtime and the chain)
+                when that is refused too
 
 Raises InputError for a partial plan or one that has comms already (or
 memory actions, with a policy), a bad stage list or offload_lead without
@@ -330,12 +384,60 @@ offload, and
 PlanError (with .diagnostics) when the compute order has defects or its ranks
 wait on each other.)doc");
 
-  m.def("verify", &verify_plan, py::arg("plan"), py::arg("transport") = "rendezvous",
+  py::class_<Runtime>(m, "Runtime",
+                      "One row of the runtimes table (`pipeplan verify --runtime list`).")
+      .def_property_readonly("name", [](const Runtime& r) { return std::string(r.name); })
+      .def_property_readonly("aliases",
+                             [](const Runtime& r) {
+                               std::vector<std::string> out;
+                               for (std::string_view a : r.aliases) out.emplace_back(a);
+                               return out;
+                             },
+                             "Other names verify(runtime=..) accepts.")
+      .def_property_readonly(
+          "model", [](const Runtime& r) { return std::string(to_string(r.model)); },
+          "Its transport model: 'rendezvous', 'eager' or 'serial'.")
+      .def_property_readonly(
+          "waits",
+          [](const Runtime& r) {
+            return std::string(r.rules.waits == Waits::AtPost ? "at-post" : "before-use");
+          },
+          "'at-post': each SEND/RECV waited where it stands; 'before-use': a receive "
+          "waited before the compute that reads it.")
+      .def_property_readonly(
+          "groups_apart", [](const Runtime& r) { return r.rules.groups_apart; },
+          "Whether BATCH_P2P groups run on a communicator of their own (a group member "
+          "never meets a single operation).")
+      .def_property_readonly("summary", [](const Runtime& r) { return std::string(r.summary); })
+      .def_property_readonly("source", [](const Runtime& r) { return std::string(r.source); },
+                             "The runtime's source the row was derived from.")
+      .def("__repr__", [](const Runtime& r) {
+        return "<pipeplan.Runtime " + std::string(r.name) + ">";
+      });
+  refuse_uninitialised<Runtime>();
+  m.def(
+      "runtimes", [] { return runtimes(); },
+      R"doc(The runtimes verify(runtime=..), plan(runtime=..), lower(runtime=..) and
+to_torch_csv(runtime=..) accept, in the order ``pipeplan verify --runtime list``
+prints them.)doc");
+  m.def(
+      "transport_models",
+      [] {
+        std::vector<std::string> out;
+        for (const TransportModel& t : kTransportModels) out.emplace_back(t.name);
+        return out;
+      },
+      "The abstract transport models verify(transport=..) accepts, in table order.");
+
+  m.def("verify", &verify_plan, py::arg("plan"), py::arg("transport") = py::none(),
+        py::arg("runtime") = py::none(),
         R"doc(Proves the plan: structural checks (counts, ranges, placement, dependencies,
 each pair's FIFO) and a run showing every rank reaches the end of its list
-under ``transport``: "rendezvous" (NCCL-style in-order pair streams), "eager"
-(buffered sends) or "serial" (one stream per rank). An empty list means
-proved. A compute-only plan is checked, lowered as lower() would and proven,
+under ``transport``: "rendezvous" (NCCL-style in-order pair streams; the
+default), "eager" (buffered sends) or "serial" (one stream per rank); or, with
+``runtime`` instead, as that runtime runs it (its model and where it waits:
+``pipeplan.runtimes()``, ``pipeplan verify --runtime list``). An empty list
+means proved. A compute-only plan is checked, lowered as lower() would and proven,
 as ``pipeplan verify`` does; a plan with comms is proven as written. A
 partial plan (plan(rank=R)) gets a "partial-plan" diagnostic.
 
@@ -344,15 +446,20 @@ partial plan (plan(rank=R)) gets a "partial-plan" diagnostic.
 
   m.def(
       "check",
-      [](const Plan& plan, const std::string& transport) {
-        std::vector<Diagnostic> diagnostics = verify_plan(plan, transport);
-        if (!diagnostics.empty())
-          throw PlanFailure{"FAILED under " + transport +
-                                " transport: " + std::to_string(diagnostics.size()) +
+      [](const Plan& plan, const py::object& transport, const py::object& runtime) {
+        std::vector<Diagnostic> diagnostics = verify_plan(plan, transport, runtime);
+        if (!diagnostics.empty()) {
+          const std::string model = py::str(transport.is_none() ? py::str("rendezvous")
+                                                                : py::str(transport));
+          const std::string under = runtime.is_none()
+                                        ? model + " transport"
+                                        : "runtime " + py::str(runtime).cast<std::string>();
+          throw PlanFailure{"FAILED under " + under + ": " + std::to_string(diagnostics.size()) +
                                 " problem(s)\n" + format_diagnostics(diagnostics),
                             diagnostics};
+        }
       },
-      py::arg("plan"), py::arg("transport") = "rendezvous",
+      py::arg("plan"), py::arg("transport") = py::none(), py::arg("runtime") = py::none(),
       R"doc(verify() for tests: raises PlanError (message as ``pipeplan verify`` prints
 it, ``.diagnostics`` the list) unless the plan is proved.
 

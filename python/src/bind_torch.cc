@@ -100,8 +100,10 @@ Plan from_torch(const py::object& order, const py::object& m_arg,
 }
 
 std::string to_torch_csv(const Plan& plan, std::optional<bool> reduce_grad,
-                         const std::string& torch_version) {
-  const TorchVersion torch = parse_torch_version(torch_version);
+                         const py::object& torch_version, const py::object& runtime) {
+  const TorchTarget target = torch_target(optional_str(torch_version, "torch_version").value_or(""),
+                                          optional_str(runtime, "runtime").value_or(""));
+  const TorchVersion torch = target.version;
   std::string text, warning;
   {
     py::gil_scoped_release release;
@@ -111,7 +113,7 @@ std::string to_torch_csv(const Plan& plan, std::optional<bool> reduce_grad,
     const Plan out = add ? add_reduce_grad(plan) : plan;
     std::ostringstream s;  // write_torch_csv refuses groups and memory actions
     write_torch_csv(out, s, torch);
-    require_torch_runs(out, torch);
+    require_torch_runs(out, target);
     text = s.str();
     warning = torch_compile_guard_warning(out, torch);
   }
@@ -141,7 +143,7 @@ Raises InputError "order: rank R step S: ..." for a bad entry.
     >>> assert pipeplan.verify(plan) == [])doc");
 
   m.def("to_torch_csv", &to_torch_csv, py::arg("plan"), py::arg("reduce_grad") = py::none(),
-        py::arg("torch_version") = to_string(kTorchDefaultVersion),
+        py::arg("torch_version") = py::none(), py::arg("runtime") = py::none(),
         R"doc(The CSV torch's ``_PipelineScheduleRuntime._load_csv`` reads, strictly in
 torch's dialect (what ``_dump_csv`` writes: one row per rank, one action per
 cell, "\r\n" line ends). A compute-only plan is for ``format="compute_only"``
@@ -150,14 +152,17 @@ runs it as written and needs ``<stage>REDUCE_GRAD`` after each stage's last
 backward to scale gradients: ``reduce_grad=None`` adds it to plans with comms
 (where missing) when ``torch_version`` has it (2.10 on), True/False force it.
 
-``torch_version`` ("2.11", "2.15.0", ``torch.__version__``; 2.6 on) is the
-torch the file is for: from 2.15 rows with sends carry ``WAIT_SEND_F``/
+``torch_version`` ("2.11", "2.15.0", ``torch.__version__``; 2.6 on; None:
+2.15, or the runtime's newest) is the torch the file is for: from 2.15 rows with sends carry ``WAIT_SEND_F``/
 ``WAIT_SEND_B`` and each REDUCE_GRAD its ``WAIT_REDUCE_GRAD`` (2.15's runtime
 refuses a compute_comms file without them; earlier ones refuse the tokens).
 An action the release lacks (REDUCE_GRAD before 2.10, OVERLAP_F_B before 2.9)
-is an InputError naming it and the first release that has it; a plan with
-comms that deadlocks under the release's P2P transport (serial before 2.12)
-is a PlanError with verify's diagnostics. A split backward (I/W) warns
+is an InputError naming it and the first release that has it. ``runtime``
+("torch-2.11" or "torch") names the runtime the file runs on; a plan with
+comms is proved under it, else under ``torch_version``'s runtime (torch-2.11
+up to 2.11), else, with neither given, under both (the file does not say which
+torch loads it; actions as 2.15's); one that deadlocks there is a PlanError
+with verify's diagnostics, the runtime named. A split backward (I/W) warns
 (UserWarning): torch does not check torch.compile'd stages for a CSV-loaded
 schedule. A plan with a BATCH_P2P group is an InputError (torch cannot read
 groups; ``plan.to_csv()`` writes them).)doc");

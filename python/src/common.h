@@ -90,6 +90,9 @@ void refuse_uninitialised() {
 
 /// "rendezvous" | "eager" | "serial"; InputError naming the choices otherwise.
 Transport transport_from(const std::string& name);
+/// A `runtime=` keyword: None -> none; a name -> its row (InputError naming
+/// the runtimes for an unknown one).
+std::vector<Runtime> runtimes_arg(const py::object& runtime);
 /// "loop" | "v"; InputError naming the choices otherwise.
 StageMapping mapping_from(const std::string& name);
 /// A path argument: str or os.PathLike.

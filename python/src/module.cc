@@ -128,8 +128,14 @@ double float_arg(const py::handle& value, const char* name) {
 
 Transport transport_from(const std::string& name) {
   if (std::optional<Transport> t = parse_transport(name)) return *t;
-  throw InputError("unknown transport '" + limits::excerpt(name) +
-                   "' (expected rendezvous, eager or serial)");
+  throw InputError("unknown transport '" + limits::excerpt(name) + "' (expected " +
+                   transport_names(", ", " or ") + ")");
+}
+
+std::vector<Runtime> runtimes_arg(const py::object& runtime) {
+  const std::optional<std::string> name = optional_str(runtime, "runtime");
+  if (!name) return {};
+  return {runtime_named(*name)};
 }
 
 StageMapping mapping_from(const std::string& name) {

@@ -206,3 +206,93 @@ def test_bad_lowering_options_are_input_errors(kwargs, message):
         pipeplan.lower(compute, **kwargs)
     with pytest.raises(pipeplan.InputError, match=re.escape(message)):
         pipeplan.plan("zbv", 2, 4, **kwargs)
+
+
+# p=3, v=2, forward-only: rank 1 receives stage 4's input before it sends
+# stage 1's output; runs where sends are posted and left, hangs where each
+# transfer is waited where it stands (tests/runtime_names_test.cc).
+RING = """0F0,0SEND_F0,3RECV_F0,3F0,3SEND_F0
+1RECV_F0,1F0,4RECV_F0,1SEND_F0,4F0
+2RECV_F0,2F0,2SEND_F0
+"""
+
+
+def test_runtimes_are_the_clis_list(cli):
+    names = [r.name for r in pipeplan.runtimes()]
+    assert names == ["torch-2.11", "torch", "megatron", "megatron-batched", "megatron-overlap",
+                     "deepspeed", "dualpipe", "pipeplan-gloo", "pipeplan-nccl"]
+    listed = cli.run("verify", "--runtime", "list")
+    assert listed.returncode == 0, listed.stderr
+    for r in pipeplan.runtimes():
+        assert r.source in listed.stdout
+        assert r.model in pipeplan.transport_models()
+        assert r.waits in ("at-post", "before-use")
+    assert pipeplan.transport_models() == ["rendezvous", "eager", "serial"]
+    dualpipe = pipeplan.runtimes()[6]
+    assert (dualpipe.aliases, dualpipe.model, dualpipe.waits) == (["dualpipev"], "serial", "at-post")
+
+
+def test_the_pyi_names_every_runtime_and_model(source_dir):
+    pyi = (source_dir / "python" / "pipeplan" / "__init__.pyi").read_text()
+    literal = pyi[pyi.index("RuntimeName = Literal["):]
+    literal = literal[:literal.index("]")]
+    quoted = re.findall(r'"([^"]+)"', literal)
+    expected = []
+    for r in pipeplan.runtimes():
+        expected += [r.name] + r.aliases
+    assert sorted(quoted) == sorted(expected)
+    transport = re.search(r"^Transport = Literal\[(.*)\]$", pyi, re.M).group(1)
+    assert re.findall(r'"([^"]+)"', transport) == pipeplan.transport_models()
+
+
+def test_verify_with_a_runtime_is_the_clis(cli, tmp_path):
+    plan = pipeplan.loads(RING, num_microbatches=1, forward_only=True)
+    path = tmp_path / "ring.csv"
+    path.write_text(RING)
+    for runtime in [r.name for r in pipeplan.runtimes()]:
+        r = cli.run("verify", path, "-m", "1", "--forward-only", "--runtime", runtime,
+                    "-f", "json")
+        assert r.returncode in (0, 1), r.stderr
+        doc = json.loads(r.stdout)
+        assert doc["models"][0]["runtime"] == runtime
+        got = [(d.code, d.rank, d.index, d.message)
+               for d in pipeplan.verify(plan, runtime=runtime)]
+        want = [(d["code"], d["rank"], d["index"], d["message"])
+                for d in doc["models"][0]["diagnostics"]]
+        assert got == want, runtime
+    assert pipeplan.verify(plan, runtime="torch") == []
+    assert pipeplan.verify(plan, runtime="megatron") != []
+    with pytest.raises(pipeplan.PlanError, match="FAILED under runtime megatron"):
+        pipeplan.check(plan, runtime="megatron")
+    with pytest.raises(pipeplan.InputError, match="give transport or runtime, not both"):
+        pipeplan.verify(plan, transport="serial", runtime="torch")
+    with pytest.raises(pipeplan.InputError, match="unknown runtime 'nccl'"):
+        pipeplan.verify(plan, runtime="nccl")
+    with pytest.raises(pipeplan.InputError, match="expected rendezvous, eager or serial"):
+        pipeplan.verify(plan, transport="nccl")
+
+
+def test_plan_and_lower_for_a_runtime_are_the_clis(cli):
+    hang = dict(stages_per_rank=2, comm=0.5)
+    plain = pipeplan.plan("interleaved-1f1b", 3, 1, **hang)
+    assert pipeplan.verify(plain, runtime="torch-2.11") != []
+    safe = pipeplan.plan("interleaved-1f1b", 3, 1, runtime="torch-2.11", **hang)
+    assert pipeplan.verify(safe, runtime="torch-2.11") == []
+    r = cli.run("plan", "-s", "interleaved-1f1b", "-p", "3", "-m", "1", "-v", "2", "--comm", "0.5",
+                "--runtime", "torch-2.11", "-f", "csv")
+    assert r.returncode == 0, r.stderr
+    assert safe.to_csv() == r.stdout
+    order = pipeplan.plan("interleaved-1f1b", 3, 1, compute_only=True, stages_per_rank=2)
+    lowered = pipeplan.lower(order, comm=0.5, runtime="torch-2.11")
+    assert pipeplan.verify(lowered, runtime="torch-2.11") == []
+    # A lowering the caller chose is not changed: refused, the runtime named.
+    with pytest.raises(pipeplan.PlanError, match="runtime 'torch-2.11'"):
+        pipeplan.plan("interleaved-1f1b", 3, 1, runtime="torch-2.11", lowering="latency-hiding",
+                      **hang)
+    # A torch CSV is proved under both torch runtimes unless told which.
+    with pytest.raises(pipeplan.PlanError, match="torch's runtime 'torch-2.11'"):
+        pipeplan.to_torch_csv(plain)
+    assert pipeplan.to_torch_csv(plain, runtime="torch")
+    assert pipeplan.to_torch_csv(safe)
+    with pytest.raises(pipeplan.InputError, match="give one of --torch-version and --runtime"):
+        pipeplan.to_torch_csv(plain, torch_version="2.10", runtime="torch")

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/runtime_option.h"
 #include "cli/common.h"
 #include "ir/numbers.h"
 #include "pipeplan/error.h"
@@ -170,7 +171,7 @@ std::function<int()> setup_calibrate(CLI::App& app) {
   add_csv_options(app, args->csv);
   app.add_option("-o,--output", args->output, "Stage-costs file to write (default: stdout)");
   app.add_option("--model", args->model, "Transport model of the check simulation")
-      ->check(CLI::IsMember({"rendezvous", "eager", "serial"}));
+      ->check(CLI::IsMember(model_names()));
   return [args]() {
     const Trace trace = load_trace(*args);
     const Calibration c = calibrate(trace);

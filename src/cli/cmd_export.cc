@@ -11,6 +11,7 @@
 #include "bench/torch_lowering.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/runtime_option.h"
 #include "cli/torch_target.h"
 #include "cli/export.h"
 #include "pipeplan/error.h"
@@ -34,7 +35,7 @@ struct ExportArgs {
 // torch lowers the compute-only CSV itself (_add_send_recv): refuse an order
 // whose lowering deadlocks under `torch`'s transport, and say under which
 // transports it is deadlock-free.
-void check_torch_lowering(const Plan& plan, TorchVersion torch) {
+void check_torch_lowering(const Plan& plan, const TorchTarget& torch) {
   std::optional<Plan> lowered;
   try {
     lowered = bench::torch_lowering(compute_actions(plan));
@@ -49,10 +50,9 @@ void check_torch_lowering(const Plan& plan, TorchVersion torch) {
                        e.diagnostics());
   }
   std::string verdicts;
-  for (Transport t : {Transport::Rendezvous, Transport::Eager, Transport::Serial}) {
-    const bool ok = verify(*lowered, VerifyOptions{t, 1}).ok();
-    verdicts +=
-        std::string(verdicts.empty() ? "" : ", ") + (ok ? "" : "NOT ") + std::string(to_string(t));
+  for (const TransportModel& t : kTransportModels) {
+    const bool ok = verify(*lowered, VerifyOptions{t.id, 1}).ok();
+    verdicts += std::string(verdicts.empty() ? "" : ", ") + (ok ? "" : "NOT ") + std::string(t.name);
   }
   spdlog::info("torch lowers the CSV itself; its lowering of this order is deadlock-free under: {}",
                verdicts);
@@ -60,9 +60,12 @@ void check_torch_lowering(const Plan& plan, TorchVersion torch) {
 
 }  // namespace
 
-TorchVersion torchtitan_torch_version(const TorchtitanTarget& target) {
+TorchTarget torchtitan_torch_target(const TorchtitanTarget& target) {
   const TorchtitanRelease& release = torchtitan_release(target.version);
-  return torch_version_or(target.torch_version, release.torch.value_or(kTorchDefaultVersion));
+  TorchTarget t = torch_target(target.torch_version, target.runtime);
+  if (target.torch_version.empty() && target.runtime.empty())
+    t.version = release.torch.value_or(kTorchDefaultVersion);
+  return t;
 }
 
 void write_torchtitan_dir(const Plan& plan, const LayerProfile& profile, const std::string& dir,
@@ -72,7 +75,7 @@ void write_torchtitan_dir(const Plan& plan, const LayerProfile& profile, const s
   o.microbatch_size = microbatch_size;
   o.version = target.version;
   const TorchtitanRelease& release = torchtitan_release(target.version);
-  const TorchVersion torch = torchtitan_torch_version(target);
+  const TorchTarget torch = torchtitan_torch_target(target);
   const fs::path csv = fs::path(dir) / "schedule.csv";
   const fs::path config_path = fs::path(dir) / std::string(release.file);
   std::error_code ec;
@@ -83,7 +86,7 @@ void write_torchtitan_dir(const Plan& plan, const LayerProfile& profile, const s
   write_torchtitan_config(plan, profile, o, config);
   if (const std::string note = torchtitan_schedule(plan.meta).note; !note.empty())
     spdlog::warn("{}", note);
-  write_torch_compute_csv(plan, schedule, torch);
+  write_torch_compute_csv(plan, schedule, torch.version);
   // What is written is verified as torch reads it: the CSV carries no
   // forward-only mark, so torch trains it (every forward owes a backward).
   Plan written = compute_actions(plan);
@@ -94,7 +97,7 @@ void write_torchtitan_dir(const Plan& plan, const LayerProfile& profile, const s
   if (ec) throw InputError(limits::excerpt(dir) + ": cannot create the folder: " + ec.message());
   write_all_or_none({{csv.string(), schedule.str()}, {config_path.string(), config.str()}});
   spdlog::info("wrote {} and {} (torchtitan {}, torch {})", csv.string(), config_path.string(),
-               target.version, to_string(torch));
+               target.version, to_string(torch.version));
 }
 
 void add_torchtitan_options(CLI::App& app, TorchtitanTarget& target) {
@@ -113,6 +116,9 @@ void add_torchtitan_options(CLI::App& app, TorchtitanTarget& target) {
   add_torch_version_option(app, target.torch_version,
                            "the torch the torchtitan release pins: " + pins + "; else " +
                                to_string(kTorchDefaultVersion));
+  add_runtime_option(app, target.runtime,
+                     "torch-2.11 or torch: torch's lowering of the order is proved under it "
+                     "(default: under both, unless --torch-version names the release)");
 }
 
 std::function<int()> setup_export(CLI::App& app) {

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/runtime_option.h"
 #include "cli/torch_target.h"
 #include "cli/lower_options.h"
 #include "cli/sim_options.h"
@@ -29,6 +30,7 @@ struct LowerArgs {
   std::string format;  // empty: the input's format
   std::string send_placement;
   std::string torch_version;
+  std::string runtime;
   bool reduce_grad = false;
   bool no_verify = false;
   CsvReadOptions csv;
@@ -58,6 +60,10 @@ std::function<int()> setup_lower(CLI::App& app) {
                  "BATCH_P2P groups nor memory actions)")
       ->check(CLI::IsMember({"json", "csv", "torch-csv", "text"}));
   add_torch_version_option(app, args->torch_version, to_string(kTorchDefaultVersion));
+  add_runtime_option(app, args->runtime,
+                     "the result is proved under it instead of the bare rendezvous model, and "
+                     "lowered serial-safe when the schedule's own lowering is refused there "
+                     "(exit 1 when that is refused too)");
   add_csv_options(app, args->csv);
   app.add_option("--send-placement", args->send_placement,
                  "Seed lowering: where forward sends go (default: the schedule's; 'earliest' for "
@@ -70,7 +76,7 @@ std::function<int()> setup_lower(CLI::App& app) {
   add_cost_options(app, args->costs, true, /*model=*/false);
   add_lowering_options(app, args->lowering);
   add_memory_options(app, args->memory);
-  return [args]() {
+  return [args, &app]() {
     const MemoryPolicy policy = memory_policy(args->memory);
     PlanFormat in_format = PlanFormat::Csv;
     Plan plan = load_plan(args->input, args->csv, &in_format);
@@ -105,6 +111,19 @@ std::function<int()> setup_lower(CLI::App& app) {
     }
     Plan lowered = std::move(*result.plan);
     if (args->reduce_grad) lowered = add_reduce_grad(lowered);
+    std::string format = args->format;
+    if (format.empty()) format = in_format == PlanFormat::Json ? "json" : "csv";
+    const TorchTarget torch = torch_csv_target(format, args->torch_version, args->runtime);
+    const std::vector<Runtime> under = proof_runtimes(format, torch, args->runtime);
+    if (!args->no_verify && !under.empty()) {
+      auto lower_with = [&](const LowerOptions& o) {
+        Plan p = lower(plan, o);
+        return args->reduce_grad ? add_reduce_grad(p) : p;
+      };
+      if (first_refusal(lowered, under))
+        lowered = lower_for(lower_with, options, under, given_lowering_option(app).empty(),
+                                     "the lowered plan");
+    }
 
     if (!args->no_verify) {
       VerifyResult res = verify(lowered, {Transport::Rendezvous});
@@ -117,11 +136,8 @@ std::function<int()> setup_lower(CLI::App& app) {
                     lowered.num_actions());
     }
 
-    std::string format = args->format;
-    if (format.empty()) format = in_format == PlanFormat::Json ? "json" : "csv";
-    const TorchVersion torch = torch_csv_target(format, args->torch_version);
     std::ostringstream text;  // a refused write leaves no output file behind
-    write_plan(lowered, format, text, torch);
+    write_plan(lowered, format, text, torch.version);
     if (format == "torch-csv") check_torch_target(lowered, torch);
     Output out(args->output);
     out.stream() << text.str();

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/runtime_option.h"
 #include "cli/common.h"
 #include "cli/torch_target.h"
 #include "cli/lower_options.h"
@@ -30,6 +31,7 @@ struct PlanArgs {
   std::string format = "json";
   std::string output;
   std::string torch_version;
+  std::string runtime;
   CostArgs costs;
   LoweringChoice lowering;
   MemoryArgs memory;
@@ -51,12 +53,17 @@ std::function<int()> setup_plan(CLI::App& app) {
       ->check(CLI::IsMember({"json", "csv", "torch-csv", "text", "timeline"}));
   app.add_option("-o,--output", args->output, "Output file (default: stdout)");
   add_torch_version_option(app, args->torch_version, to_string(kTorchDefaultVersion));
+  add_runtime_option(app, args->runtime,
+                     "the plan is proved under it instead of the bare rendezvous model, and "
+                     "lowered serial-safe when the schedule's own lowering is refused there "
+                     "(exit 1 when that is refused too)");
   add_cost_options(app, args->costs, true, /*model=*/false);
   add_lowering_options(app, args->lowering);
   add_memory_options(app, args->memory);
   return [args, &app]() {
     refuse_lowering_with_compute_only(app);
-    const TorchVersion torch = torch_csv_target(args->format, args->torch_version);
+    const TorchTarget torch = torch_csv_target(args->format, args->torch_version, args->runtime);
+    const std::vector<Runtime> under = proof_runtimes(args->format, torch, args->runtime);
     const MemoryPolicy memory = memory_policy(args->memory);
     // One schedule lookup: the shape, the lowering (for the cost model
     // given, else the nominal one; with --layers, the profile's stage sums
@@ -71,7 +78,15 @@ std::function<int()> setup_plan(CLI::App& app) {
         planner.lowering(lowering_choice(args->lowering, args->costs), costs.costs);
     // The memory policy goes into the compute order, which is then lowered.
     Plan whole = apply_memory_policy(planner.compute(), memory);
-    if (!args->compute_only) whole = lower(whole, lowering);
+    if (!args->compute_only) {
+      if (under.empty() || args->no_verify) {
+        whole = lower(whole, lowering);
+      } else {
+        const Plan compute = std::move(whole);
+        whole = lower_for([&](const LowerOptions& o) { return lower(compute, o); }, lowering,
+                          under, given_lowering_option(app).empty(), "the planned schedule");
+      }
+    }
     whole.meta.partition = partition;
     spdlog::debug("planned {} p={} m={} v={}: {} actions", whole.meta.schedule,
                   whole.meta.pp_degree, whole.meta.num_microbatches, whole.meta.stages_per_rank,
@@ -86,17 +101,23 @@ std::function<int()> setup_plan(CLI::App& app) {
                       format_diagnostics(res.diagnostics));
         return kExitInternal;
       }
+      if (args->compute_only)
+        if (std::optional<RuntimeRefusal> r = first_refusal(whole, under, lowering))
+          reject_under(*r, "the planned schedule, lowered as its runtime would,");
       spdlog::debug("verified: deadlock-free under rendezvous");
     }
     const std::size_t n_actions = whole.num_actions();
     // --rank: that rank's program, moved out of the whole plan.
     if (args->rank_opt->count() > 0) whole = keep_rank(std::move(whole), args->rank, "--rank");
     std::ostringstream text;  // a refused write leaves no output file behind
-    write_plan(whole, args->format, text, torch);
+    write_plan(whole, args->format, text, torch.version);
     if (args->format == "torch-csv") check_torch_target(whole, torch);  // written: whole
     if (args->format == "timeline" && !args->no_verify)
-      text << "verified: deadlock-free under rendezvous transport (" << n_actions << " actions"
-           << (args->compute_only ? " after lowering" : "") << ")\n";
+      text << "verified: deadlock-free under "
+           << (args->runtime.empty() ? "rendezvous transport"
+                                     : "runtime " + std::string(runtime_named(args->runtime).name))
+           << " (" << n_actions << " actions" << (args->compute_only ? " after lowering" : "")
+           << ")\n";
     Output o(args->output);
     o.stream() << text.str();
     o.close();

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/runtime_option.h"
 #include "cli/common.h"
 #include "cli/export.h"
 #include "cli/sim_options.h"
@@ -86,7 +87,7 @@ std::function<int()> setup_search(CLI::App& app) {
                "Never offload activations to host (no OFFLOAD/RELOAD in the plan)");
   app.add_option("--model", args->costs.model,
                  "Transport the makespan is measured under (the plan is verified under all three)")
-      ->check(CLI::IsMember({"rendezvous", "eager", "serial"}));
+      ->check(CLI::IsMember(model_names()));
   app.add_option("--time-limit", args->options.time_limit,
                  "Search time bound in seconds (default 3; with memory actions allowed, the last "
                  "30% is kept for deciding them and the last 10% for the finalists)")
@@ -153,9 +154,9 @@ std::function<int()> setup_search(CLI::App& app) {
       const TorchtitanRelease& release = torchtitan_release(args->torchtitan.version);
       if (std::string why = torchtitan_module_refusal(profile, release); !why.empty())
         throw InputError(why);
-      torchtitan_torch_version(args->torchtitan);  // a bad --torch-version, before searching
+      torchtitan_torch_target(args->torchtitan);  // a bad --torch-version, before searching
     } else {
-      for (const char* option : {"--torchtitan-version", "--torch-version"})
+      for (const char* option : {"--torchtitan-version", "--torch-version", "--runtime"})
         if (app.count(option) > 0)
           throw InputError(std::string(option) + " goes with --emit torchtitan DIR");
     }

@@ -1,4 +1,5 @@
 #include "cli/sim_options.h"
+#include "cli/runtime_option.h"
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -44,7 +45,7 @@ void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs, bool mode
                  "Latency of each OFFLOAD/RELOAD on the copy stream (default 0)");
   if (model)
     app.add_option("--model", args.model, "Transport model for SEND/RECV")
-        ->check(CLI::IsMember({"rendezvous", "eager", "serial"}));
+        ->check(CLI::IsMember(model_names()));
 }
 
 SimOptions make_sim_options(const CostArgs& args, StageCosts* file_out) {

@@ -22,25 +22,18 @@ void add_torch_version_option(CLI::App& app, std::string& version,
                  "torch release the schedule is for, MAJOR.MINOR[.PATCH] (" +
                      to_string(rows.front().since) + " on; default " + default_help +
                      "): no WAIT_* cells before " + waits +
-                     ", refuses actions it lacks, proves the plan under its P2P transport (" +
-                     std::string(to_string(Transport::Serial)) + " before " + pairs + ")");
+                     ", refuses actions it lacks, proves the plan under its runtime (torch-2.11 "
+                     "before " + pairs + ", torch from it; without --torch-version and "
+                     "--runtime: under both)");
 }
 
 TorchVersion torch_version_or(const std::string& text, TorchVersion fallback) {
   return text.empty() ? fallback : parse_torch_version(text);
 }
 
-TorchVersion torch_csv_target(const std::string& format, const std::string& text) {
-  if (!text.empty() && format != "torch-csv")
-    throw InputError("--torch-version " + limits::excerpt(text) +
-                     ": only -f torch-csv is written for a torch release (this writes " +
-                     (format.empty() ? std::string("the input's format") : format) + ")");
-  return torch_version_or(text, kTorchDefaultVersion);
-}
-
-void check_torch_target(const Plan& plan, TorchVersion version) {
-  require_torch_runs(plan, version);
-  if (std::string warning = torch_compile_guard_warning(plan, version); !warning.empty())
+void check_torch_target(const Plan& plan, const TorchTarget& target) {
+  require_torch_runs(plan, target);
+  if (std::string warning = torch_compile_guard_warning(plan, target.version); !warning.empty())
     spdlog::warn("{}", warning);
 }
 

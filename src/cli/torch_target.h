@@ -18,12 +18,9 @@ namespace pipeplan::cli {
 void add_torch_version_option(CLI::App& app, std::string& version, const std::string& default_help);
 /// The release `text` names, or `fallback` for "".
 TorchVersion torch_version_or(const std::string& text, TorchVersion fallback);
-/// The release a plan written as `format` is for: --torch-version's `text`
-/// (default kTorchDefaultVersion); InputError when given for another format.
-TorchVersion torch_csv_target(const std::string& format, const std::string& text);
-/// What every torch CSV export does before writing: refuses a plan torch
-/// `version` cannot run (require_torch_runs: exit 2 or 1) and warns when its
-/// split backward escapes torch's torch.compile guard.
-void check_torch_target(const Plan& plan, TorchVersion version);
+/// What every torch CSV export does before writing: refuses a plan
+/// `target`'s release or runtimes cannot run (require_torch_runs: exit 2 or
+/// 1) and warns when its split backward escapes torch's torch.compile guard.
+void check_torch_target(const Plan& plan, const TorchTarget& target);
 
 }  // namespace pipeplan::cli

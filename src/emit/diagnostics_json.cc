@@ -23,6 +23,7 @@ void write_diagnostics_json(const PlanMeta& meta, std::size_t num_actions,
   for (const auto& r : results) {
     ordered_json m;
     m["model"] = std::string(to_string(r.transport));
+    if (!r.runtime.empty()) m["runtime"] = r.runtime;
     m["ok"] = r.result.ok();
     ordered_json diags = ordered_json::array();
     for (const auto& d : r.result.diagnostics) {

@@ -126,17 +126,56 @@ std::string torch_version_refusal(const Plan& plan, TorchVersion version) {
   return {};
 }
 
-void require_torch_runs(const Plan& plan, TorchVersion version) {
-  if (std::string why = torch_version_refusal(plan, version); !why.empty()) throw InputError(why);
+const Runtime& torch_release_runtime(TorchVersion version) {
+  return runtime_named(torch_runtime(version).transport == Transport::Serial ? "torch-2.11"
+                                                                              : "torch");
+}
+
+TorchTarget torch_target(std::string_view version, std::string_view runtime) {
+  TorchTarget t;
+  if (!version.empty()) t.version = parse_torch_version(version);
+  if (runtime.empty()) {
+    if (!version.empty()) t.runtimes = {torch_release_runtime(t.version)};
+    else t.runtimes = {runtime_named("torch-2.11"), runtime_named("torch")};
+    return t;
+  }
+  const Runtime& rt = runtime_named(runtime);
+  if (rt.name != "torch-2.11" && rt.name != "torch")
+    throw InputError("runtime '" + std::string(rt.name) +
+                     "': a torch schedule CSV runs on torch's own runtime (torch-2.11 or torch)");
+  if (version.empty()) {
+    // The newest release the runtime covers.
+    t.version = rt.name == "torch" ? kTorchDefaultVersion : TorchVersion{2, 11};
+  } else if (torch_release_runtime(t.version).name != rt.name) {
+    throw InputError("torch " + to_string(t.version) + " runs the '" +
+                     std::string(torch_release_runtime(t.version).name) + "' runtime, not '" +
+                     std::string(rt.name) + "': give one of --torch-version and --runtime");
+  }
+  t.runtimes = {rt};
+  return t;
+}
+
+void require_torch_runs(const Plan& plan, const TorchTarget& target) {
+  if (std::string why = torch_version_refusal(plan, target.version); !why.empty())
+    throw InputError(why);
   if (plan.is_compute_only()) return;
-  const Transport t = torch_runtime(version).transport;
-  VerifyResult res = verify(plan, VerifyOptions{t});
-  if (res.ok()) return;
-  const std::string why = "torch " + to_string(version) + "'s runtime posts P2P as the " +
-                          std::string(to_string(t)) +
-                          " transport model, under which this plan is not deadlock-free:\n" +
-                          format_diagnostics(res.diagnostics);
-  throw PlanRejected(why, std::move(res.diagnostics));
+  for (const Runtime& rt : target.runtimes) {
+    VerifyResult res = verify(plan, verify_options(rt));
+    if (res.ok()) continue;
+    const std::string why = "torch's runtime '" + std::string(rt.name) + "' posts P2P as the " +
+                            std::string(to_string(rt.model)) +
+                            " transport model, under which this plan is not deadlock-free" +
+                            (target.runtimes.size() > 1
+                                 ? " (a CSV is proved under both torch runtimes unless "
+                                   "--runtime or --torch-version names one)"
+                                 : "") +
+                            ":\n" + format_diagnostics(res.diagnostics);
+    throw PlanRejected(why, std::move(res.diagnostics));
+  }
+}
+
+void require_torch_runs(const Plan& plan, TorchVersion version) {
+  require_torch_runs(plan, TorchTarget{version, {torch_release_runtime(version)}});
 }
 
 std::string torch_compile_guard_warning(const Plan& plan, TorchVersion version) {

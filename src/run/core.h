@@ -46,6 +46,11 @@
 //               the rank's one stream
 //   eager       a send completes when posted, a receive once its match was
 //
+// (the models' rows, pipeplan/transport.h: buffered_sends() is eager's,
+// one_stream_per_rank() serial's). A runtime that waits where it posts
+// (Waits::AtPost, use_groups(programs, true)) runs every single SEND/RECV as
+// a group of one: the rank stays at it until it completed.
+//
 // Without groups a unit is one op and a pair's two ends advance together, so
 // rendezvous and serial match stream heads position by position (the fast
 // path: match_pair(), match_stream()); with groups (use_groups()) every
@@ -197,7 +202,7 @@ class Core : public State<Op> {
   /// Posts `op` (a SEND when `send`) of `rank` on pair end `end` under the
   /// run's model and completes what can complete.
   void post(int rank, int end, const Op& op, bool send) {
-    if (model() == Transport::Eager) {
+    if (buffered_sends(model())) {
       post_eager(rank, end, op, send);
     } else if (this->groups()) {
       post_unit(rank, end, op, send);
@@ -205,7 +210,7 @@ class Core : public State<Op> {
       End<Op>& e = this->ends_[static_cast<std::size_t>(end)];
       e.queue.push(op);
       ++e.posted;
-      if (model() == Transport::Rendezvous) {
+      if (!one_stream_per_rank(model())) {
         match_pair(static_cast<unsigned>(end) >> 1);
       } else {
         this->streams_[static_cast<std::size_t>(rank)].ends.push(end);
@@ -242,7 +247,10 @@ class Core : public State<Op> {
         if (this->groups() && !detail::Backward<P>::value) return group(r, i);
         return p.transfer(r, i, a);  // a policy that posts nothing: member by member
       case deps::Role::Send:
-      case deps::Role::Recv: return p.transfer(r, i, a);
+      case deps::Role::Recv:
+        // Waited where it stands (Waits::AtPost): a unit of one, as a group.
+        if (this->waits_singles() && !detail::Backward<P>::value) return group(r, i);
+        return p.transfer(r, i, a);
       case deps::Role::Copy: return p.copy(r, i, a);
       default: return p.bookkeeping(r, i, a);
     }

@@ -59,7 +59,7 @@ void Core<P, Op>::post_unit(int rank, int end, const Op& op, bool send) {
     if (self().meet(end, op, end ^ 1, other)) link_met(end, op, end ^ 1, other);
   }
   if (group_unit_ >= 0) return;  // the group goes on its stream once all members are posted
-  const std::size_t stream = model() == Transport::Serial
+  const std::size_t stream = one_stream_per_rank(model())
                                  ? this->ends_.size() + static_cast<std::size_t>(rank)
                                  : static_cast<std::size_t>(end);
   push_unit(rank, op.index, stream);
@@ -111,7 +111,8 @@ void Core<P, Op>::complete_met(int r, std::int32_t j) {
 
 // Role::Group with groups, at the group's first member i: posts every
 // member (resuming after a member that had to wait), puts the group on
-// its rank's stream, and passes it once it ended.
+// its rank's stream, and passes it once it ended. A single waited where it
+// stands (waits_singles()) comes here as a group of one.
 template <class P, class Op>
 Step Core<P, Op>::group(int r, std::size_t i) {
   auto& st = this->ranks_[static_cast<std::size_t>(r)];
@@ -133,8 +134,14 @@ Step Core<P, Op>::group(int r, std::size_t i) {
     }
     group_unit_ = -1;
     st.group_open = true;
-    if (model() != Transport::Eager)
-      push_unit(r, static_cast<std::int32_t>(i), this->ends_.size() + static_cast<std::size_t>(r));
+    if (!buffered_sends(model())) {
+      // A group on its rank's stream for groups (serial: the rank's one
+      // stream); a single waited where it stands (n == 1) on its pair's.
+      const std::size_t rank_stream = this->ends_.size() + static_cast<std::size_t>(r);
+      const auto own = static_cast<std::size_t>(link_of(r, static_cast<std::int32_t>(i)).end);
+      push_unit(r, static_cast<std::int32_t>(i),
+                n > 1 || one_stream_per_rank(model()) ? rank_stream : own);
+    }
   }
   if (link_of(r, static_cast<std::int32_t>(i)).left > 0) return Step::Wait;
   st.group_open = false;

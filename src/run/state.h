@@ -100,6 +100,9 @@ class State {
   }
   /// Whether the run keeps BATCH_P2P groups as units (use_groups()).
   bool groups() const { return groups_; }
+  /// Whether a rank waits at each single SEND/RECV until it completed, as
+  /// at a group of one (use_groups(), Waits::AtPost).
+  bool waits_singles() const { return wait_singles_; }
   /// With groups: the posted op at (rank, index) (unposted: a default Link).
   const Link<Op>& link(int rank, int index) const {
     return links_[static_cast<std::size_t>(rank)][static_cast<std::size_t>(index)];
@@ -144,16 +147,20 @@ class State {
     links_.clear();
     ustreams_.clear();
     groups_ = false;
+    wait_singles_ = false;
   }
 
   /// Runs the BATCH_P2P groups of `programs` as units (after connect()):
   /// one Link per action. Policies that post their transfers call it when
   /// the plan holds a group; without it a group's members run one by one.
-  void use_groups(const std::vector<std::vector<Action>>& programs) {
+  /// `wait_singles`: each single SEND/RECV is waited where it stands, a unit
+  /// of one on its pair's stream (Waits::AtPost).
+  void use_groups(const std::vector<std::vector<Action>>& programs, bool wait_singles = false) {
     links_.assign(programs.size(), {});
     groups_ = !links_.empty();
+    wait_singles_ = groups_ && wait_singles;
     for (std::size_t r = 0; r < programs.size(); ++r) links_[r].resize(programs[r].size());
-    if (model_ == Transport::Eager) return;
+    if (buffered_sends(model_)) return;
     // rendezvous: stream e is pair end e's, stream 2P + r rank r's groups';
     // serial: stream 2P + r is rank r's one stream
     ustreams_.assign(ends_.size() + programs.size(), UnitStream{});
@@ -179,6 +186,7 @@ class State {
   std::vector<std::vector<Link<Op>>> links_;  // with groups: per rank, per action
   std::vector<UnitStream> ustreams_;          // with groups, rendezvous / serial
   bool groups_ = false;                       // use_groups() was called
+  bool wait_singles_ = false;                 // use_groups(.., true): singles waited
 };
 
 }  // namespace pipeplan::run

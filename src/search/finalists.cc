@@ -50,8 +50,8 @@ std::vector<LowerOptions> lowerings_for(const CostModel& stage, const detail::St
 }
 
 bool verifies_everywhere(const Plan& plan) {
-  for (Transport t : {Transport::Rendezvous, Transport::Eager, Transport::Serial})
-    if (!verify(plan, VerifyOptions{t, 1}).ok()) return false;
+  for (const TransportModel& t : kTransportModels)
+    if (!verify(plan, VerifyOptions{t.id, 1}).ok()) return false;
   return true;
 }
 

@@ -140,7 +140,7 @@ void Engine::mismatch(int x_end, const Posted& x, int y_end, const Posted& y) {
   if (x_send && y_send) why = "both ranks send, so neither transfer completes";
   else if (!x_send && !y_send) why = "both ranks receive, so neither transfer completes";
   else why = "a send meets a receive of another value (data would be corrupted)";
-  if (transport_ != Transport::Eager && !groups())
+  if (!buffered_sends(transport_) && !groups())
     where += " position " + std::to_string(static_cast<std::size_t>(lo.posted) - lo.queue.size());
   else where += ", sends and receives met in order";
   result_.problems.push_back({"sim-mismatch", lo.rank, lo_index, action_at(lo.rank, lo_index),
@@ -166,7 +166,7 @@ std::string Engine::why_not_received(int dir, std::size_t k, int rank) {
   if (!passed(rank, at))
     return "its input arrives by " + to_string(recv) + ", which rank " + std::to_string(rank) +
            " has not posted before it";
-  if (transport_ == Transport::Eager)
+  if (buffered_sends(transport_))
     return to_string(recv) + " waits for " + to_string(send) + " from rank " +
            std::to_string(peer) + ", never posted: " + peer_state(peer);
   if (groups()) {
@@ -289,14 +289,14 @@ void Engine::report_stuck_rank(int r) {
 // Every posted op still waiting for its partner, in posting order.
 std::vector<Engine::Unmatched> Engine::unmatched_ops() const {
   std::vector<Unmatched> out;
-  if (groups() && transport_ != Transport::Eager) {
+  if (groups() && !buffered_sends(transport_)) {
     for (std::size_t r = 0; r < plan_.ranks.size(); ++r)
       for (std::size_t i = 0; i < plan_.ranks[r].size(); ++i) {
         const auto& l = link(static_cast<int>(r), static_cast<int>(i));
         if (l.unit >= 0 && !l.done)
           out.push_back({l.op.seq, static_cast<int>(r), static_cast<int>(i), l.end, -1});
       }
-  } else if (transport_ == Transport::Eager) {
+  } else if (buffered_sends(transport_)) {
     for (const Pending& p : pending_)
       if (result_.times[static_cast<std::size_t>(p.rank)][static_cast<std::size_t>(p.index)].end ==
           kUnknown)
@@ -333,7 +333,7 @@ void Engine::finish() {
     std::string why;
     if (!is_send(a.type)) {
       why = why_not_received(dir_of(a.type), key(a.stage, a.microbatch), op.rank);
-    } else if (transport_ == Transport::Eager) {
+    } else if (buffered_sends(transport_)) {
       why = "no rank posts its receive";
     } else {
       const run::End<Posted>& theirs = ends_[static_cast<std::size_t>(op.end ^ 1)];

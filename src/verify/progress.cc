@@ -18,14 +18,20 @@ namespace detail {
 // checks, so a SEND/RECV's peer stage exists on another rank), and each
 // end's range of report records from the per-stage counts the structure scan
 // kept; ranks fill the ranges in program order when a report needs them.
-Proof::Proof(const Plan& plan, const PlanIndex& index, ProofState& core, Transport model)
+Proof::Proof(const Plan& plan, const PlanIndex& index, ProofState& core, Transport model,
+             const RunRules& rules)
     : plan_(plan),
       index_(index),
       core_(core),
       n_(plan.meta.pp_degree),
-      mbs_(static_cast<std::size_t>(index.mbs)) {
+      mbs_(static_cast<std::size_t>(index.mbs)),
+      rules_(rules) {
   core.connect(plan.meta, model);
-  if (index.groups) core.use_groups(plan.ranks);
+  // Waited singles change nothing on one stream per rank: every later op of
+  // the rank queues behind the waited one anyway, and a compute it passes
+  // feeds only those ops. So serial runs them as posted (the fast path).
+  const bool wait_singles = rules.waits == Waits::AtPost && !one_stream_per_rank(model);
+  if (index.groups || wait_singles) core.use_groups(plan.ranks, wait_singles);
   const int S = index_.stages;
   up_.assign(static_cast<std::size_t>(S), -1);
   down_.assign(static_cast<std::size_t>(S), -1);
@@ -55,7 +61,7 @@ Proof::Proof(const Plan& plan, const PlanIndex& index, ProofState& core, Transpo
     total += counts[e];
     end_last_[e] = total;
   }
-  if (model == Transport::Eager)
+  if (buffered_sends(model))
     delivered_.assign((2 * static_cast<std::size_t>(S) * index.mbs + 63) / 64, 0);
   recent_.assign(static_cast<std::size_t>(n_), {});
   recent_next_.assign(static_cast<std::size_t>(n_), 0);
@@ -69,11 +75,13 @@ void Proof::conclude(std::vector<Diagnostic>& out) {
   if (!finished || corrupt_any_) fill_ends();
   // Without groups, rendezvous and serial meet pair positions in order: the
   // first position that cannot complete is named.
-  if (!finished && core_.model() != Transport::Eager && !core_.groups()) fifo_check(out);
+  if (!finished && !buffered_sends(core_.model()) && !core_.groups()) fifo_check(out);
   // A plan that progresses under the model may still pair a group with a
-  // single, which NCCL never meets (docs/semantics.md). Only plans with
-  // groups pay for this walk; one that hangs anyway is named by its hang.
-  if (finished && !corrupt_any_ && core_.groups() && core_.model() == Transport::Rendezvous)
+  // single, which NCCL never meets where groups run apart (docs/semantics.md).
+  // Only plans with groups pay for this walk; one that hangs anyway is named
+  // by its hang. On one stream per rank a group and a single share it.
+  if (finished && !corrupt_any_ && core_.groups() && rules_.groups_apart &&
+      !buffered_sends(core_.model()) && !one_stream_per_rank(core_.model()))
     group_single_check(out);
   // Every met pair was checked as it met; a deadlock may leave some unmet.
   if (!finished || corrupt_any_) report_corruption(out);
@@ -83,7 +91,7 @@ void Proof::conclude(std::vector<Diagnostic>& out) {
 bool Proof::all_done() const {
   for (int r = 0; r < n_; ++r)
     if (core_.pc(r) < plan_.ranks[static_cast<std::size_t>(r)].size()) return false;
-  const bool eager = core_.model() == Transport::Eager;
+  const bool eager = buffered_sends(core_.model());
   for (std::size_t e = 0; e < core_.ends().size(); ++e) {
     const int c = count(static_cast<int>(e));
     if (core_.ends()[e].posted != c || (!eager && core_.ends()[e].done != c)) return false;
@@ -94,8 +102,9 @@ bool Proof::all_done() const {
 namespace {
 
 template <Transport M>
-void prove(const Plan& plan, const PlanIndex& index, std::vector<Diagnostic>& out) {
-  ProofRun<M>(plan, index).prove(out);
+void prove(const Plan& plan, const PlanIndex& index, const RunRules& rules,
+           std::vector<Diagnostic>& out) {
+  ProofRun<M>(plan, index, rules).prove(out);
 }
 
 }  // namespace
@@ -114,12 +123,19 @@ VerifyResult verify(const Plan& plan, const VerifyOptions& options) {
   if (!res.diagnostics.empty()) return res;
   // A clean structure has every (stage, microbatch) row, so the index is dense.
   if (!index.dense()) throw InternalError("verify: a complete plan got a sparse index");
+  // One instantiation per model row (the model a constant in the loop).
+  static_assert(kTransportModels.size() == 3, "a new model needs its instantiation here");
+  const RunRules& rules = options.rules;
   switch (options.transport) {
     case Transport::Rendezvous:
-      detail::prove<Transport::Rendezvous>(plan, index, res.diagnostics);
+      detail::prove<Transport::Rendezvous>(plan, index, rules, res.diagnostics);
       break;
-    case Transport::Eager: detail::prove<Transport::Eager>(plan, index, res.diagnostics); break;
-    case Transport::Serial: detail::prove<Transport::Serial>(plan, index, res.diagnostics); break;
+    case Transport::Eager:
+      detail::prove<Transport::Eager>(plan, index, rules, res.diagnostics);
+      break;
+    case Transport::Serial:
+      detail::prove<Transport::Serial>(plan, index, rules, res.diagnostics);
+      break;
   }
   return res;
 }

@@ -180,7 +180,7 @@ Proof::OpRef Proof::match_of(OpRef o) const {
 bool Proof::done(OpRef o) const {
   if (!posted(o)) return false;
   const Action& a = action(o);
-  if (core_.model() == Transport::Eager) {
+  if (buffered_sends(core_.model())) {
     if (is_send(a.type)) return true;
     return seq_of(o) < core_.end(comm_end(a)).recvs_done;  // an end's receives complete in order
   }
@@ -207,7 +207,7 @@ int Proof::next_comm(int r, int i) const {
 // Serial: a rank's stream holds its posted, unfinished ops in order; when
 // it is empty, the head is the rank's next SEND/RECV, not posted yet.
 Proof::OpRef Proof::head_of(OpRef o) const {
-  if (core_.model() == Transport::Serial) {
+  if (one_stream_per_rank(core_.model())) {
     const run::Stream& s = core_.stream(o.rank);
     const int h = s.ends.empty() ? next_comm(o.rank, static_cast<int>(core_.pc(o.rank)))
                                  : core_.end(s.ends.front()).queue.front().index;
@@ -228,7 +228,7 @@ std::string Proof::pair_name(OpRef o) const {
 }
 
 bool Proof::pending(int r) const {
-  if (core_.model() != Transport::Eager) {
+  if (!buffered_sends(core_.model())) {
     for (int e : ends_of_[static_cast<std::size_t>(r)])
       if (core_.end(e).done < count(e)) return true;
     return false;
@@ -261,7 +261,7 @@ std::string Proof::why(OpRef id, int& waits_for) const {
     seen.push_back(blocker);
     return !again;
   };
-  if (core_.model() == Transport::Eager) {
+  if (buffered_sends(core_.model())) {
     const OpRef s = match_of(id);  // only receives wait under eager
     if (!s.valid()) return act(id) + " has no matching send";
     waits_for = s.rank;
@@ -320,7 +320,7 @@ std::string Proof::why_units(OpRef id, int& waits_for) const {
     if (s < static_cast<int>(core_.ends().size()))
       return "rank " + n2s(o.rank) + "'s stream for pair " + pair_name(o);
     return "rank " + n2s(o.rank) + "'s " +
-           (core_.model() == Transport::Serial ? "stream" : "stream for groups");
+           (one_stream_per_rank(core_.model()) ? "stream" : "stream for groups");
   };
   auto queue_behind = [&](OpRef waiting, OpRef blocker) {
     bool again = std::find(seen.begin(), seen.end(), blocker) != seen.end();

@@ -63,7 +63,10 @@ class Proof {
 
   /// `index`: the dense index check_structure_indexed() built for `plan`;
   /// `core`: the run's state, which this connects to the plan's layout.
-  Proof(const Plan& plan, const PlanIndex& index, ProofState& core, Transport model);
+  /// `rules`: the runtime's additions to the model (Waits::AtPost runs
+  /// singles as groups of one; groups_apart asks for group_single_check).
+  Proof(const Plan& plan, const PlanIndex& index, ProofState& core, Transport model,
+        const RunRules& rules);
 
   // ---- layout (progress.cc) ----
   int comm_end(const Action& a) const {
@@ -144,6 +147,7 @@ class Proof {
   std::vector<std::int32_t> idx_;                  // action indices, end by end (reports)
   std::vector<std::int32_t> seq_;         // parallel to idx_: the op's place among its end's sends
                                           // (a send) or receives (a receive): its match by order
+  RunRules rules_;
   bool corrupt_any_ = false;              // a met pair whose payloads differ
   std::vector<std::uint64_t> delivered_;  // eager: a mark per value whose receive completed
   int receiver_ = 0;                      // the receiving rank of the ops meet() accepted
@@ -158,8 +162,8 @@ class ProofRun final : public run::Core<ProofRun<M>, ProofOp>, public Proof {
   static constexpr run::Order kOrder = run::Order::Queue;
   static constexpr Transport kModel = M;
 
-  ProofRun(const Plan& plan, const PlanIndex& index)
-      : Proof(plan, index, static_cast<ProofState&>(*this), M) {}
+  ProofRun(const Plan& plan, const PlanIndex& index, const RunRules& rules)
+      : Proof(plan, index, static_cast<ProofState&>(*this), M, rules) {}
   /// Runs the proof; appends why the plan does not progress, if it does not.
   void prove(std::vector<Diagnostic>& out) {
     this->start(plan_.ranks);
@@ -186,7 +190,7 @@ class ProofRun final : public run::Core<ProofRun<M>, ProofOp>, public Proof {
     const auto ru = static_cast<std::size_t>(r);
     // A receive's place among its end's operations, which the end's
     // completion count is compared with (FIFO models).
-    if (M != Transport::Eager && is_recv(a.type))
+    if (!buffered_sends(M) && is_recv(a.type))
       recent_[ru][recent_next_[ru]++ % kRecent] = {a.stage, a.microbatch, this->end(e).posted,
                                                    a.type == ActionType::RecvB};
     const bool send = is_send(a.type);
@@ -226,7 +230,7 @@ class ProofRun final : public run::Core<ProofRun<M>, ProofOp>, public Proof {
 // right before its consumer in lowered plans), else from the index.
 PIPEPLAN_HOT bool Proof::recv_done(const ProofState& core, Transport model, int r, bool grad, int s,
                                    int mb) const {
-  if (model == Transport::Eager) {  // one mark per value whose receive completed
+  if (buffered_sends(model)) {  // one mark per value whose receive completed
     const std::size_t v = 2 * key(grad ? s + 1 : s - 1, mb) + (grad ? 1 : 0);
     return (delivered_[v / 64] >> (v % 64)) & 1u;
   }
