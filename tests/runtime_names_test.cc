@@ -41,8 +41,9 @@ VerifyResult under(const Plan& plan, const std::string& runtime) {
 // ring turns; waited where it stands, rank 1 never sends: 1 -> 0 -> 2 -> 1.
 Plan waited_ring() {
   return from_lines(3, 1, 2, true,
-                    {"0F0 0SEND_F0 3RECV_F0 3F0 3SEND_F0", "1RECV_F0 1F0 4RECV_F0 1SEND_F0 4F0",
-                     "2RECV_F0 2F0 2SEND_F0"});
+                    {"0F0 0SEND_F0 3RECV_F0 3F0 3SEND_F0",
+                     "1RECV_F0 1F0 4RECV_F0 1SEND_F0 4F0 4SEND_F0",
+                     "2RECV_F0 2F0 2SEND_F0 5RECV_F0 5F0"});
 }
 
 }  // namespace
@@ -115,8 +116,9 @@ TEST_CASE("runtime names: waiting where it posts turns a running ring into a han
   // The fix: post the send before the receive; then every runtime runs it.
   const Plan fixed =
       from_lines(3, 1, 2, true,
-                 {"0F0 0SEND_F0 3RECV_F0 3F0 3SEND_F0", "1RECV_F0 1F0 1SEND_F0 4RECV_F0 4F0",
-                  "2RECV_F0 2F0 2SEND_F0"});
+                 {"0F0 0SEND_F0 3RECV_F0 3F0 3SEND_F0",
+                  "1RECV_F0 1F0 1SEND_F0 4RECV_F0 4F0 4SEND_F0",
+                  "2RECV_F0 2F0 2SEND_F0 5RECV_F0 5F0"});
   for (const Runtime& r : runtimes()) {
     INFO(r.name);
     CHECK(verify(fixed, verify_options(r)).ok());
@@ -260,8 +262,8 @@ TEST_CASE("runtime names: the CLI's --runtime", "[runtime-names][cli]") {
 
   const std::string ring = test::temp_file("ring.csv",
                                            "0F0,0SEND_F0,3RECV_F0,3F0,3SEND_F0\n"
-                                           "1RECV_F0,1F0,4RECV_F0,1SEND_F0,4F0\n"
-                                           "2RECV_F0,2F0,2SEND_F0\n");
+                                           "1RECV_F0,1F0,4RECV_F0,1SEND_F0,4F0,4SEND_F0\n"
+                                           "2RECV_F0,2F0,2SEND_F0,5RECV_F0,5F0\n");
   const std::vector<std::string> shape = {"-m", "1", "--forward-only"};
   auto verify_with = [&](std::vector<std::string> extra) {
     std::vector<std::string> args = {"verify", ring};

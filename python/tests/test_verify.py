@@ -212,8 +212,8 @@ def test_bad_lowering_options_are_input_errors(kwargs, message):
 # stage 1's output; runs where sends are posted and left, hangs where each
 # transfer is waited where it stands (tests/runtime_names_test.cc).
 RING = """0F0,0SEND_F0,3RECV_F0,3F0,3SEND_F0
-1RECV_F0,1F0,4RECV_F0,1SEND_F0,4F0
-2RECV_F0,2F0,2SEND_F0
+1RECV_F0,1F0,4RECV_F0,1SEND_F0,4F0,4SEND_F0
+2RECV_F0,2F0,2SEND_F0,5RECV_F0,5F0
 """
 
 
