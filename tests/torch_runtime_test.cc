@@ -133,8 +133,9 @@ TEST_CASE("torch_runtime: a plan is proved under its release's transport", "[tor
     FAIL("not refused");
   } catch (const PlanRejected& e) {
     const std::string what = e.what();
-    CHECK(what.rfind("torch 2.11's runtime posts P2P as the serial transport model, under which "
-                     "this plan is not deadlock-free:\nerror[stuck] rank 0 index 3 (3F0): ",
+    CHECK(what.rfind("torch 2.11's runtime ('torch-2.11') posts P2P as the serial transport "
+                     "model, under which this plan is not deadlock-free:\nerror[stuck] rank 0 "
+                     "index 3 (3F0): ",
                      0) == 0);
     CHECK(what.find("waiting chain: rank 0 (at 3F0) -> rank 2 (at 2F0) -> rank 1 (at 1F0) -> "
                     "rank 2 (at 2F0) [cycle]") != std::string::npos);

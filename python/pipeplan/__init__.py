@@ -45,6 +45,7 @@ from ._pipeplan import (
     Plan,
     PlanMeta,
     RankStats,
+    Runtime,
     ScheduleInfo,
     SearchResult,
     SimResult,
@@ -57,10 +58,12 @@ from ._pipeplan import (
     plan,
     read,
     read_layers,
+    runtimes,
     schedules,
     search,
     simulate,
     to_torch_csv,
+    transport_models,
     verify,
 )
 from .deepspeed import from_deepspeed
@@ -83,6 +86,7 @@ __all__ = [
     "PlanError",
     "PlanMeta",
     "RankStats",
+    "Runtime",
     "ScheduleInfo",
     "SearchResult",
     "ShapeError",
@@ -98,10 +102,12 @@ __all__ = [
     "plan",
     "read",
     "read_layers",
+    "runtimes",
     "schedules",
     "search",
     "simulate",
     "to_torch_csv",
+    "transport_models",
     "verify",
 ]
 

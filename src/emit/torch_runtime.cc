@@ -162,13 +162,16 @@ void require_torch_runs(const Plan& plan, const TorchTarget& target) {
   for (const Runtime& rt : target.runtimes) {
     VerifyResult res = verify(plan, verify_options(rt));
     if (res.ok()) continue;
-    const std::string why = "torch's runtime '" + std::string(rt.name) + "' posts P2P as the " +
+    const bool one = target.runtimes.size() == 1;
+    const std::string who = one ? "torch " + to_string(target.version) + "'s runtime ('" +
+                                      std::string(rt.name) + "')"
+                                : "torch's runtime '" + std::string(rt.name) + "'";
+    const std::string why = who + " posts P2P as the " +
                             std::string(to_string(rt.model)) +
                             " transport model, under which this plan is not deadlock-free" +
-                            (target.runtimes.size() > 1
-                                 ? " (a CSV is proved under both torch runtimes unless "
-                                   "--runtime or --torch-version names one)"
-                                 : "") +
+                            (!one ? " (a CSV is proved under both torch runtimes unless "
+                                    "--runtime or --torch-version names one)"
+                                  : "") +
                             ":\n" + format_diagnostics(res.diagnostics);
     throw PlanRejected(why, std::move(res.diagnostics));
   }
