@@ -40,21 +40,19 @@ VerifyResult under(const Plan& plan, const std::string& runtime) {
 // stage 3 needs rank 2's stage 2. Posted and left, the send goes out and the
 // ring turns; waited where it stands, rank 1 never sends: 1 -> 0 -> 2 -> 1.
 Plan waited_ring() {
-  return from_lines(3, 1, 2, true,
-                    {"0F0 0SEND_F0 3RECV_F0 3F0 3SEND_F0",
-                     "1RECV_F0 1F0 4RECV_F0 1SEND_F0 4F0 4SEND_F0",
-                     "2RECV_F0 2F0 2SEND_F0 5RECV_F0 5F0"});
+  return from_lines(
+      3, 1, 2, true,
+      {"0F0 0SEND_F0 3RECV_F0 3F0 3SEND_F0", "1RECV_F0 1F0 4RECV_F0 1SEND_F0 4F0 4SEND_F0",
+       "2RECV_F0 2F0 2SEND_F0 5RECV_F0 5F0"});
 }
 
 }  // namespace
 
 TEST_CASE("runtime names: the table holds the names the issue fixes, each with its source",
           "[runtime-names]") {
-  const std::vector<std::string> want = {"torch-2.11",       "torch",
-                                         "megatron",         "megatron-batched",
-                                         "megatron-overlap", "deepspeed",
-                                         "dualpipe",         "pipeplan-gloo",
-                                         "pipeplan-nccl"};
+  const std::vector<std::string> want = {
+      "torch-2.11", "torch",    "megatron",      "megatron-batched", "megatron-overlap",
+      "deepspeed",  "dualpipe", "pipeplan-gloo", "pipeplan-nccl"};
   std::vector<std::string> names;
   for (const Runtime& r : runtimes()) {
     names.emplace_back(r.name);
@@ -114,11 +112,10 @@ TEST_CASE("runtime names: waiting where it posts turns a running ring into a han
   CHECK_FALSE(under(ring, "deepspeed").ok());
   CHECK_FALSE(under(ring, "dualpipe").ok());
   // The fix: post the send before the receive; then every runtime runs it.
-  const Plan fixed =
-      from_lines(3, 1, 2, true,
-                 {"0F0 0SEND_F0 3RECV_F0 3F0 3SEND_F0",
-                  "1RECV_F0 1F0 1SEND_F0 4RECV_F0 4F0 4SEND_F0",
-                  "2RECV_F0 2F0 2SEND_F0 5RECV_F0 5F0"});
+  const Plan fixed = from_lines(
+      3, 1, 2, true,
+      {"0F0 0SEND_F0 3RECV_F0 3F0 3SEND_F0", "1RECV_F0 1F0 1SEND_F0 4RECV_F0 4F0 4SEND_F0",
+       "2RECV_F0 2F0 2SEND_F0 5RECV_F0 5F0"});
   for (const Runtime& r : runtimes()) {
     INFO(r.name);
     CHECK(verify(fixed, verify_options(r)).ok());
@@ -162,10 +159,9 @@ TEST_CASE("runtime names: a waited single is a unit of one on its pair's stream"
 TEST_CASE("runtime names: a group meeting a single is refused only where groups run apart",
           "[runtime-names]") {
   // Rank 0 posts its two sends as one group; rank 1 receives them alone.
-  const Plan plan = from_lines(
-      2, 2, 1, false,
-      {"0F0 0F1 (0SEND_F0;0SEND_F1)BATCH_P2P 0RECV_B0 0RECV_B1 0B0 0B1",
-       "1RECV_F0 1RECV_F1 1F0 1F1 1B0 1B1 1SEND_B0 1SEND_B1"});
+  const Plan plan = from_lines(2, 2, 1, false,
+                               {"0F0 0F1 (0SEND_F0;0SEND_F1)BATCH_P2P 0RECV_B0 0RECV_B1 0B0 0B1",
+                                "1RECV_F0 1RECV_F1 1F0 1F1 1B0 1B1 1SEND_B0 1SEND_B1"});
   REQUIRE(check_structure(plan).empty());
   for (const char* apart : {"torch", "pipeplan-nccl"}) {
     INFO(apart);
@@ -206,9 +202,9 @@ TEST_CASE("runtime names: torch 2.11's one stream per rank hangs a plan torch 2.
   CHECK_NOTHROW(require_torch_runs(plan, torch_target("2.12", "")));
   CHECK_THROWS_AS(require_torch_runs(plan, torch_target("2.11", "")), PlanRejected);
   // The fix: lowered serial-safe, it runs on both.
-  const RuntimeLowering fixed = lower_for_runtimes(
-      [&](const LowerOptions& o) { return planner.plan(o); }, options,
-      torch_target("", "").runtimes, true, "the plan");
+  const RuntimeLowering fixed =
+      lower_for_runtimes([&](const LowerOptions& o) { return planner.plan(o); }, options,
+                         torch_target("", "").runtimes, true, "the plan");
   CHECK(fixed.serial_safe_for == "torch-2.11");
   CHECK(under(fixed.plan, "torch-2.11").ok());
   CHECK(under(fixed.plan, "torch").ok());
@@ -291,8 +287,8 @@ TEST_CASE("runtime names: the CLI's --runtime", "[runtime-names][cli]") {
 
   // plan --runtime torch-2.11 lowers the issue's case serial-safe; writing
   // it as a torch CSV without a runtime proves both torch runtimes.
-  const std::vector<std::string> hang = {"plan", "-s", "interleaved-1f1b", "-p", "3", "-m",
-                                         "1",    "-v", "2",                "--comm", "0.5"};
+  const std::vector<std::string> hang = {"plan", "-s", "interleaved-1f1b", "-p", "3", "-m", "1",
+                                         "-v",   "2",  "--comm",           "0.5"};
   auto plan_with = [&](std::vector<std::string> extra) {
     std::vector<std::string> args = hang;
     args.insert(args.end(), extra.begin(), extra.end());

@@ -149,9 +149,9 @@ namespace {
 
 Plan lower_plan(const Plan& plan, const std::optional<std::string>& send_placement,
                 bool reduce_grad, const py::object& lowering, const py::object& prefetch,
-                const py::object& serial_safe, const py::object& batch_p2p,
-                const py::object& cost, const py::object& stage_costs, const py::object& comm,
-                const py::object& bytes, const py::object& recompute, const py::object& offload,
+                const py::object& serial_safe, const py::object& batch_p2p, const py::object& cost,
+                const py::object& stage_costs, const py::object& comm, const py::object& bytes,
+                const py::object& recompute, const py::object& offload,
                 const py::object& offload_lead, const py::object& host_bw,
                 const py::object& host_latency, const py::object& runtime_arg) {
   const std::vector<Runtime> under = runtimes_arg(runtime_arg);
@@ -214,8 +214,9 @@ VerifyOptions proof_target(const py::object& transport, const py::object& runtim
   const std::optional<std::string> model = optional_str(transport, "transport");
   const std::optional<std::string> name = optional_str(runtime, "runtime");
   if (model && name)
-    throw InputError("give transport or runtime, not both (a runtime names its model: "
-                     "pipeplan.runtimes() shows which)");
+    throw InputError(
+        "give transport or runtime, not both (a runtime names its model: "
+        "pipeplan.runtimes() shows which)");
   if (name) return verify_options(runtime_named(*name));
   VerifyOptions o;
   o.transport = transport_from(model.value_or("rendezvous"));
@@ -387,13 +388,14 @@ wait on each other.)doc");
   py::class_<Runtime>(m, "Runtime",
                       "One row of the runtimes table (`pipeplan verify --runtime list`).")
       .def_property_readonly("name", [](const Runtime& r) { return std::string(r.name); })
-      .def_property_readonly("aliases",
-                             [](const Runtime& r) {
-                               std::vector<std::string> out;
-                               for (std::string_view a : r.aliases) out.emplace_back(a);
-                               return out;
-                             },
-                             "Other names verify(runtime=..) accepts.")
+      .def_property_readonly(
+          "aliases",
+          [](const Runtime& r) {
+            std::vector<std::string> out;
+            for (std::string_view a : r.aliases) out.emplace_back(a);
+            return out;
+          },
+          "Other names verify(runtime=..) accepts.")
       .def_property_readonly(
           "model", [](const Runtime& r) { return std::string(to_string(r.model)); },
           "Its transport model: 'rendezvous', 'eager' or 'serial'.")
@@ -409,11 +411,11 @@ wait on each other.)doc");
           "Whether BATCH_P2P groups run on a communicator of their own (a group member "
           "never meets a single operation).")
       .def_property_readonly("summary", [](const Runtime& r) { return std::string(r.summary); })
-      .def_property_readonly("source", [](const Runtime& r) { return std::string(r.source); },
-                             "The runtime's source the row was derived from.")
-      .def("__repr__", [](const Runtime& r) {
-        return "<pipeplan.Runtime " + std::string(r.name) + ">";
-      });
+      .def_property_readonly(
+          "source", [](const Runtime& r) { return std::string(r.source); },
+          "The runtime's source the row was derived from.")
+      .def("__repr__",
+           [](const Runtime& r) { return "<pipeplan.Runtime " + std::string(r.name) + ">"; });
   refuse_uninitialised<Runtime>();
   m.def(
       "runtimes", [] { return runtimes(); },
@@ -449,8 +451,8 @@ partial plan (plan(rank=R)) gets a "partial-plan" diagnostic.
       [](const Plan& plan, const py::object& transport, const py::object& runtime) {
         std::vector<Diagnostic> diagnostics = verify_plan(plan, transport, runtime);
         if (!diagnostics.empty()) {
-          const std::string model = py::str(transport.is_none() ? py::str("rendezvous")
-                                                                : py::str(transport));
+          const std::string model =
+              py::str(transport.is_none() ? py::str("rendezvous") : py::str(transport));
           const std::string under = runtime.is_none()
                                         ? model + " transport"
                                         : "runtime " + py::str(runtime).cast<std::string>();

@@ -13,8 +13,8 @@
 #include <sstream>
 
 #include "cli/commands.h"
-#include "cli/runtime_option.h"
 #include "cli/common.h"
+#include "cli/runtime_option.h"
 #include "ir/numbers.h"
 #include "pipeplan/error.h"
 #include "pipeplan/interop.h"
@@ -196,8 +196,8 @@ std::function<int()> setup_calibrate(CLI::App& app) {
       auto it = c.derived.find(stage);
       const auto missing = c.unmeasured.find(stage);
       const auto shown = [&](char letter, double v) {
-        const bool none = missing != c.unmeasured.end() &&
-                          missing->second.find(letter) != std::string::npos;
+        const bool none =
+            missing != c.unmeasured.end() && missing->second.find(letter) != std::string::npos;
         return none ? std::string("not measured") : ms(v);
       };
       spdlog::info("  stage {}: F {}  B {}  I {}  W {}{}; posts before a compute {}", stage,

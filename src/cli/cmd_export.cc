@@ -11,9 +11,9 @@
 #include "bench/torch_lowering.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/export.h"
 #include "cli/runtime_option.h"
 #include "cli/torch_target.h"
-#include "cli/export.h"
 #include "pipeplan/error.h"
 #include "pipeplan/interop.h"
 #include "pipeplan/limits.h"
@@ -52,7 +52,8 @@ void check_torch_lowering(const Plan& plan, const TorchTarget& torch) {
   std::string verdicts;
   for (const TransportModel& t : kTransportModels) {
     const bool ok = verify(*lowered, VerifyOptions{t.id, 1}).ok();
-    verdicts += std::string(verdicts.empty() ? "" : ", ") + (ok ? "" : "NOT ") + std::string(t.name);
+    verdicts +=
+        std::string(verdicts.empty() ? "" : ", ") + (ok ? "" : "NOT ") + std::string(t.name);
   }
   spdlog::info("torch lowers the CSV itself; its lowering of this order is deadlock-free under: {}",
                verdicts);

@@ -8,10 +8,10 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "cli/runtime_option.h"
-#include "cli/torch_target.h"
 #include "cli/lower_options.h"
+#include "cli/runtime_option.h"
 #include "cli/sim_options.h"
+#include "cli/torch_target.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
@@ -122,7 +122,7 @@ std::function<int()> setup_lower(CLI::App& app) {
       };
       if (first_refusal(lowered, under))
         lowered = lower_for(lower_with, options, under, given_lowering_option(app).empty(),
-                                     "the lowered plan");
+                            "the lowered plan");
     }
 
     if (!args->no_verify) {

@@ -5,16 +5,16 @@
 #include <sstream>
 
 #include "cli/commands.h"
-#include "cli/runtime_option.h"
 #include "cli/common.h"
-#include "cli/torch_target.h"
 #include "cli/lower_options.h"
+#include "cli/runtime_option.h"
 #include "cli/sim_options.h"
+#include "cli/torch_target.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/memory_policy.h"
-#include "pipeplan/limits.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/prove.h"
 #include "pipeplan/verify.h"
@@ -83,8 +83,8 @@ std::function<int()> setup_plan(CLI::App& app) {
         whole = lower(whole, lowering);
       } else {
         const Plan compute = std::move(whole);
-        whole = lower_for([&](const LowerOptions& o) { return lower(compute, o); }, lowering,
-                          under, given_lowering_option(app).empty(), "the planned schedule");
+        whole = lower_for([&](const LowerOptions& o) { return lower(compute, o); }, lowering, under,
+                          given_lowering_option(app).empty(), "the planned schedule");
       }
     }
     whole.meta.partition = partition;

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "cli/runtime_option.h"
 #include "cli/common.h"
 #include "cli/export.h"
+#include "cli/runtime_option.h"
 #include "cli/sim_options.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"

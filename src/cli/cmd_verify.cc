@@ -49,8 +49,10 @@ std::function<int()> setup_verify(CLI::App& app) {
                     "a runtime names its model: `verify --runtime list` shows which");
     if (args->runtime == "list") {
       if (!args->file.empty())
-        throw InputError("--runtime list describes the runtimes; give a runtime's name to "
-                         "verify " + limits::excerpt(args->file));
+        throw InputError(
+            "--runtime list describes the runtimes; give a runtime's name to "
+            "verify " +
+            limits::excerpt(args->file));
       std::cout << runtime_table_text();
       return kExitOk;
     }
@@ -75,7 +77,8 @@ std::function<int()> setup_verify(CLI::App& app) {
     const bool lowered = proof.lowered.has_value();
     if (lowered) spdlog::info("compute-only plan: lowered before verification");
     const Plan& plan = lowered ? *proof.lowered : given;
-    for (std::size_t i = 0; i < results.size(); ++i) results[i].result = std::move(proof.results[i]);
+    for (std::size_t i = 0; i < results.size(); ++i)
+      results[i].result = std::move(proof.results[i]);
 
     // "rendezvous transport", or "runtime torch-2.11 (serial transport)".
     auto under = [](const ModelResult& r) {

@@ -10,7 +10,6 @@
 
 namespace pipeplan::cli {
 
-
 CLI::Option* add_runtime_option(CLI::App& app, std::string& name, const std::string& what,
                                 bool allow_list) {
   auto check = [allow_list](const std::string& s) -> std::string {
@@ -36,7 +35,8 @@ std::string runtime_table_text() {
   for (const Runtime& rt : runtimes()) {
     out << rt.name;
     for (std::string_view a : rt.aliases) out << " (also " << a << ")";
-    out << ": " << describe_rules(rt) << "\n  " << rt.summary << "\n  source: " << rt.source << "\n";
+    out << ": " << describe_rules(rt) << "\n  " << rt.summary << "\n  source: " << rt.source
+        << "\n";
   }
   out << "abstract models (--model): " << transport_names() << "\n";
   return out.str();
@@ -64,9 +64,10 @@ Plan lower_for(const std::function<Plan(const LowerOptions&)>& lower_with,
                const std::string& what) {
   RuntimeLowering l = lower_for_runtimes(lower_with, options, runtimes, may_retry, what);
   if (!l.serial_safe_for.empty())
-    spdlog::info("lowered serial-safe: the schedule's own lowering is not deadlock-free under "
-                 "runtime '{}'",
-                 l.serial_safe_for);
+    spdlog::info(
+        "lowered serial-safe: the schedule's own lowering is not deadlock-free under "
+        "runtime '{}'",
+        l.serial_safe_for);
   return std::move(l.plan);
 }
 

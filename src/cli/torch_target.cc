@@ -23,7 +23,9 @@ void add_torch_version_option(CLI::App& app, std::string& version,
                      to_string(rows.front().since) + " on; default " + default_help +
                      "): no WAIT_* cells before " + waits +
                      ", refuses actions it lacks, proves the plan under its runtime (torch-2.11 "
-                     "before " + pairs + ", torch from it; without --torch-version and "
+                     "before " +
+                     pairs +
+                     ", torch from it; without --torch-version and "
                      "--runtime: under both)");
 }
 

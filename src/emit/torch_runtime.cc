@@ -128,7 +128,7 @@ std::string torch_version_refusal(const Plan& plan, TorchVersion version) {
 
 const Runtime& torch_release_runtime(TorchVersion version) {
   return runtime_named(torch_runtime(version).transport == Transport::Serial ? "torch-2.11"
-                                                                              : "torch");
+                                                                             : "torch");
 }
 
 TorchTarget torch_target(std::string_view version, std::string_view runtime) {
@@ -163,11 +163,10 @@ void require_torch_runs(const Plan& plan, const TorchTarget& target) {
     VerifyResult res = verify(plan, verify_options(rt));
     if (res.ok()) continue;
     const bool one = target.runtimes.size() == 1;
-    const std::string who = one ? "torch " + to_string(target.version) + "'s runtime ('" +
-                                      std::string(rt.name) + "')"
-                                : "torch's runtime '" + std::string(rt.name) + "'";
-    const std::string why = who + " posts P2P as the " +
-                            std::string(to_string(rt.model)) +
+    const std::string who =
+        one ? "torch " + to_string(target.version) + "'s runtime ('" + std::string(rt.name) + "')"
+            : "torch's runtime '" + std::string(rt.name) + "'";
+    const std::string why = who + " posts P2P as the " + std::string(to_string(rt.model)) +
                             " transport model, under which this plan is not deadlock-free" +
                             (!one ? " (a CSV is proved under both torch runtimes unless "
                                     "--runtime or --torch-version names one)"

@@ -66,8 +66,8 @@ SimOptions make_sim_options(const CostOptions& args, StageCosts* file_out) {
     o.costs.host_latency = parse_non_negative(args.host_latency, name("host-latency"));
   const std::optional<Transport> transport = parse_transport(args.model);
   if (!transport)
-    throw InputError(pre + "model '" + limits::excerpt(args.model) +
-                     "' is not a transport (" + transport_names() + ")");
+    throw InputError(pre + "model '" + limits::excerpt(args.model) + "' is not a transport (" +
+                     transport_names() + ")");
   o.transport = *transport;
   // Every duration bounded now, whatever uses the costs later (the plan's
   // stage count is checked where a plan meets them).

@@ -34,46 +34,73 @@ constexpr RunRules kWaitedTogether{Waits::AtPost, false};
 constexpr RunRules kPostedTogether{Waits::BeforeUse, false};
 
 const std::vector<Runtime> kRuntimes = {
-    {"torch-2.11", {}, Transport::Serial, kPostedApart,
+    {"torch-2.11",
+     {},
+     Transport::Serial,
+     kPostedApart,
      "torch.distributed.pipelining's schedule runtime up to 2.11: every SEND/RECV list goes "
      "through batch_isend_irecv, so NCCL coalescing puts all of a rank's transfers on the "
      "pipeline group's one communicator",
      "torch 2.6.0-2.11 torch/distributed/pipelining/schedules.py: _batch_p2p returns "
      "dist.batch_isend_irecv(p2p_ops)"},
-    {"torch", {}, Transport::Rendezvous, kPostedApart,
+    {"torch",
+     {},
+     Transport::Rendezvous,
+     kPostedApart,
      "torch.distributed.pipelining's schedule runtime from 2.12: an all-send or all-recv list "
      "posted as plain isend/irecv (pair communicators), a mixed one as batch_isend_irecv (the "
      "group's communicator); receives waited before use",
      "torch 2.15.0 torch/distributed/pipelining/schedules.py: _batch_p2p"},
-    {"megatron", {}, Transport::Rendezvous, kWaitedTogether,
+    {"megatron",
+     {},
+     Transport::Rendezvous,
+     kWaitedTogether,
      "Megatron-Core without batch_p2p_comm: each call's isend/irecv posted on pair "
      "communicators, even and odd ranks in opposite orders, waited right after the call",
      "megatron-core 0.16.1 megatron/core/pipeline_parallel/p2p_communication.py: _p2p_ops, "
      "_communicate(wait_on_reqs=True)"},
-    {"megatron-batched", {}, Transport::Serial, kWaitedApart,
+    {"megatron-batched",
+     {},
+     Transport::Serial,
+     kWaitedApart,
      "Megatron-Core with batch_p2p_comm (the default): every call, one operation included, "
      "is one batch_isend_irecv on the pipeline group's communicator, waited right after",
      "megatron-core 0.16.1 megatron/core/pipeline_parallel/p2p_communication.py: "
      "_batched_p2p_ops, _communicate (assert wait_on_reqs)"},
-    {"megatron-overlap", {}, Transport::Rendezvous, kPostedTogether,
+    {"megatron-overlap",
+     {},
+     Transport::Rendezvous,
+     kPostedTogether,
      "Megatron-Core interleaved with overlap_p2p_comm: isend/irecv on pair communicators, "
      "waited only before the compute that reads them",
      "megatron-core 0.16.1 megatron/core/pipeline_parallel/p2p_communication.py: "
      "send_forward_recv_forward(overlap_p2p_comm) -> _communicate(wait_on_reqs=False)"},
-    {"deepspeed", {}, Transport::Serial, kWaitedTogether,
+    {"deepspeed",
+     {},
+     Transport::Serial,
+     kWaitedTogether,
      "DeepSpeed's pipeline engine: blocking send/recv in instruction order",
      "deepspeed 0.19.8 deepspeed/runtime/pipe/p2p.py: send/recv assert async_op == False and "
      "call dist.send/dist.recv"},
-    {"dualpipe", {"dualpipev"}, Transport::Serial, kWaitedTogether,
+    {"dualpipe",
+     {"dualpipev"},
+     Transport::Serial,
+     kWaitedTogether,
      "DeepSeek's DualPipe and DualPipeV: sends and receives accumulated and committed as one "
      "batch_isend_irecv, waited at once; every plain cell is committed and waited where it "
      "stands",
      "deepseek-ai/DualPipe dualpipe/dualpipe.py (bb214e8): _commit_and_wait_comm"},
-    {"pipeplan-gloo", {}, Transport::Rendezvous, kPostedTogether,
+    {"pipeplan-gloo",
+     {},
+     Transport::Rendezvous,
+     kPostedTogether,
      "pipeplan's executor on Gloo: single sends and receives per pair, a group's members "
      "posted one by one (Gloo does not coalesce) and waited together",
      "src/exec/transfers.cc, transfer_groups.cc (supportsCoalescing() false)"},
-    {"pipeplan-nccl", {}, Transport::Rendezvous, kPostedApart,
+    {"pipeplan-nccl",
+     {},
+     Transport::Rendezvous,
+     kPostedApart,
      "pipeplan's executor on NCCL: singles on pair communicators, a group coalesced on the "
      "process group's communicator",
      "src/exec/transfers.cc, transfer_groups.cc (coalescing where supportsCoalescing())"},
@@ -106,8 +133,8 @@ std::optional<Runtime> find_runtime(std::string_view name) {
 
 const Runtime& runtime_named(std::string_view name) {
   if (const Runtime* r = lookup(name)) return *r;
-  throw InputError("unknown runtime '" + limits::excerpt(name) + "' (runtimes: " +
-                   runtime_names() + "; `pipeplan verify --runtime list` describes them)");
+  throw InputError("unknown runtime '" + limits::excerpt(name) + "' (runtimes: " + runtime_names() +
+                   "; `pipeplan verify --runtime list` describes them)");
 }
 
 std::string runtime_names() {

@@ -68,11 +68,10 @@ std::string describe_rules(const Runtime& rt) {
 }
 
 void reject_under(const RuntimeRefusal& refusal, const std::string& what) {
-  throw PlanRejected(what + " is not deadlock-free under runtime '" +
-                         std::string(refusal.runtime.name) + "' (" +
-                         describe_rules(refusal.runtime) + "):\n" +
-                         format_diagnostics(refusal.result.diagnostics),
-                     refusal.result.diagnostics);
+  throw PlanRejected(
+      what + " is not deadlock-free under runtime '" + std::string(refusal.runtime.name) + "' (" +
+          describe_rules(refusal.runtime) + "):\n" + format_diagnostics(refusal.result.diagnostics),
+      refusal.result.diagnostics);
 }
 
 RuntimeLowering lower_for_runtimes(const std::function<Plan(const LowerOptions&)>& lower_with,

@@ -145,8 +145,8 @@ class Proof {
   std::vector<std::vector<int>> ends_of_;          // rank -> its ends
   std::vector<std::size_t> end_first_, end_last_;  // per end: its range in idx_
   std::vector<std::int32_t> idx_;                  // action indices, end by end (reports)
-  std::vector<std::int32_t> seq_;         // parallel to idx_: the op's place among its end's sends
-                                          // (a send) or receives (a receive): its match by order
+  std::vector<std::int32_t> seq_;  // parallel to idx_: the op's place among its end's sends
+                                   // (a send) or receives (a receive): its match by order
   RunRules rules_;
   bool corrupt_any_ = false;              // a met pair whose payloads differ
   std::vector<std::uint64_t> delivered_;  // eager: a mark per value whose receive completed
