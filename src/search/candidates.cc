@@ -167,7 +167,7 @@ void Search::refine_partitions() {
                    [](const Seed& a, const Seed& b) { return a.makespan < b.makespan; });
   std::vector<std::pair<int, Partition>> refined;  // (config index, partition) already climbed
   for (std::size_t si = 0;
-       si < seeds_.size() && refined.size() < kClimbedSeeds && !ctx_.expired() && !o_.partition;
+       si < seeds_.size() && refined.size() < kClimb.starts && !ctx_.expired() && !o_.partition;
        ++si) {
     const Seed& seed = seeds_[si];
     const int key = seed.config.v * 2 + (seed.config.mapping == StageMapping::V);
@@ -185,7 +185,7 @@ void Search::refine_partitions() {
 void Search::climb(const Seed& seed) {
   Partition part = seed.partition;
   double best = seed.makespan;
-  climb_partition(part, kClimbRounds, expired_, [&](const Partition& next) {
+  climb_partition(part, kClimb.rounds, expired_, [&](const Partition& next) {
     bool improved = false;
     for (const GreedyKnobs& k : knobs_) {
       if (k.pace > 0 && !seed.paced) continue;  // pacing did not make this seed
@@ -263,7 +263,7 @@ void Search::improve_locally() {
   // The best orders as built, then the best whose W were placed anew (a
   // re-placed order is close to its source: it gets seeds of its own).
   for (bool refilled : {false, true}) {
-    const std::size_t limit = refilled ? starts.size() + kImproveRefilled : kImproveSeeds;
+    const std::size_t limit = refilled ? starts.size() + kImproveRefilled : kImprove.starts;
     for (const Candidate& c : pool_) {
       if (starts.size() >= limit) break;
       if (c.refilled != refilled) continue;
@@ -276,7 +276,7 @@ void Search::improve_locally() {
   for (const Candidate* c : starts) {
     if (ctx_.expired()) break;
     auto imp =
-        detail::improve_within(c->compute, table_of(c->compute), ctx_.budget, kImproveWork, ctx_);
+        detail::improve_within(c->compute, table_of(c->compute), ctx_.budget, kImprove.work, ctx_);
     if (imp)
       improved.push_back({std::move(imp->plan), imp->makespan, imp->peak,
                           c->origin + ", orders improved locally"});

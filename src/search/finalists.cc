@@ -109,7 +109,7 @@ void Search::refine_library_partitions() {
   so.costs = ctx_.comm;
   so.transport = o_.transport;
   for (std::size_t k = 0;
-       k < order.size() && k < kRefinedLibraryPlans && !ctx_.expired() && !o_.partition; ++k) {
+       k < order.size() && k < kLibraryRefine.starts && !ctx_.expired() && !o_.partition; ++k) {
     const Plan& lib = library_plans_[order[k]];
     if (!verifies_everywhere(lib)) continue;
     auto refined = detail::refine_partition(lib, profile_, so, ctx_);

@@ -125,7 +125,7 @@ class Phase {
     restyle();
     improve();
     refine();
-    polish(best_first(), kPolished);
+    polish(best_first(), kMemoryPolish.starts);
     retime();
     return std::move(out_);
   }
@@ -289,11 +289,11 @@ class Phase {
     const auto listed = [](const Source& s) {
       return s.limit != std::numeric_limits<double>::max();
     };
-    for (std::size_t i : best_distinct(kMemoryImproved, listed)) {
+    for (std::size_t i : best_distinct(kMemoryImprove.starts, listed)) {
       if (ctx_.expired()) return;
       Source src = sources_[i];
       const StageTable table = stage_table(src.options.costs, src.order.meta.num_stages());
-      auto imp = improve_within(src.order, table, Budget{src.limit}, kMemoryImproveWork, ctx_);
+      auto imp = improve_within(src.order, table, Budget{src.limit}, kMemoryImprove.work, ctx_);
       if (!imp) continue;
       const double before = out_[i].makespan;
       const std::size_t n = out_.size();
@@ -312,7 +312,7 @@ class Phase {
   // must be recomputed changes with the stages' sizes).
   void refine() {
     if (!profile_) return;
-    for (std::size_t i : best_distinct(kMemoryRefined, [](const Source&) { return true; })) {
+    for (std::size_t i : best_distinct(kMemoryRefine.starts, [](const Source&) { return true; })) {
       Source src = sources_[i];
       double best = out_[i].makespan, finish = out_[i].finish;
       std::optional<MemoryCandidate> kept;
@@ -332,7 +332,7 @@ class Phase {
         return true;
       };
       const auto stop = [this] { return ctx_.expired(); };
-      climb_partition(part, kMemoryRefineRounds, stop, keep);
+      climb_partition(part, kMemoryRefine.rounds, stop, keep);
       if (!kept || kept->makespan >= out_[i].makespan - kEps) continue;
       kept->origin += ", partition refined";
       out_.push_back(std::move(*kept));
@@ -347,7 +347,7 @@ class Phase {
     for (std::size_t k = 0; k < order.size() && k < n && !ctx_.expired(); ++k) {
       const MemoryCandidate& c = out_[order[k]];
       Polished p = polish_memory(c.plan, sources_[order[k]].options,
-                                 evaluations_within(kPolishWork, c.plan), ctx_);
+                                 evaluations_within(kMemoryPolish.work, c.plan), ctx_);
       if (p.moves == 0 || p.makespan >= c.makespan - kEps) continue;
       MemoryCandidate better{std::move(p.plan), p.makespan, p.peak, c.origin + ", polished",
                              c.finish};

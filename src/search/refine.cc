@@ -30,7 +30,7 @@ std::optional<Refined> refine_partition(const Plan& plan, const LayerProfile& pr
     best = *m, peak = p;
     return true;
   };
-  if (climb_partition(part, kRefineRounds, stop, keep) == 0) return std::nullopt;
+  if (climb_partition(part, kLibraryRefine.rounds, stop, keep) == 0) return std::nullopt;
   Refined out{plan, best, peak};
   out.plan.meta.partition = part;
   return out;

@@ -35,16 +35,21 @@ constexpr double kFinalShare = 0.1;
 // The fewest plans a local step may evaluate, however large the plan.
 constexpr long long kLeastEvaluations = 100;
 
+// The limits of one local step (local improvement, partition refinement,
+// polish), wherever it runs: how many of the best orders it starts from, and
+// what each start may spend.
+struct StepLimits {
+  std::size_t starts;  ///< the best (distinct) orders or plans it starts from
+  long long work;      ///< plans evaluated x actions per plan, per start (0: no such limit)
+  int rounds;          ///< boundary moves, per start (0: no such limit)
+};
+
 // -- Compute-only candidates (candidates.cc) --
 
-// How many of the best list-scheduled seeds have their partition refined.
-constexpr std::size_t kClimbedSeeds = 3;
-// The most boundary moves a seed's partition refinement makes.
-constexpr int kClimbRounds = 64;
-// Orders the local improvement starts from.
-constexpr std::size_t kImproveSeeds = 6;
-// The work the local improvement may spend on each order.
-constexpr long long kImproveWork = 8000000;
+// The partition refinement of the best list-scheduled seeds.
+constexpr StepLimits kClimb{3, 0, 64};
+// The local improvement of the best orders of the pool.
+constexpr StepLimits kImprove{6, 8000000, 0};
 // Split orders whose W passes are placed anew (the best of the pool).
 constexpr std::size_t kRefillSeeds = 8;
 // Of those, the best that the local improvement starts from too.
@@ -57,10 +62,9 @@ constexpr std::size_t kImproveWindow = 16;
 
 // How many of the best distinct candidates are lowered and verified.
 constexpr std::size_t kFinalists = 6;
-// How many of the fastest library plans that fit have their partition refined.
-constexpr std::size_t kRefinedLibraryPlans = 2;
-// The most boundary moves a fixed plan's partition refinement makes.
-constexpr int kRefineRounds = 48;
+// The partition refinement of the fastest library plans that fit (their
+// order and lowering kept).
+constexpr StepLimits kLibraryRefine{2, 0, 48};
 
 // -- The exact search (exact.cc) --
 
@@ -91,23 +95,16 @@ constexpr FitStyle kRetimeStyles[] = {{RecomputeRule::Latest, true, false, true}
                                       {RecomputeRule::Cheapest, true, false, true}};
 // How many of the best distinct orders are fitted in the retime styles.
 constexpr std::size_t kRetimed = 8;
-// How many of the best retimed candidates are polished.
+// How many of the best retimed candidates are polished (as kMemoryPolish).
 constexpr std::size_t kRetimePolished = 1;
-// How many of the best distinct orders are improved locally.
-constexpr std::size_t kMemoryImproved = 4;
-// The work the local improvement may spend on each of them (half the
-// search's own: each improved order is fitted again).
-constexpr long long kMemoryImproveWork = 4000000;
-// How many of the best distinct orders have their partition refined (their
-// memory decided again on each).
-constexpr std::size_t kMemoryRefined = 3;
-// The most boundary moves each of those refinements makes.
-constexpr int kMemoryRefineRounds = 24;
-// How many of the best candidates are polished with their memory actions
-// in place.
-constexpr std::size_t kPolished = 8;
-// The work each polish may spend (plans simulated x actions per plan).
-constexpr long long kPolishWork = 400000;
+// The local improvement of the best distinct orders (half the search's own
+// work: each improved order is fitted again).
+constexpr StepLimits kMemoryImprove{4, 4000000, 0};
+// The partition refinement of the best distinct orders, their memory
+// decided again on each.
+constexpr StepLimits kMemoryRefine{3, 0, 24};
+// The polish of the best candidates with their memory actions in place.
+constexpr StepLimits kMemoryPolish{8, 400000, 0};
 // How far behind an idle stretch the polish looks for actions to pull into
 // it (memory_polish.cc).
 constexpr std::size_t kPolishWindow = 12;
