@@ -1,10 +1,11 @@
 // Internal to src/search: one search() as its phases and the state they
 // share (the pool of compute-only candidates, the library's runs and plans,
-// and the context: the memory budget, the clock, the evaluation count). search.cc runs the phases in order; they
-// live in baselines.cc (the option checks, the library baselines, the
-// budget), candidates.cc (list-scheduled candidates, partitions refined, W
-// placed anew, local improvement, memory decisions) and finalists.cc
-// (lowering, verification, the exact search, the winner's figures).
+// and the context: the memory budget, the clock, the evaluation count).
+// search.cc runs the phases in order; they live in baselines.cc (the option
+// checks, the library baselines, the budget), candidates.cc (list-scheduled
+// candidates, partitions refined, W placed anew, local improvement, memory
+// decisions) and finalists.cc (lowering, verification, the exact search,
+// the winner's figures).
 #pragma once
 
 #include <functional>
