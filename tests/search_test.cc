@@ -537,11 +537,11 @@ TEST_CASE("search: refining a library plan's partition keeps its actions and the
   const SimResult before = simulate(lib, balanced);
   double budget = 0;
   for (const auto& s : before.ranks) budget = std::max(budget, s.peak_memory);
-  int evaluations = 0;
-  const auto refined = detail::refine_partition(
-      lib, prof, o, budget, [] { return false; }, &evaluations);
+  detail::SearchContext ctx(3600.0);  // the clock never stops these
+  ctx.budget.limit = budget;
+  const auto refined = detail::refine_partition(lib, prof, o, ctx);
   REQUIRE(refined);
-  CHECK(evaluations > 1);
+  CHECK(ctx.evaluations > 1);
   CHECK(refined->makespan < before.makespan - 1e-9);
   CHECK(refined->peak <= budget + 1e-9);
   CHECK(refined->plan.ranks == lib.ranks);  // only the split moved
@@ -573,12 +573,11 @@ TEST_CASE("search: improving a library order keeps its work, the budget and the 
   REQUIRE(timed);
   CHECK(timed->makespan == Approx(before.makespan));
   CHECK(timed->peak == Approx(budget));
-  int evaluations = 0;
-  const auto improved = detail::improve_orders(
-      lib, table, budget, 100000, [] { return false; }, &evaluations);
+  detail::SearchContext ctx(3600.0);  // the clock never stops these
+  const auto improved = detail::improve_orders(lib, table, {budget}, 100000, ctx);
   REQUIRE(improved);
   CHECK(improved->moves > 0);
-  CHECK(evaluations >= improved->moves);
+  CHECK(ctx.evaluations >= improved->moves);
   CHECK(improved->makespan < before.makespan - 1e-9);
   CHECK(improved->peak <= budget + 1e-9);
   const SimResult after = simulate(improved->plan, o);
@@ -602,8 +601,7 @@ TEST_CASE("search: improving a library order keeps its work, the budget and the 
       CHECK(next[{x.stage, static_cast<int>(x.type)}]++ == x.microbatch);
   }
   // A budget the order already uses fully: nothing may exceed it.
-  const auto capped = detail::improve_orders(
-      lib, table, budget - 1, 1000, [] { return false; }, &evaluations);
+  const auto capped = detail::improve_orders(lib, table, {budget - 1}, 1000, ctx);
   CHECK_FALSE(capped);
 }
 

@@ -178,9 +178,6 @@ struct Plan {
   }
 };
 
-/// Whether the boundary between stage s and s+1 crosses ranks.
-inline bool crosses_ranks(const PlanMeta& m, int s) { return m.rank_of(s) != m.rank_of(s + 1); }
-
 /// Joins a rank's cells with single spaces (the text format's line body); a
 /// BATCH_P2P group is one cell, "(0SEND_F1;0RECV_B0)BATCH_P2P".
 std::string to_string(const std::vector<Action>& actions);

@@ -12,10 +12,9 @@
 #include "pipeplan/cost_options.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
-#include "pipeplan/lower.h"
-#include "pipeplan/memory_policy.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/lower.h"
+#include "pipeplan/memory_policy.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/prove.h"
 #include "pipeplan/verify.h"
@@ -128,7 +127,8 @@ Plan load_plan_source(const PlanSource& src, const CostArgs& costs, const CostMo
   if (!src.file.empty() && !src.lower && !lowering_flag.empty())
     throw InputError(lowering_flag +
                      " shapes a lowering, and a plan FILE is simulated as it is: give --lower "
-                     "too (for a compute-only FILE), or drop " + lowering_flag);
+                     "too (for a compute-only FILE), or drop " +
+                     lowering_flag);
   if (src.file.empty()) {
     if (!named) throw InputError("give a plan FILE, or -s NAME -p P -m M [-v V]");
     if (src.app->count("--pp") == 0 || src.app->count("--microbatches") == 0)

@@ -46,8 +46,8 @@ void write_search_text(const SearchResult& r, const SearchOptions& o, std::ostre
   if (r.best_library_recompute) {
     const LibraryRun& b = *r.best_library_recompute;
     const double gain = b.makespan > 0 ? 1.0 - r.makespan / b.makespan : 0.0;
-    out << "best library schedule with full recompute: " << b.schedule << " v="
-        << b.stages_per_rank << ", makespan " << format_number(b.makespan, 4) << ", peak memory "
+    out << "best library schedule with full recompute: " << b.schedule << " v=" << b.stages_per_rank
+        << ", makespan " << format_number(b.makespan, 4) << ", peak memory "
         << format_number(b.peak_memory, 4) << " (search is " << format_number(gain * 100, 2)
         << "% faster)\n";
   } else if (o.recompute) {

@@ -9,7 +9,6 @@ namespace pipeplan::io {
 
 using nlohmann::json;
 
-
 std::string too_deep_text() {
   return "nested deeper than the supported " + std::to_string(limits::kMaxJsonDepth) + " levels";
 }

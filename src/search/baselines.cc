@@ -22,9 +22,7 @@ double one_f_one_b_peak(const LayerProfile& profile, const SearchOptions& o,
     const Problem problem{"1f1b", o.pp_degree, o.num_microbatches, 1};
     const Partition part = balanced_partition(profile, o.pp_degree);
     const SimResult r = simulate(plan(problem), sim_for(part));
-    double peak = 0;
-    for (const RankStats& s : r.ranks) peak = std::max(peak, s.peak_memory);
-    if (r.ok()) return peak;
+    if (r.ok()) return max_peak(r);
   } catch (const InputError&) {
   }
   return std::numeric_limits<double>::infinity();
@@ -91,7 +89,7 @@ std::string library_origin(const std::string& schedule, int v) {
 // 1. The library on the same profile (balanced partitions), as compare runs it.
 void Search::run_library() {
   for (const ScheduleInfo& info : schedules()) {
-    if (clock_.expired()) break;  // a huge shape: the baseline stays partial
+    if (ctx_.clock.expired()) break;  // a huge shape: the baseline stays partial
     std::vector<int> vs = info.allowed_stages_per_rank;
     if (vs.empty())
       for (int v = 1; v <= o_.max_stages_per_rank; ++v) vs.push_back(v);
@@ -111,8 +109,8 @@ void Search::run_library_one(const ScheduleInfo& info, int v, const MemoryPolicy
                              std::vector<LibraryRun>& runs, std::vector<Plan>& plans) {
   // After the first baseline, only those that can end in time.
   const double estimate = kActionsPerCell * o_.pp_degree * v * o_.num_microbatches;
-  if (!res_.library.empty() && !clock_.affords(estimate)) return;
-  const double began = clock_.elapsed();
+  if (!res_.library.empty() && !ctx_.clock.affords(estimate)) return;
+  const double began = ctx_.clock.elapsed();
   Plan p;
   LibraryRun run;
   run.schedule = info.name;
@@ -135,11 +133,11 @@ void Search::run_library_one(const ScheduleInfo& info, int v, const MemoryPolicy
     return;  // the schedule rejects this shape
   }
   const SimResult r = simulate(p, sim_options(run.partition));
-  clock_.observe(static_cast<double>(p.num_actions()), clock_.elapsed() - began);
-  ++res_.candidates;
+  ctx_.clock.observe(static_cast<double>(p.num_actions()), ctx_.clock.elapsed() - began);
+  ++ctx_.evaluations;
   if (!r.ok()) return;
   run.makespan = r.makespan;
-  for (const RankStats& s : r.ranks) run.peak_memory = std::max(run.peak_memory, s.peak_memory);
+  run.peak_memory = max_peak(r);
   p.meta.partition = run.partition;
   runs.push_back(run);
   plans.push_back(std::move(p));
@@ -148,29 +146,30 @@ void Search::run_library_one(const ScheduleInfo& info, int v, const MemoryPolicy
 // The memory budget: the one given, else what 1F1B (or, on a given layout,
 // the order Megatron runs on it) needs; which library runs fit it.
 void Search::choose_budget() {
-  budget_ = std::numeric_limits<double>::infinity();
+  double& budget = ctx_.budget.limit;
+  budget = std::numeric_limits<double>::infinity();
   if (o_.memory_limit) {
-    budget_ = *o_.memory_limit;
+    budget = *o_.memory_limit;
   } else if (fixed_v_ > 0) {
     // A given layout: the memory of the order Megatron runs on it (1F1B, or
     // interleaved 1F1B for v > 1), else 1F1B's on the balanced partition.
     const std::string own = fixed_v_ > 1 ? "interleaved-1f1b" : "1f1b";
-    budget_ =
+    budget =
         one_f_one_b_peak(profile_, o_, [this](const Partition& part) { return sim_options(part); });
     for (const LibraryRun& run : res_.library)
-      if (run.schedule == own) budget_ = run.peak_memory;
+      if (run.schedule == own) budget = run.peak_memory;
   } else {
     for (const LibraryRun& run : res_.library)
-      if (run.schedule == "1f1b") budget_ = run.peak_memory;
+      if (run.schedule == "1f1b") budget = run.peak_memory;
   }
-  res_.memory_limit = budget_;
+  res_.memory_limit = budget;
   for (LibraryRun& run : res_.library) {
-    run.fits = run.peak_memory <= budget_ + kEps;
+    run.fits = ctx_.budget.fits(run.peak_memory);
     if (run.fits && (!res_.best_library || run.makespan < res_.best_library->makespan - kEps))
       res_.best_library = run;
   }
   for (LibraryRun& run : res_.library_recompute) {
-    run.fits = run.peak_memory <= budget_ + kEps;
+    run.fits = ctx_.budget.fits(run.peak_memory);
     if (run.fits && (!res_.best_library_recompute ||
                      run.makespan < res_.best_library_recompute->makespan - kEps))
       res_.best_library_recompute = run;

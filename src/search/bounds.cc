@@ -8,11 +8,12 @@
 
 #include "ir/numbers.h"
 #include "pipeplan/search.h"
+#include "search/tuning.h"
 
 namespace pipeplan {
 namespace {
 
-constexpr double kEps = 1e-9;
+using detail::kEps;
 
 struct Term {
   double value = 0.0;

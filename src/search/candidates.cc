@@ -7,23 +7,12 @@
 
 #include "ir/numbers.h"
 #include "model/split.h"
+#include "search/climb.h"
 #include "search/improve.h"
 #include "search/wfill.h"
 
 namespace pipeplan::detail {
 namespace {
-
-// Orders the local improvement starts from, and the work it may spend on
-// each (plans timed x actions per plan; a fixed count keeps it deterministic).
-constexpr std::size_t kImproveSeeds = 6;
-constexpr long long kImproveWork = 8000000;
-// Split orders whose W passes are placed anew (the best of the pool).
-constexpr std::size_t kRefillSeeds = 8;
-// Of those, the best that the local improvement starts from too.
-constexpr std::size_t kImproveRefilled = 2;
-// The share of the time limit the memory decisions leave to the finalists
-// (step 4): they stop at 90% of the limit.
-constexpr double kFinalShare = 0.1;
 
 std::string knob_text(const GreedyKnobs& k) {
   std::string s = k.split ? "I/W split" : "B whole";
@@ -93,14 +82,14 @@ std::vector<GreedyKnobs> first_pass_knobs() {
 std::optional<GreedyOutcome> Search::try_one(const Config& c, const Partition& part,
                                              const GreedyKnobs& k, double limit) {
   const double estimate = kActionsPerCell * o_.pp_degree * c.v * o_.num_microbatches;
-  if (!clock_.affords(estimate)) return std::nullopt;  // would end past the limit
-  const double began = clock_.elapsed();
+  if (!ctx_.clock.affords(estimate)) return std::nullopt;  // would end past the limit
+  const double began = ctx_.clock.elapsed();
   const PlanMeta meta = make_meta(o_, c, part);
   const detail::StageTable table =
-      detail::stage_table(stage_costs(profile_, part, comm_), meta.num_stages());
-  ++res_.candidates;
+      detail::stage_table(stage_costs(profile_, part, ctx_.comm), meta.num_stages());
+  ++ctx_.evaluations;
   auto outcome = detail::list_schedule(meta, table, limit, k);
-  clock_.observe(estimate, clock_.elapsed() - began);
+  ctx_.clock.observe(estimate, ctx_.clock.elapsed() - began);
   return outcome;
 }
 
@@ -120,7 +109,7 @@ std::vector<Config> Search::configs() const {
 
 void Search::list_schedule() {
   for (const Config& c : configs()) {
-    if (clock_.expired()) break;
+    if (ctx_.expired()) break;
     for (const Partition& part : partitions_for(c)) list_schedule_one(c, part);
   }
   for (const LibraryRun& run : res_.library)
@@ -150,16 +139,16 @@ void Search::list_schedule_one(const Config& c, const Partition& part) {
   const double floor = detail::rank_footprint(profile_, make_meta(o_, c, part));
   if (auto g = try_one(c, part, GreedyKnobs{false, false, true, 1.0}, floor)) {
     smallest_peak_ = std::min(smallest_peak_, g->peak);
-    if (g->peak <= budget_ + kEps)
+    if (ctx_.budget.fits(g->peak))
       pool_.push_back({g->plan, g->makespan, g->peak,
                        "list scheduler (" + config_text(c) + ", one microbatch in flight)"});
   }
-  if (floor > budget_ + kEps) return;
+  if (!ctx_.budget.fits(floor)) return;
   const std::size_t first = pool_.size();
   for (std::size_t ki = 0; ki < first_knobs_.size(); ++ki) {
     const GreedyKnobs& k = first_knobs_[ki];
-    auto g = try_one(c, part, k, budget_);
-    if (!g || g->peak > budget_ + kEps) continue;
+    auto g = try_one(c, part, k, ctx_.budget.limit);
+    if (!g || !ctx_.budget.fits(g->peak)) continue;
     smallest_peak_ = std::min(smallest_peak_, g->peak);
     // A first-pass-only knob adds only an order the others did not build.
     bool dup = false;
@@ -178,7 +167,8 @@ void Search::refine_partitions() {
                    [](const Seed& a, const Seed& b) { return a.makespan < b.makespan; });
   std::vector<std::pair<int, Partition>> refined;  // (config index, partition) already climbed
   for (std::size_t si = 0;
-       si < seeds_.size() && refined.size() < 3 && !clock_.expired() && !o_.partition; ++si) {
+       si < seeds_.size() && refined.size() < kClimb.starts && !ctx_.expired() && !o_.partition;
+       ++si) {
     const Seed& seed = seeds_[si];
     const int key = seed.config.v * 2 + (seed.config.mapping == StageMapping::V);
     bool seen = false;
@@ -190,34 +180,27 @@ void Search::refine_partitions() {
   }
 }
 
+// A move is kept when some knob's order on it fits and beats the best so
+// far; every knob's order that does joins the pool.
 void Search::climb(const Seed& seed) {
   Partition part = seed.partition;
   double best = seed.makespan;
-  for (int round = 0; round < 64 && !clock_.expired(); ++round) {
+  climb_partition(part, kClimb.rounds, expired_, [&](const Partition& next) {
     bool improved = false;
-    for (std::size_t b = 0; b + 1 < part.size() && !improved && !clock_.expired(); ++b)
-      for (int dir : {-1, 1}) {
-        Partition next = part;
-        next[b] += dir;
-        next[b + 1] -= dir;
-        if (next[b] < 1 || next[b + 1] < 1) continue;
-        for (const GreedyKnobs& k : knobs_) {
-          if (k.pace > 0 && !seed.paced) continue;  // pacing did not make this seed
-          auto g = try_one(seed.config, next, k, budget_);
-          if (!g || g->peak > budget_ + kEps) continue;
-          if (g->makespan < best - kEps) {
-            best = g->makespan;
-            part = next;
-            improved = true;
-            pool_.push_back({std::move(g->plan), g->makespan, g->peak,
-                             "list scheduler (" + config_text(seed.config) + ", " + knob_text(k) +
-                                 ", partition refined)"});
-          }
-        }
-        if (improved) break;
+    for (const GreedyKnobs& k : knobs_) {
+      if (k.pace > 0 && !seed.paced) continue;  // pacing did not make this seed
+      auto g = try_one(seed.config, next, k, ctx_.budget.limit);
+      if (!g || !ctx_.budget.fits(g->peak)) continue;
+      if (g->makespan < best - kEps) {
+        best = g->makespan;
+        improved = true;
+        pool_.push_back({std::move(g->plan), g->makespan, g->peak,
+                         "list scheduler (" + config_text(seed.config) + ", " + knob_text(k) +
+                             ", partition refined)"});
       }
-    if (!improved) break;
-  }
+    }
+    return improved;
+  });
 }
 
 // 3a. The W passes of the best split orders placed anew (wfill.h): where
@@ -229,12 +212,12 @@ void Search::refill_weights() {
   const auto refill = [&](const Candidate& c) {
     std::size_t actions = 0;
     for (const auto& list : c.compute.ranks) actions += list.size();
-    if (!clock_.affords(static_cast<double>(actions))) return false;
+    if (!ctx_.clock.affords(static_cast<double>(actions))) return false;
     const detail::StageTable table = table_of(c.compute);
     for (double slack : {0.0, table.transfer}) {
-      auto g = detail::refill_weights(c.compute, table, budget_, slack);
-      ++res_.candidates;
-      if (g && g->peak <= budget_ + kEps && g->makespan < c.makespan - kEps)
+      auto g = detail::refill_weights(c.compute, table, ctx_.budget.limit, slack);
+      ++ctx_.evaluations;
+      if (g && ctx_.budget.fits(g->peak) && g->makespan < c.makespan - kEps)
         refilled.push_back(
             {std::move(g->plan), g->makespan, g->peak, c.origin + ", W passes placed anew", true});
       if (table.transfer <= 0) break;
@@ -280,7 +263,7 @@ void Search::improve_locally() {
   // The best orders as built, then the best whose W were placed anew (a
   // re-placed order is close to its source: it gets seeds of its own).
   for (bool refilled : {false, true}) {
-    const std::size_t limit = refilled ? starts.size() + kImproveRefilled : kImproveSeeds;
+    const std::size_t limit = refilled ? starts.size() + kImproveRefilled : kImprove.starts;
     for (const Candidate& c : pool_) {
       if (starts.size() >= limit) break;
       if (c.refilled != refilled) continue;
@@ -289,22 +272,17 @@ void Search::improve_locally() {
       if (!dup) starts.push_back(&c);
     }
   }
-  const auto expired = [this] { return clock_.expired(); };
   std::vector<Candidate> improved;
   for (const Candidate* c : starts) {
-    if (clock_.expired()) break;
-    std::size_t actions = 1;
-    for (const auto& list : c->compute.ranks) actions += list.size();
-    const long long evals =
-        std::max<long long>(100, kImproveWork / static_cast<long long>(actions));
-    auto imp = detail::improve_orders(c->compute, table_of(c->compute), budget_, evals, expired,
-                                      &res_.candidates);
+    if (ctx_.expired()) break;
+    auto imp =
+        detail::improve_within(c->compute, table_of(c->compute), ctx_.budget, kImprove.work, ctx_);
     if (imp)
       improved.push_back({std::move(imp->plan), imp->makespan, imp->peak,
                           c->origin + ", orders improved locally"});
   }
   for (Candidate& c : improved) pool_.push_back(std::move(c));
-  res_.time_limited = res_.time_limited || clock_.limited();
+  res_.time_limited = res_.time_limited || ctx_.clock.limited();
 }
 
 // 3c. Memory decisions (search/memory.h): orders built for more memory than
@@ -312,9 +290,9 @@ void Search::improve_locally() {
 // offload or recompute so that they fit; the library with full recompute
 // that fits joins them.
 void Search::decide_memory() {
-  clock_.hold_back(kFinalShare);
+  ctx_.clock.hold_back(kFinalShare);
   const detail::MemoryAllowed memory = allowed();
-  if (!memory.any() || clock_.expired()) return clock_.release();
+  if (!memory.any() || ctx_.expired()) return ctx_.clock.release();
   std::vector<detail::MemorySeed> seeds;
   for (std::size_t i = 0; i < library_plans_.size(); ++i) {
     const LibraryRun& run = res_.library[i];
@@ -327,8 +305,8 @@ void Search::decide_memory() {
     for (const Partition& part : partitions_for(c))
       seeds.push_back({make_meta(o_, c, part), sim_options(part), Plan{},
                        "list scheduler (" + config_text(c) + ")"});
-  for (detail::MemoryCandidate& c : detail::memory_candidates(
-           seeds, o_.partition ? nullptr : &profile_, budget_, memory, expired_, &res_.candidates))
+  for (detail::MemoryCandidate& c :
+       detail::memory_candidates(seeds, o_.partition ? nullptr : &profile_, memory, ctx_))
     pool_.push_back({std::move(c.plan), c.makespan, c.peak, std::move(c.origin), false});
   for (std::size_t i = 0; i < recompute_plans_.size(); ++i) {
     const LibraryRun& run = res_.library_recompute[i];
@@ -337,8 +315,8 @@ void Search::decide_memory() {
                        library_origin(run.schedule, run.stages_per_rank) + ", full recompute",
                        false});
   }
-  res_.time_limited = res_.time_limited || clock_.limited();
-  clock_.release();
+  res_.time_limited = res_.time_limited || ctx_.clock.limited();
+  ctx_.clock.release();
 }
 
 // Nothing fits, memory actions included: say what would.
@@ -352,7 +330,8 @@ void Search::require_candidates() {
         allowed().any() ? "; recompute or offload fitted to a budget may also make a smaller "
                           "one work"
                         : "";
-    throw BudgetError("no plan fits the memory budget " + detail::format_number(budget_, 4) +
+    throw BudgetError("no plan fits the memory budget " +
+                          detail::format_number(ctx_.budget.limit, 4) +
                           " per rank; the smallest budget that works is " + smallest +
                           " (--memory-limit " + smallest + ") of the plans tried" + below,
                       smallest_peak_);

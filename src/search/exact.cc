@@ -8,14 +8,12 @@
 
 #include "run/values.h"
 #include "search/greedy.h"
+#include "search/tuning.h"
 
 namespace pipeplan::detail {
 namespace {
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
-constexpr double kEps = 1e-9;
-constexpr long long kNodeBudget = 100'000'000;  // the time limit comes first
-constexpr int kTinyPairs = 16, kTinyLayers = 8;
 
 class Exact {
  public:
@@ -68,7 +66,7 @@ class Exact {
 
   void dfs(double last_start, int last_rank, double makespan) {
     if (out_of_nodes_) return;
-    if (++*nodes_ > kNodeBudget || ((*nodes_ & 4095) == 0 && expired_())) {
+    if (++*nodes_ > kExactNodeBudget || ((*nodes_ & 4095) == 0 && expired_())) {
       out_of_nodes_ = true;
       return;
     }

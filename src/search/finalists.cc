@@ -14,8 +14,6 @@
 namespace pipeplan::detail {
 namespace {
 
-constexpr std::size_t kFinalists = 6;
-
 // The lowerings tried for a candidate: latency hiding for its stage costs
 // (planner.h's planning_costs: the nominal latency when transfers are free),
 // and the seed order (which reads per-type costs only: the stage averages)
@@ -71,15 +69,15 @@ void Search::lower_finalists() {
   keep_best_library();
   refine_library_partitions();
   for (const Candidate* c : finalists) {
-    if (found_ && clock_.expired()) break;  // a verified plan is in hand
+    if (found_ && ctx_.expired()) break;  // a verified plan is in hand
     const Partition& part = c->compute.meta.partition;
     for (const LowerOptions& lo : lowerings_for(sim_options(part).costs, table_of(c->compute))) {
-      if (found_ && clock_.expired()) break;
+      if (found_ && ctx_.expired()) break;
       Plan lowered = lower(c->compute, lo);
       const SimResult r = simulate(lowered, sim_options(part));
-      ++res_.candidates;
+      ++ctx_.evaluations;
       if (!r.ok() || (found_ && r.makespan >= res_.makespan - kEps)) continue;
-      if (lowered.has_memory_actions() && !within_budget(r)) continue;  // copies moved
+      if (lowered.has_memory_actions() && !ctx_.budget.fits(r)) continue;  // copies moved
       if (!verifies_everywhere(lowered)) continue;
       offer(std::move(lowered), r.makespan, c->origin);
     }
@@ -108,13 +106,13 @@ void Search::refine_library_partitions() {
     return res_.library[a].makespan < res_.library[b].makespan - kEps;
   });
   SimOptions so;
-  so.costs = comm_;
+  so.costs = ctx_.comm;
   so.transport = o_.transport;
-  const auto expired = [this] { return clock_.expired(); };
-  for (std::size_t k = 0; k < order.size() && k < 2 && !clock_.expired() && !o_.partition; ++k) {
+  for (std::size_t k = 0;
+       k < order.size() && k < kLibraryRefine.starts && !ctx_.expired() && !o_.partition; ++k) {
     const Plan& lib = library_plans_[order[k]];
     if (!verifies_everywhere(lib)) continue;
-    auto refined = detail::refine_partition(lib, profile_, so, budget_, expired, &res_.candidates);
+    auto refined = detail::refine_partition(lib, profile_, so, ctx_);
     if (!refined || (found_ && refined->makespan >= res_.makespan - kEps)) continue;
     const LibraryRun& run = res_.library[order[k]];
     offer(std::move(refined->plan), refined->makespan,
@@ -134,8 +132,8 @@ void Search::solve_exactly() {
   const double value =
       simulate(compute_projection(res_.plan), sim_options(res_.plan.meta.partition)).makespan;
   Plan best;
-  res_.exact = detail::exact_search(profile_, o_, budget_, value, expired_, &best);
-  if (!res_.exact->complete && clock_.expired()) res_.time_limited = true;
+  res_.exact = detail::exact_search(profile_, o_, ctx_.budget.limit, value, expired_, &best);
+  if (!res_.exact->complete && ctx_.expired()) res_.time_limited = true;
   if (best.ranks.empty()) return;
   const Partition part = best.meta.partition;
   const std::string origin = "exact branch and bound (" +
@@ -143,7 +141,7 @@ void Search::solve_exactly() {
   for (const LowerOptions& lo : lowerings_for(sim_options(part).costs, table_of(best))) {
     Plan lowered = lower(best, lo);
     const SimResult r = simulate(lowered, sim_options(part));
-    ++res_.candidates;
+    ++ctx_.evaluations;
     // Ties go to the exact plan: it is the faster one in the compute-only model.
     const double to_beat = res_.exact->returned ? res_.makespan - kEps : res_.makespan + kEps;
     if (!r.ok() || r.makespan > to_beat || !verifies_everywhere(lowered)) continue;
@@ -156,18 +154,16 @@ void Search::solve_exactly() {
 void Search::finish() {
   const SimResult final_run = simulate(res_.plan, sim_options(res_.plan.meta.partition));
   res_.makespan = final_run.makespan;
-  for (const RankStats& s : final_run.ranks) {
-    res_.rank_peak_memory.push_back(s.peak_memory);
-    res_.peak_memory = std::max(res_.peak_memory, s.peak_memory);
-  }
+  for (const RankStats& s : final_run.ranks) res_.rank_peak_memory.push_back(s.peak_memory);
+  res_.peak_memory = max_peak(final_run);
   for (const auto& list : res_.plan.ranks)
     for (const Action& a : list) {
       res_.recomputed += a.type == ActionType::Recompute;
       res_.offloaded += a.type == ActionType::Offload;
     }
-  res_.lower_bound = makespan_lower_bound(profile_, o_.pp_degree, o_.num_microbatches,
-                                          comm_.transfer_time(), &res_.lower_bound_reason, budget_,
-                                          {allowed().recompute, allowed().offload});
+  res_.lower_bound = makespan_lower_bound(
+      profile_, o_.pp_degree, o_.num_microbatches, ctx_.comm.transfer_time(),
+      &res_.lower_bound_reason, ctx_.budget.limit, {allowed().recompute, allowed().offload});
 }
 
 }  // namespace pipeplan::detail

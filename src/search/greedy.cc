@@ -10,12 +10,12 @@
 
 #include "run/values.h"
 #include "search/improve.h"
+#include "search/tuning.h"
 
 namespace pipeplan::detail {
 namespace {
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
-constexpr double kEps = 1e-9;
 
 enum Kind : int { kF = 0, kBwd = 1, kW = 2 };
 

@@ -4,16 +4,11 @@
 #include "search/improve.h"
 
 #include <algorithm>
-#include <functional>
 
 #include "run/values.h"
 
 namespace pipeplan::detail {
 namespace {
-
-constexpr double kEps = 1e-9;
-// How far ahead of a position the actions pulled into it are looked for.
-constexpr std::size_t kWindow = 16;
 
 double duration(const Action& a, const StageTable& t) {
   const auto s = static_cast<std::size_t>(a.stage);
@@ -119,9 +114,8 @@ std::optional<OrderTimes> time_orders(const Plan& compute, const StageTable& tab
   return out;
 }
 
-std::optional<Improved> improve_orders(const Plan& compute, const StageTable& table, double budget,
-                                       long long max_evaluations,
-                                       const std::function<bool()>& expired, int* evaluations) {
+std::optional<Improved> improve_orders(const Plan& compute, const StageTable& table, Budget budget,
+                                       long long max_evaluations, SearchContext& ctx) {
   for (const auto& list : compute.ranks)
     for (const Action& a : list)
       if (!is_plain_compute(a.type)) return std::nullopt;
@@ -131,17 +125,17 @@ std::optional<Improved> improve_orders(const Plan& compute, const StageTable& ta
   OrderTimes cur, trial;
   OrderTiming timing(meta, table);
   timing.time(ranks, cur_values, cur);
-  if (!cur.ok || cur.peak > budget + kEps) return std::nullopt;
+  if (!cur.ok || !budget.fits(cur.peak)) return std::nullopt;
   long long used = 0;
   int moves = 0;
   bool improved = true;
-  while (improved && used < max_evaluations && !expired()) {
+  while (improved && used < max_evaluations && !ctx.expired()) {
     improved = false;
     for (std::size_t r = 0; r < ranks.size() && used < max_evaluations; ++r) {
       auto& list = ranks[r];
       for (std::size_t i = 0; i + 1 < list.size() && used < max_evaluations; ++i) {
         const double i_end = cur.start[r][i] + duration(list[i], table);
-        for (std::size_t j = i + 1; j < list.size() && j <= i + kWindow; ++j) {
+        for (std::size_t j = i + 1; j < list.size() && j <= i + kImproveWindow; ++j) {
           const Action a = list[j];
           // Never past an action of its own stage and kind (order per stage).
           bool blocked = false;
@@ -150,7 +144,7 @@ std::optional<Improved> improve_orders(const Plan& compute, const StageTable& ta
           if (blocked) break;
           // Only worth it if `a` could start before the action at i ends.
           if (!(cur_values.ready(a) < i_end - kEps)) continue;
-          if (expired()) {  // a huge plan: every timing is costly
+          if (ctx.expired()) {  // a huge plan: every timing is costly
             used = max_evaluations;
             break;
           }
@@ -159,8 +153,8 @@ std::optional<Improved> improve_orders(const Plan& compute, const StageTable& ta
                       list.begin() + static_cast<std::ptrdiff_t>(j + 1));
           timing.time(ranks, trial_values, trial);
           ++used;
-          if (evaluations) ++*evaluations;
-          if (trial.ok && trial.peak <= budget + kEps && better(trial, cur)) {
+          ++ctx.evaluations;
+          if (trial.ok && budget.fits(trial.peak) && better(trial, cur)) {
             std::swap(cur, trial);
             std::swap(cur_values, trial_values);
             ++moves;
@@ -183,6 +177,11 @@ std::optional<Improved> improve_orders(const Plan& compute, const StageTable& ta
   out.peak = cur.peak;
   out.moves = moves;
   return out;
+}
+
+std::optional<Improved> improve_within(const Plan& compute, const StageTable& table, Budget budget,
+                                       long long work, SearchContext& ctx) {
+  return improve_orders(compute, table, budget, evaluations_within(work, compute), ctx);
 }
 
 }  // namespace pipeplan::detail

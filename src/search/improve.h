@@ -2,10 +2,10 @@
 // per-rank orders (pulling ready work into idle time) under a memory budget.
 #pragma once
 
-#include <functional>
 #include <optional>
 
 #include "pipeplan/ir.h"
+#include "search/context.h"
 #include "search/greedy.h"
 
 namespace pipeplan::detail {
@@ -36,11 +36,16 @@ struct Improved {
 /// that position ends (it can fill idle time or overtake a deferred W), never
 /// past an action of its own stage and kind; the move is kept when the
 /// makespan drops, or stays and the earliness drops, and every rank's peak
-/// stays <= budget. At most `max_evaluations` plans are timed (a fixed number,
-/// so the result is deterministic); `expired` stops early. nullopt when no
-/// move was kept or the plan has other actions.
-std::optional<Improved> improve_orders(const Plan& compute, const StageTable& table, double budget,
-                                       long long max_evaluations,
-                                       const std::function<bool()>& expired, int* evaluations);
+/// stays within `budget`. At most `max_evaluations` plans are timed (a fixed
+/// number, so the result is deterministic), each counted in `ctx`; its clock
+/// stops early. nullopt when no move was kept or the plan has other actions.
+std::optional<Improved> improve_orders(const Plan& compute, const StageTable& table, Budget budget,
+                                       long long max_evaluations, SearchContext& ctx);
+
+/// improve_orders() with as many evaluations as `work` (plans timed x actions
+/// per plan) allows on `compute` (evaluations_within): how every phase of
+/// the search improves an order, each with its own work limit.
+std::optional<Improved> improve_within(const Plan& compute, const StageTable& table, Budget budget,
+                                       long long work, SearchContext& ctx);
 
 }  // namespace pipeplan::detail

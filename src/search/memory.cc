@@ -11,11 +11,10 @@
 
 #include "planner/memory_insert.h"
 #include "search/improve.h"
+#include "search/tuning.h"
 
 namespace pipeplan::detail {
 namespace {
-
-constexpr double kEps = 1e-9;
 
 enum class Keep : std::uint8_t { Kept, Recomputed, Offloaded };
 

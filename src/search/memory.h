@@ -7,7 +7,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +18,8 @@
 #include "search/greedy.h"
 
 namespace pipeplan::detail {
+
+struct SearchContext;  // context.h
 
 /// Which memory actions the search may use.
 struct MemoryAllowed {
@@ -102,18 +103,16 @@ struct MemoryCandidate {
 };
 
 /// The memory-decision phase (memory_phase.cc): each seed's order (a library
-/// one, or the list scheduler's at several budgets above `budget`, up to no
+/// one, or the list scheduler's at several budgets above `ctx.budget`, up to no
 /// limit, with its knobs) gets its memory actions (fit_memory) and is
 /// simulated; the best few orders are also fitted in the other FitStyles,
 /// improved locally and refitted, have their partition refined on
 /// `profile` (null: the partition is fixed) with their memory decided again
 /// on each, and the best few plans are polished with their memory actions in
-/// place (memory_polish.h). What fits `budget` comes back. `evaluations`
-/// counts the plans timed; `expired` stops early.
+/// place (memory_polish.h). What fits `ctx.budget` comes back. `ctx`
+/// counts the plans timed; its clock stops early.
 std::vector<MemoryCandidate> memory_candidates(const std::vector<MemorySeed>& seeds,
-                                               const LayerProfile* profile, double budget,
-                                               MemoryAllowed allowed,
-                                               const std::function<bool()>& expired,
-                                               int* evaluations);
+                                               const LayerProfile* profile, MemoryAllowed allowed,
+                                               SearchContext& ctx);
 
 }  // namespace pipeplan::detail

@@ -7,7 +7,8 @@
 #include <utility>
 
 #include "ir/numbers.h"
-
+#include "search/climb.h"
+#include "search/context.h"
 #include "search/improve.h"
 #include "search/memory.h"
 #include "search/memory_polish.h"
@@ -15,50 +16,9 @@
 namespace pipeplan::detail {
 namespace {
 
-constexpr double kEps = 1e-9;
-
-// The budgets the list scheduler builds orders for: more memory than there
-// is, which the memory actions then recover (x budget; 0: no limit).
-constexpr double kVirtualBudgets[] = {1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 0.0};
-// The paced orders (GreedyKnobs::pace): their budgets, and paces.
-constexpr double kPacedBudgets[] = {1.5, 0.0};
-constexpr double kPaces[] = {1.0, 1.1, 1.2};
-
 std::string budget_text(double scale) {
   return scale > 0 ? format_number(scale, 2) + "x the budget" : std::string("no budget");
 }
-// Every order is fitted in the first style; the best few distinct orders
-// also in the others (each a candidate).
-constexpr FitStyle kFitStyles[] = {
-    {RecomputeRule::Latest, true, true}, {RecomputeRule::Cheapest, true, true},
-    {RecomputeRule::Latest, false},      {RecomputeRule::Cheapest, false},
-    {RecomputeRule::Latest, true},       {RecomputeRule::Cheapest, true}};
-constexpr std::size_t kRestyled = 8;
-// Then the best few distinct orders fitted again deciding after the pulls
-// (FitStyle::retime), and the best few of those polished.
-constexpr FitStyle kRetimeStyles[] = {{RecomputeRule::Latest, true, false, true},
-                                      {RecomputeRule::Cheapest, true, false, true}};
-constexpr std::size_t kRetimed = 8;
-constexpr std::size_t kRetimePolished = 1;
-// How many of the best distinct orders are improved locally, and the work
-// each may spend (plans timed x actions per plan, as the search's own phase).
-constexpr std::size_t kImproved = 4;
-constexpr long long kImproveWork = 4000000;
-// How many of the best candidates are polished with their memory actions in
-// place, and the work each may spend (plans simulated x actions per plan).
-constexpr std::size_t kPolished = 8;
-// How many of the best distinct orders have their partition refined, and in
-// how many moves at most.
-constexpr std::size_t kRefined = 3;
-constexpr int kRefineRounds = 24;
-constexpr long long kPolishWork = 400000;
-
-double peak_of(const SimResult& r) {
-  double peak = 0.0;
-  for (const RankStats& s : r.ranks) peak = std::max(peak, s.peak_memory);
-  return peak;
-}
-
 std::string fit_text(const MemoryFit& fit) {
   std::string s;
   if (fit.recomputed > 0) s += std::to_string(fit.recomputed) + " recomputed";
@@ -76,27 +36,22 @@ std::string style_text(FitStyle style) {
   return s.empty() ? s : s + ")";
 }
 
-std::size_t actions_of(const Plan& plan) {
-  std::size_t n = 1;
-  for (const auto& list : plan.ranks) n += list.size();
-  return n;
-}
-
-// Fits `order` to `budget`; the simulated peak can exceed what the fit
+// Fits `order` to the budget; the simulated peak can exceed what the fit
 // assumed (inserted work shifts the times), so tighter targets are tried.
 std::optional<MemoryCandidate> fit_one(const Plan& order, const StageTable& table,
-                                       const SimOptions& options, double budget,
-                                       MemoryAllowed allowed, FitStyle style, int* evaluations) {
+                                       const SimOptions& options, MemoryAllowed allowed,
+                                       FitStyle style, SearchContext& ctx) {
+  const double budget = ctx.budget.limit;
   double target = budget;
   for (int attempt = 0; attempt < 3 && target > 0; ++attempt) {
     std::optional<MemoryFit> fit = fit_memory(order, table, options.costs, target, allowed, style);
     if (!fit) return std::nullopt;
     if (fit->recomputed + fit->offloaded == 0) return std::nullopt;  // fits as it is
     const SimResult r = simulate(fit->plan, options);
-    ++*evaluations;
+    ++ctx.evaluations;
     if (!r.ok()) return std::nullopt;
-    const double peak = peak_of(r);
-    if (peak <= budget + kEps) {
+    const double peak = max_peak(r);
+    if (ctx.budget.fits(peak)) {
       double finish = 0.0;
       for (const RankStats& st : r.ranks) finish += st.last_end;
       return MemoryCandidate{std::move(fit->plan), r.makespan, peak, fit_text(*fit), finish};
@@ -162,20 +117,15 @@ namespace {
 
 class Phase {
  public:
-  Phase(const LayerProfile* profile, double budget, MemoryAllowed allowed,
-        const std::function<bool()>& expired, int* evaluations)
-      : profile_(profile),
-        budget_(budget),
-        allowed_(allowed),
-        expired_(expired),
-        evaluations_(evaluations) {}
+  Phase(const LayerProfile* profile, MemoryAllowed allowed, SearchContext& ctx)
+      : profile_(profile), allowed_(allowed), ctx_(ctx) {}
 
   std::vector<MemoryCandidate> run(const std::vector<MemorySeed>& seeds) {
     if (!build(seeds) || !build(rebalanced(seeds))) return std::move(out_);
     restyle();
     improve();
     refine();
-    polish(best_first(), kPolished);
+    polish(best_first(), kMemoryPolish.starts);
     retime();
     return std::move(out_);
   }
@@ -194,7 +144,7 @@ class Phase {
   std::optional<MemoryCandidate> fit_source(const Source& src) {
     const StageTable table = stage_table(src.options.costs, src.order.meta.num_stages());
     std::optional<MemoryCandidate> c =
-        fit_one(src.order, table, src.options, budget_, allowed_, src.style, evaluations_);
+        fit_one(src.order, table, src.options, allowed_, src.style, ctx_);
     if (c) c->origin = src.origin + ", memory decided" + style_text(src.style) + ": " + c->origin;
     return c;
   }
@@ -229,7 +179,7 @@ class Phase {
   // fitted in the first style. False when time ran out.
   bool build(const std::vector<MemorySeed>& seeds) {
     for (const MemorySeed& seed : seeds) {
-      if (expired_()) return false;
+      if (ctx_.expired()) return false;
       if (!seed.order.ranks.empty()) {
         fit_first({seed.order, std::numeric_limits<double>::max(), seed.options, kFitStyles[0],
                    seed.origin});
@@ -239,12 +189,13 @@ class Phase {
       for (const double scale : kVirtualBudgets)
         for (bool split : {true, false})
           for (bool forward_first : {false, true}) {
-            if (expired_()) return false;
-            const double limit = scale > 0 ? budget_ * scale : std::numeric_limits<double>::max();
+            if (ctx_.expired()) return false;
+            const double limit =
+                scale > 0 ? ctx_.budget.limit * scale : std::numeric_limits<double>::max();
             const GreedyKnobs knobs{split, forward_first, false, 1.0};
-            ++*evaluations_;
+            ++ctx_.evaluations;
             std::optional<GreedyOutcome> g = list_schedule(seed.meta, table, limit, knobs);
-            if (!g || g->peak <= budget_ + kEps) continue;  // fits already: the search has it
+            if (!g || ctx_.budget.fits(g->peak)) continue;  // fits already: the search has it
             fit_first({std::move(g->plan), limit, seed.options, kFitStyles[0],
                        seed.origin + (split ? ", I/W split" : ", B whole") +
                            (forward_first ? ", forward-first" : ", backward-first") +
@@ -255,14 +206,15 @@ class Phase {
       for (const double scale : kPacedBudgets)
         for (const double pace : kPaces)
           for (const int burst : {0, 1, 2}) {
-            if (expired_()) return false;
-            const double limit = scale > 0 ? budget_ * scale : std::numeric_limits<double>::max();
+            if (ctx_.expired()) return false;
+            const double limit =
+                scale > 0 ? ctx_.budget.limit * scale : std::numeric_limits<double>::max();
             GreedyKnobs knobs{true, false, false, 1.0};
             knobs.pace = pace;
             knobs.burst = burst;
-            ++*evaluations_;
+            ++ctx_.evaluations;
             std::optional<GreedyOutcome> g = list_schedule(seed.meta, table, limit, knobs);
-            if (!g || g->peak <= budget_ + kEps) continue;
+            if (!g || ctx_.budget.fits(g->peak)) continue;
             fit_first({std::move(g->plan), limit, seed.options, kFitStyles[0],
                        seed.origin + ", I/W split, paced at " + format_number(pace, 2) +
                            "x the busiest rank's work per microbatch after " +
@@ -279,7 +231,7 @@ class Phase {
     if (!profile_ || !allowed_.recompute || seeds.empty()) return out;
     const PlanMeta& meta = seeds.front().meta;
     const std::optional<Partition> part =
-        recompute_balanced(*profile_, meta.pp_degree, meta.num_microbatches, budget_);
+        recompute_balanced(*profile_, meta.pp_degree, meta.num_microbatches, ctx_.budget.limit);
     if (!part) return out;
     for (const MemorySeed& seed : seeds) {
       if (seed.meta.num_stages() != seed.meta.pp_degree || seed.meta.partition == *part) continue;
@@ -321,7 +273,7 @@ class Phase {
   void restyle() {
     for (std::size_t i : best_distinct(kRestyled, [](const Source&) { return true; }))
       for (const FitStyle style : kFitStyles) {
-        if (expired_()) return;
+        if (ctx_.expired()) return;
         if (style.rule == sources_[i].style.rule && style.pull_w == sources_[i].style.pull_w &&
             style.early == sources_[i].style.early && style.retime == sources_[i].style.retime)
           continue;
@@ -337,13 +289,11 @@ class Phase {
     const auto listed = [](const Source& s) {
       return s.limit != std::numeric_limits<double>::max();
     };
-    for (std::size_t i : best_distinct(kImproved, listed)) {
-      if (expired_()) return;
+    for (std::size_t i : best_distinct(kMemoryImprove.starts, listed)) {
+      if (ctx_.expired()) return;
       Source src = sources_[i];
       const StageTable table = stage_table(src.options.costs, src.order.meta.num_stages());
-      const auto evals =
-          std::max<long long>(100, kImproveWork / static_cast<long long>(actions_of(src.order)));
-      auto imp = improve_orders(src.order, table, src.limit, evals, expired_, evaluations_);
+      auto imp = improve_within(src.order, table, Budget{src.limit}, kMemoryImprove.work, ctx_);
       if (!imp) continue;
       const double before = out_[i].makespan;
       const std::size_t n = out_.size();
@@ -362,33 +312,27 @@ class Phase {
   // must be recomputed changes with the stages' sizes).
   void refine() {
     if (!profile_) return;
-    for (std::size_t i : best_distinct(kRefined, [](const Source&) { return true; })) {
+    for (std::size_t i : best_distinct(kMemoryRefine.starts, [](const Source&) { return true; })) {
       Source src = sources_[i];
       double best = out_[i].makespan, finish = out_[i].finish;
       std::optional<MemoryCandidate> kept;
-      for (int round = 0; round < kRefineRounds && !expired_(); ++round) {
-        bool improved = false;
-        const Partition part = src.order.meta.partition;
-        for (std::size_t b = 0; b + 1 < part.size() && !improved && !expired_(); ++b)
-          for (int dir : {-1, 1}) {
-            Source next = src;
-            Partition& np = next.order.meta.partition;
-            np[b] += dir;
-            np[b + 1] -= dir;
-            if (np[b] < 1 || np[b + 1] < 1) continue;
-            next.options.costs = stage_costs(*profile_, np, src.options.costs);
-            std::optional<MemoryCandidate> c = fit_source(next);
-            // Equal makespans move on when the ranks finish earlier in sum
-            // (one layer off the busiest rank may need another off the next).
-            if (!c || c->makespan > best + kEps ||
-                (c->makespan >= best - kEps && c->finish >= finish - kEps))
-              continue;
-            best = c->makespan, finish = c->finish;
-            src = std::move(next), kept = std::move(c), improved = true;
-            break;
-          }
-        if (!improved) break;
-      }
+      Partition part = src.order.meta.partition;
+      const auto keep = [&](const Partition& np) {
+        Source next = src;
+        next.order.meta.partition = np;
+        next.options.costs = stage_costs(*profile_, np, src.options.costs);
+        std::optional<MemoryCandidate> c = fit_source(next);
+        // Equal makespans move on when the ranks finish earlier in sum
+        // (one layer off the busiest rank may need another off the next).
+        if (!c || c->makespan > best + kEps ||
+            (c->makespan >= best - kEps && c->finish >= finish - kEps))
+          return false;
+        best = c->makespan, finish = c->finish;
+        src = std::move(next), kept = std::move(c);
+        return true;
+      };
+      const auto stop = [this] { return ctx_.expired(); };
+      climb_partition(part, kMemoryRefine.rounds, stop, keep);
       if (!kept || kept->makespan >= out_[i].makespan - kEps) continue;
       kept->origin += ", partition refined";
       out_.push_back(std::move(*kept));
@@ -400,12 +344,10 @@ class Phase {
   // (memory_polish.h): RECOMPUTEs the budget does not need dropped, work
   // pulled into the idle time the inserted actions left.
   void polish(const std::vector<std::size_t>& order, std::size_t n) {
-    for (std::size_t k = 0; k < order.size() && k < n && !expired_(); ++k) {
+    for (std::size_t k = 0; k < order.size() && k < n && !ctx_.expired(); ++k) {
       const MemoryCandidate& c = out_[order[k]];
-      const auto evals =
-          std::max<long long>(100, kPolishWork / static_cast<long long>(actions_of(c.plan)));
-      Polished p =
-          polish_memory(c.plan, sources_[order[k]].options, budget_, evals, expired_, evaluations_);
+      Polished p = polish_memory(c.plan, sources_[order[k]].options,
+                                 evaluations_within(kMemoryPolish.work, c.plan), ctx_);
       if (p.moves == 0 || p.makespan >= c.makespan - kEps) continue;
       MemoryCandidate better{std::move(p.plan), p.makespan, p.peak, c.origin + ", polished",
                              c.finish};
@@ -429,7 +371,7 @@ class Phase {
     }
     for (std::size_t i : picked)
       for (const FitStyle style : kRetimeStyles) {
-        if (expired_()) return;
+        if (ctx_.expired()) return;
         Source src = sources_[i];
         src.style = style;
         const std::size_t n = out_.size();
@@ -443,10 +385,8 @@ class Phase {
   }
 
   const LayerProfile* profile_;
-  double budget_;
   MemoryAllowed allowed_;
-  const std::function<bool()>& expired_;
-  int* evaluations_;
+  SearchContext& ctx_;
   std::vector<MemoryCandidate> out_;
   std::vector<Source> sources_;                           // with out_, index for index
   std::vector<std::pair<MemoryCandidate, Source>> held_;  // for retime()
@@ -455,12 +395,10 @@ class Phase {
 }  // namespace
 
 std::vector<MemoryCandidate> memory_candidates(const std::vector<MemorySeed>& seeds,
-                                               const LayerProfile* profile, double budget,
-                                               MemoryAllowed allowed,
-                                               const std::function<bool()>& expired,
-                                               int* evaluations) {
+                                               const LayerProfile* profile, MemoryAllowed allowed,
+                                               SearchContext& ctx) {
   if (!allowed.any()) return {};
-  return Phase(profile, budget, allowed, expired, evaluations).run(seeds);
+  return Phase(profile, allowed, ctx).run(seeds);
 }
 
 }  // namespace pipeplan::detail

@@ -6,10 +6,6 @@
 namespace pipeplan::detail {
 namespace {
 
-constexpr double kEps = 1e-9;
-// How far behind an idle stretch the actions pulled into it are looked for.
-constexpr std::size_t kWindow = 12;
-
 struct Score {
   bool ok = false;
   double makespan = 0.0, finish = 0.0, peak = 0.0;
@@ -27,14 +23,9 @@ bool better(const Score& a, const Score& b) {
 
 class Polisher {
  public:
-  Polisher(const Plan& plan, const SimOptions& options, double budget, long long max_evaluations,
-           const std::function<bool()>& expired, int* evaluations)
-      : plan_(plan),
-        options_(options),
-        budget_(budget),
-        left_(max_evaluations),
-        expired_(expired),
-        evaluations_(evaluations) {
+  Polisher(const Plan& plan, const SimOptions& options, long long max_evaluations,
+           SearchContext& ctx)
+      : plan_(plan), options_(options), left_(max_evaluations), ctx_(ctx) {
     cur_ = score();
   }
 
@@ -55,19 +46,17 @@ class Polisher {
   }
 
  private:
-  bool stop() const { return left_ <= 0 || expired_(); }
+  bool stop() const { return left_ <= 0 || ctx_.expired(); }
 
   Score score() {
     --left_;
-    if (evaluations_) ++*evaluations_;
+    ++ctx_.evaluations;
     Score s;
     SimResult r = simulate(plan_, options_);
     if (!r.ok()) return s;
-    for (const RankStats& st : r.ranks) {
-      if (st.peak_memory > budget_ + kEps) return s;
-      s.peak = std::max(s.peak, st.peak_memory);
-      s.finish += st.last_end;
-    }
+    s.peak = max_peak(r);
+    if (!ctx_.budget.fits(s.peak)) return s;
+    for (const RankStats& st : r.ranks) s.finish += st.last_end;
     s.ok = true;
     s.makespan = r.makespan;
     s.times = std::move(r.times);
@@ -106,7 +95,7 @@ class Polisher {
         const bool idle = t[i].start > compute_end + kEps;
         compute_end = t[i].end;
         if (!idle) continue;
-        for (std::size_t j = i + 1; j < list.size() && j <= i + kWindow && !stop(); ++j) {
+        for (std::size_t j = i + 1; j < list.size() && j <= i + kPolishWindow && !stop(); ++j) {
           const Action a = list[j];
           if (is_copy(a)) continue;
           bool blocked = false;
@@ -135,20 +124,17 @@ class Polisher {
 
   Plan plan_;
   const SimOptions& options_;
-  double budget_;
   long long left_;
-  const std::function<bool()>& expired_;
-  int* evaluations_;
+  SearchContext& ctx_;
   Score cur_;
   int moves_ = 0;
 };
 
 }  // namespace
 
-Polished polish_memory(const Plan& plan, const SimOptions& options, double budget,
-                       long long max_evaluations, const std::function<bool()>& expired,
-                       int* evaluations) {
-  return Polisher(plan, options, budget, max_evaluations, expired, evaluations).run();
+Polished polish_memory(const Plan& plan, const SimOptions& options, long long max_evaluations,
+                       SearchContext& ctx) {
+  return Polisher(plan, options, max_evaluations, ctx).run();
 }
 
 }  // namespace pipeplan::detail

@@ -3,10 +3,9 @@
 // by the simulator itself, so RECOMPUTE time and the memory it holds count.
 #pragma once
 
-#include <functional>
-
 #include "pipeplan/ir.h"
 #include "pipeplan/simulate.h"
+#include "search/context.h"
 
 namespace pipeplan::detail {
 
@@ -16,15 +15,15 @@ struct Polished {
   int moves = 0;  ///< accepted moves (0: `plan` is the input)
 };
 
-/// Hill-climbs `plan` (compute-only, F/B/I/W and memory actions) under
-/// `budget` (every rank's simulated device peak): drops each RECOMPUTE the
+/// Hill-climbs `plan` (compute-only, F/B/I/W and memory actions) within
+/// `ctx.budget` (every rank's simulated device peak): drops each RECOMPUTE the
 /// budget no longer needs when the makespan does not grow, and moves an
 /// action into the idle stretch before an earlier position of its rank
 /// (never past an action of its own stage and kind) when the makespan, or
 /// else the sum of the ranks' finish times, drops. At most
-/// `max_evaluations` plans are simulated; `expired` stops early.
-Polished polish_memory(const Plan& plan, const SimOptions& options, double budget,
-                       long long max_evaluations, const std::function<bool()>& expired,
-                       int* evaluations);
+/// `max_evaluations` plans are simulated, each counted in `ctx`; its clock
+/// stops early.
+Polished polish_memory(const Plan& plan, const SimOptions& options, long long max_evaluations,
+                       SearchContext& ctx);
 
 }  // namespace pipeplan::detail

@@ -1,14 +1,13 @@
 // Internal to src/search: one search() as its phases and the state they
 // share (the pool of compute-only candidates, the library's runs and plans,
-// the memory budget, the clock). search.cc runs the phases in order; they
-// live in baselines.cc (the option checks, the library baselines, the
-// budget), candidates.cc (list-scheduled candidates, partitions refined, W
-// placed anew, local improvement, memory decisions) and finalists.cc
-// (lowering, verification, the exact search, the winner's figures).
+// and the context: the memory budget, the clock, the evaluation count).
+// search.cc runs the phases in order; they live in baselines.cc (the option
+// checks, the library baselines, the budget), candidates.cc (list-scheduled
+// candidates, partitions refined, W placed anew, local improvement, memory
+// decisions) and finalists.cc (lowering, verification, the exact search,
+// the winner's figures).
 #pragma once
 
-#include <algorithm>
-#include <chrono>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -18,60 +17,11 @@
 #include "pipeplan/memory_policy.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/search.h"
+#include "search/context.h"
 #include "search/greedy.h"
 #include "search/memory.h"
 
 namespace pipeplan::detail {
-
-constexpr double kEps = 1e-9;
-
-// Actions of a lowered plan per (stage, microbatch), at most: F, B (or I
-// and W) and four SEND/RECV.
-constexpr double kActionsPerCell = 7;
-// What one candidate costs per action before any is measured: about a
-// fifth of the 2-core development machine's (plan, lower, simulate, verify),
-// so only work no machine finishes in time is refused up front.
-constexpr double kFastSecondsPerAction = 1e-7;
-
-// The time limit, and what work of n actions is expected to take (the rate
-// of the largest candidate measured so far): a candidate that would end past
-// the limit is not started, so the limit holds within the work the search
-// must do to answer at all.
-class Clock {
- public:
-  explicit Clock(double limit)
-      : limit_(limit), phase_limit_(limit), start_(std::chrono::steady_clock::now()) {}
-  double elapsed() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
-  bool expired() const { return elapsed() > phase_limit_; }
-  /// Keeps the last `share` of the limit for a later phase: until release(),
-  /// expired() and affords() answer for the rest.
-  void hold_back(double share) { phase_limit_ = limit_ * (1.0 - share); }
-  void release() { phase_limit_ = limit_; }
-  /// Whether work on `actions` actions should end within the limit (false
-  /// marks the search time-limited).
-  bool affords(double actions) {
-    const bool fits = elapsed() + actions * rate_ <= phase_limit_;
-    limited_ = limited_ || !fits;
-    return fits;
-  }
-  /// The limit passed, or work was left out to keep it.
-  bool limited() const { return limited_ || expired(); }
-  /// `actions` actions of candidate work took `seconds`.
-  void observe(double actions, double seconds) {
-    if (actions < largest_) return;
-    largest_ = actions;
-    rate_ = std::max(kFastSecondsPerAction, seconds / std::max(1.0, actions));
-  }
-
- private:
-  double limit_, phase_limit_;
-  std::chrono::steady_clock::time_point start_;
-  double rate_ = kFastSecondsPerAction;
-  double largest_ = 0;
-  bool limited_ = false;
-};
 
 struct Config {
   StageMapping mapping;
@@ -97,7 +47,7 @@ std::vector<GreedyKnobs> all_knobs();                            // candidates.c
 std::vector<GreedyKnobs> first_pass_knobs();  // candidates.cc
 
 // One search, its phases in run() order. They share the pool of compute-only
-// candidates, the library's runs and plans, and the memory budget.
+// candidates, the library's runs and plans, and the context (context.h).
 class Search {
  public:
   Search(const LayerProfile& profile, const SearchOptions& o, int fixed_v);
@@ -119,7 +69,6 @@ class Search {
   void offer(Plan plan, double makespan, std::string origin);
   detail::MemoryAllowed allowed() const;
   static MemoryPolicy full_recompute();
-  bool within_budget(const SimResult& r) const;
 
   // baselines.cc: 1. the library, the budget.
   void run_library();
@@ -152,9 +101,8 @@ class Search {
   const LayerProfile& profile_;
   const SearchOptions& o_;
   const int fixed_v_;
-  Clock clock_;
-  const std::function<bool()> expired_ = [this] { return clock_.expired(); };
-  CostModel comm_;
+  SearchContext ctx_;
+  const std::function<bool()> expired_ = [this] { return ctx_.expired(); };
   const std::vector<GreedyKnobs> knobs_ = all_knobs();               // step 3
   const std::vector<GreedyKnobs> first_knobs_ = first_pass_knobs();  // step 2
   SearchResult res_;
@@ -162,7 +110,6 @@ class Search {
   std::vector<Plan> recompute_plans_;  // with res_.library_recompute
   std::vector<Candidate> pool_;
   std::vector<Seed> seeds_;
-  double budget_ = std::numeric_limits<double>::infinity();
   double smallest_peak_ = std::numeric_limits<double>::infinity();
   bool found_ = false;
 };

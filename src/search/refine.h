@@ -2,12 +2,12 @@
 // plan while that shortens it.
 #pragma once
 
-#include <functional>
 #include <optional>
 
 #include "pipeplan/ir.h"
 #include "pipeplan/profile.h"
 #include "pipeplan/simulate.h"
+#include "search/context.h"
 
 namespace pipeplan::detail {
 
@@ -19,10 +19,9 @@ struct Refined {
 /// Hill-climbs `plan`'s partition (its actions stay as they are): one layer
 /// moves across one boundary at a time, kept when the simulated makespan
 /// under `options` (costs from the profile, comm from options.costs) drops
-/// and every rank's peak memory stays <= budget. nullopt when no move helps.
-/// `evaluations` counts the simulations; `expired` stops early.
+/// and every rank's peak memory stays within `ctx.budget`. nullopt when no
+/// move helps. `ctx` counts the simulations; its clock stops early.
 std::optional<Refined> refine_partition(const Plan& plan, const LayerProfile& profile,
-                                        const SimOptions& options, double budget,
-                                        const std::function<bool()>& expired, int* evaluations);
+                                        const SimOptions& options, SearchContext& ctx);
 
 }  // namespace pipeplan::detail

@@ -11,31 +11,24 @@
 #include "search/phases.h"
 
 namespace pipeplan::detail {
-namespace {
-
-// The share of the time limit held back for the memory decisions (step 3c)
-// when memory actions are allowed: the phases before it stop earlier, so a
-// loaded machine still decides memory where orders do not fit.
-constexpr double kMemoryShare = 0.3;
-
-}  // namespace
 
 Search::Search(const LayerProfile& profile, const SearchOptions& o, int fixed_v)
-    : profile_(profile), o_(o), fixed_v_(fixed_v), clock_(o.time_limit) {
-  comm_.comm_latency = o.comm.comm_latency;
-  comm_.comm_bandwidth = o.comm.comm_bandwidth;
-  comm_.transfer_bytes = o.comm.transfer_bytes;
-  comm_.host_bandwidth = o.comm.host_bandwidth;
-  comm_.host_latency = o.comm.host_latency;
+    : profile_(profile), o_(o), fixed_v_(fixed_v), ctx_(o.time_limit) {
+  CostModel& comm = ctx_.comm;
+  comm.comm_latency = o.comm.comm_latency;
+  comm.comm_bandwidth = o.comm.comm_bandwidth;
+  comm.transfer_bytes = o.comm.transfer_bytes;
+  comm.host_bandwidth = o.comm.host_bandwidth;
+  comm.host_latency = o.comm.host_latency;
 }
 
 SearchResult Search::run() {
-  if (allowed().any()) clock_.hold_back(kMemoryShare);
+  if (allowed().any()) ctx_.clock.hold_back(kMemoryShare);
   run_library();
   choose_budget();
   list_schedule();
   refine_partitions();
-  res_.time_limited = clock_.limited();
+  res_.time_limited = ctx_.clock.limited();
   add_library_orders();
   refill_weights();
   improve_locally();
@@ -44,6 +37,7 @@ SearchResult Search::run() {
   lower_finalists();
   solve_exactly();
   finish();
+  res_.candidates = ctx_.evaluations;
   return std::move(res_);
 }
 
@@ -55,13 +49,13 @@ bool Search::v_fits(int v) const {
 
 SimOptions Search::sim_options(const Partition& partition) const {
   SimOptions so;
-  so.costs = stage_costs(profile_, partition, comm_);
+  so.costs = stage_costs(profile_, partition, ctx_.comm);
   so.transport = o_.transport;
   return so;
 }
 
 detail::StageTable Search::table_of(const Plan& compute) const {
-  return detail::stage_table(stage_costs(profile_, compute.meta.partition, comm_),
+  return detail::stage_table(stage_costs(profile_, compute.meta.partition, ctx_.comm),
                              compute.meta.num_stages());
 }
 
@@ -80,19 +74,13 @@ void Search::offer(Plan plan, double makespan, std::string origin) {
 }
 
 detail::MemoryAllowed Search::allowed() const {
-  return {o_.recompute, o_.offload && comm_.host_bandwidth > 0};
+  return {o_.recompute, o_.offload && ctx_.comm.host_bandwidth > 0};
 }
 
 MemoryPolicy Search::full_recompute() {
   MemoryPolicy p;
   p.recompute.all = true;
   return p;
-}
-
-bool Search::within_budget(const SimResult& r) const {
-  for (const RankStats& s : r.ranks)
-    if (s.peak_memory > budget_ + kEps) return false;
-  return true;
 }
 
 }  // namespace pipeplan::detail

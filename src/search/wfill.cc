@@ -7,12 +7,12 @@
 #include <limits>
 
 #include "run/values.h"
+#include "search/tuning.h"
 
 namespace pipeplan::detail {
 namespace {
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
-constexpr double kEps = 1e-9;
 
 struct Rank {
   std::vector<Action> spine;  // F, B and I in their order
