@@ -180,7 +180,10 @@ for opt, base in [("--cost", ["simulate", "-s", "1f1b", "-p", "2", "-m", "2"]),
                   ("--model", ["simulate", "-s", "1f1b", "-p", "2", "-m", "2"]),
                   ("--lowering", ["plan", "-s", "1f1b", "-p", "2", "-m", "2"]),
                   ("--schedules", ["compare", "-p", "2", "-m", "4"]),
-                  ("--stage-costs", ["simulate", "-s", "1f1b", "-p", "2", "-m", "2"])]:
+                  ("--stage-costs", ["simulate", "-s", "1f1b", "-p", "2", "-m", "2"]),
+                  ("--runtime", ["verify", good_plan]),
+                  ("--runtime", ["plan", "-s", "1f1b", "-p", "2", "-m", "2"]),
+                  ("--runtime", ["convert", good_plan, "-f", "torch-csv"])]:
     for value in [long, esc, long + "=1", "F=1," + long, "F=1,F=2", "B=2,B=100", "F=" + "9" * 400, "1,2,3", "\x00"]:
         if "\x00" in value:
             continue  # no NUL in an argv
@@ -227,6 +230,11 @@ for label, argv, allowed in res:
 
 # ---------- Python
 PY = [
+    ("verify runtime 3", "pipeplan.verify(pipeplan.plan('1f1b', 2, 2), runtime=3)", "InputTypeError"),
+    ("verify runtime long", "pipeplan.verify(pipeplan.plan('1f1b', 2, 2), runtime='x' * 100000)", "InputError"),
+    ("verify runtime and transport", "pipeplan.verify(pipeplan.plan('1f1b', 2, 2), 'serial', 'torch')", "InputError"),
+    ("to_torch_csv runtime megatron", "pipeplan.to_torch_csv(pipeplan.plan('1f1b', 2, 2), runtime='megatron')", "InputError"),
+    ("plan runtime esc", "pipeplan.plan('1f1b', 2, 2, runtime='\\x1b[2J')", "InputError"),
     ("Action tampered pickle", "import pickle; a=pickle.loads(pickle.dumps(pipeplan.Action('0F0')).replace(b'0F0', b'XYZ')); str(a)", "InputError"),
     ("Action __new__ setstate", "pipeplan.Action.__new__(pipeplan.Action).__setstate__(('not an action',))", "InputError"),
     ("Plan __new__ len", "len(pipeplan.Plan.__new__(pipeplan.Plan))", "InputTypeError"),

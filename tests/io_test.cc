@@ -408,10 +408,7 @@ TEST_CASE("io: malformed BATCH_P2P groups are input errors naming the cell", "[i
   };
   CHECK(csv_error("()BATCH_P2P") ==
         "plan.csv:1:15: bad BATCH_P2P group '()BATCH_P2P': the group is empty; write "
-        "(<A>;<B>;...)BATCH_P2P of two or more SEND_F, RECV_F, SEND_B, RECV_B");
-  CHECK(csv_error("(0SEND_F1)BATCH_P2P") ==
-        "plan.csv:1:15: bad BATCH_P2P group '(0SEND_F1)BATCH_P2P': one member; a group holds two "
-        "or more (a single SEND/RECV is written alone, without the parentheses)");
+        "(<A>;<B>;...)BATCH_P2P of one or more SEND_F, RECV_F, SEND_B, RECV_B");
   CHECK(csv_error("(0SEND_F1;0F1)BATCH_P2P") ==
         "plan.csv:1:24: bad BATCH_P2P group '(0SEND_F1;0F1)BATCH_P2P': 0F1 is not a SEND/RECV: a "
         "group holds only SEND_F, RECV_F, SEND_B and RECV_B (computes run outside it)");
@@ -425,7 +422,7 @@ TEST_CASE("io: malformed BATCH_P2P groups are input errors naming the cell", "[i
         "twice in the group");
   CHECK(csv_error("BATCH_P2P") ==
         "plan.csv:1:14: bad BATCH_P2P group 'BATCH_P2P': BATCH_P2P is written as a group: "
-        "(<A>;<B>;...)BATCH_P2P of two or more SEND_F, RECV_F, SEND_B, RECV_B");
+        "(<A>;<B>;...)BATCH_P2P of one or more SEND_F, RECV_F, SEND_B, RECV_B");
   CHECK(csv_error("0BATCH_P2P1").find("BATCH_P2P is written as a group") != std::string::npos);
   CHECK(csv_error("(0SEND_F1;;0RECV_B0)BATCH_P2P").find("an empty member") != std::string::npos);
   CHECK(csv_error("(0SEND_F1;0RECV_B0)BATCH_P2Px") ==
@@ -442,8 +439,12 @@ TEST_CASE("io: malformed BATCH_P2P groups are input errors naming the cell", "[i
       "\"stage_to_rank\": \"loop\", \"compute_only\": false, \"ranks\": ["
       "{\"rank\": 0, \"actions\": [\"0F0\", \"(0SEND_F0)BATCH_P2P\"]},"
       "{\"rank\": 1, \"actions\": [\"1RECV_F0\", \"1F0\"]}]}";
-  CHECK_THROWS_WITH(parse_json_plan(json, "plan.json"),
-                    "plan.json: ranks[0].actions[1]: bad BATCH_P2P group '(0SEND_F0)BATCH_P2P': "
-                    "one member; a group holds two or more (a single SEND/RECV is written alone, "
-                    "without the parentheses)");
+  // A group of one is an explicit wait: the action, marked waited; written back as it was.
+  const Plan one = parse_json_plan(json, "plan.json");
+  REQUIRE(one.ranks[0].size() == 2);
+  CHECK(one.ranks[0][1].waited);
+  CHECK_FALSE(one.ranks[0][1].batch_next);
+  CHECK(to_string(one.ranks[0][1]) == "(0SEND_F0)BATCH_P2P");
+  CHECK(parse_plan("0F0,(0SEND_F0)BATCH_P2P\n1RECV_F0,1F0\n", "one.csv").ranks == one.ranks);
+  CHECK(csv_error("(0F1)BATCH_P2P").find("0F1 is not a SEND/RECV") != std::string::npos);
 }

@@ -5,13 +5,16 @@
 #include <catch2/catch.hpp>
 
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "pipeplan/emit.h"
 #include "pipeplan/error.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
 #include "pipeplan/prove.h"
+#include "pipeplan/simulate.h"
 #include "pipeplan/torch_runtime.h"
 #include "pipeplan/transport.h"
 #include "pipeplan/verify.h"
@@ -312,4 +315,57 @@ TEST_CASE("runtime names: the CLI's --runtime", "[runtime-names][cli]") {
       run_cli({"convert", plain_csv, "-f", "torch-csv", "--runtime", "megatron"});
   CHECK(mixed.exit_code == 2);
   CHECK(mixed.err.find("torch-2.11 or torch") != std::string::npos);
+}
+
+TEST_CASE("runtime names: a group of one is an explicit wait, in the plan itself",
+          "[runtime-names][waits]") {
+  // The waited ring, with the wait written in the file: rank 1's
+  // (4RECV_F0)BATCH_P2P is committed alone and waited where it stands, so it
+  // hangs under every model, as Megatron's one-operation call does.
+  const Plan ring = from_lines(3, 1, 2, true,
+                               {"0F0 0SEND_F0 3RECV_F0 3F0 3SEND_F0",
+                                "1RECV_F0 1F0 (4RECV_F0)BATCH_P2P 1SEND_F0 4F0 4SEND_F0",
+                                "2RECV_F0 2F0 2SEND_F0 5RECV_F0 5F0"});
+  REQUIRE(check_structure(ring).empty());
+  REQUIRE(ring.ranks[1][2].waited);
+  CHECK(to_string(ring.ranks[1]) == "1RECV_F0 1F0 (4RECV_F0)BATCH_P2P 1SEND_F0 4F0 4SEND_F0");
+  for (const TransportModel& m : kTransportModels) {
+    INFO(m.name);
+    const VerifyResult r = verify(ring, {m.id});
+    REQUIRE_FALSE(r.ok());
+    std::string all;
+    for (const Diagnostic& d : r.diagnostics) all += d.message + "\n";
+    CHECK(all.find("(4RECV_F0)BATCH_P2P") != std::string::npos);
+  }
+  // Posted before the receive, the send leaves and the wait is harmless.
+  const Plan fixed = from_lines(3, 1, 2, true,
+                                {"0F0 0SEND_F0 3RECV_F0 3F0 3SEND_F0",
+                                 "1RECV_F0 1F0 1SEND_F0 (4RECV_F0)BATCH_P2P 4F0 4SEND_F0",
+                                 "2RECV_F0 2F0 2SEND_F0 5RECV_F0 5F0"});
+  for (const Runtime& r : runtimes()) {
+    INFO(r.name);
+    CHECK(verify(fixed, verify_options(r)).ok());
+  }
+  // A commit of one runs on the group's communicator: on NCCL it never meets
+  // a plain send on the pair's (torch, pipeplan-nccl); Gloo and one stream
+  // per rank meet them.
+  const Plan mixed = from_lines(2, 1, 1, true, {"0F0 (0SEND_F0)BATCH_P2P", "1RECV_F0 1F0"});
+  CHECK(under(mixed, "torch").diagnostics.at(0).code == "group-meets-single");
+  CHECK(under(mixed, "pipeplan-gloo").ok());
+  CHECK(under(mixed, "dualpipe").ok());
+  const Plan both =
+      from_lines(2, 1, 1, true, {"0F0 (0SEND_F0)BATCH_P2P", "(1RECV_F0)BATCH_P2P 1F0"});
+  for (const Runtime& r : runtimes()) {
+    INFO(r.name);
+    CHECK(verify(both, verify_options(r)).ok());
+  }
+  // The simulator honours it: the hang is a sim-deadlock, the fix runs, and
+  // a waited send holds its rank until the receive is posted.
+  SimOptions o;
+  CHECK_FALSE(simulate(ring, o).ok());
+  CHECK(simulate(fixed, o).ok());
+  // Refused where it cannot be written: torch's CSV has no groups.
+  std::ostringstream out;
+  CHECK_THROWS_WITH(write_torch_csv(both, out),
+                    Catch::Contains("(0SEND_F0)BATCH_P2P is a batched P2P group"));
 }

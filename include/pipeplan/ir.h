@@ -63,18 +63,26 @@ inline bool is_memory(ActionType t) {
 /// one `batch_isend_irecv` and completed together), is a run of ordinary
 /// SEND/RECV actions in the rank's list, every member but the last marked
 /// `batch_next`; counts, pairs and diagnostics by (rank, index) see each
-/// member (docs/format.md).
+/// member (docs/format.md). A group of one, `(A)BATCH_P2P`, is an explicit
+/// wait: the SEND/RECV is committed alone (one `batch_isend_irecv` of one
+/// operation, on the group's communicator) and waited where it stands, as
+/// DualPipe's commit-and-wait and Megatron's one-operation calls are; it is
+/// one action marked `waited` (a plain cell is posted and left, a receive
+/// waited for by the compute that reads it).
 struct Action {
   ActionType type = ActionType::F;
   /// A SEND/RECV posted in one BATCH_P2P group with the next action of its rank.
   bool batch_next = false;
+  /// A SEND/RECV that is a BATCH_P2P group of one: committed alone and
+  /// waited where it stands (never with batch_next).
+  bool waited = false;
   std::int32_t stage = 0;
   std::int32_t microbatch = 0;
   std::int32_t sub_stage = -1;
   std::int32_t sub_microbatch = -1;
 
-  // A constructor rather than an aggregate: `batch_next` sits in the padding
-  // after `type` (20 bytes an action) while Action{type, stage, mb, -1, -1}
+  // A constructor rather than an aggregate: `batch_next` and `waited` sit in
+  // the padding after `type` (20 bytes an action) while Action{type, stage, mb, -1, -1}
   // keeps its meaning.
   constexpr Action(ActionType t = ActionType::F, std::int32_t s = 0, std::int32_t mb = 0,
                    std::int32_t sub_s = -1, std::int32_t sub_mb = -1, bool batched = false)
@@ -86,8 +94,8 @@ struct Action {
         sub_microbatch(sub_mb) {}
 
   friend bool operator==(const Action& a, const Action& b) {
-    return a.type == b.type && a.batch_next == b.batch_next && a.stage == b.stage &&
-           a.microbatch == b.microbatch && a.sub_stage == b.sub_stage &&
+    return a.type == b.type && a.batch_next == b.batch_next && a.waited == b.waited &&
+           a.stage == b.stage && a.microbatch == b.microbatch && a.sub_stage == b.sub_stage &&
            a.sub_microbatch == b.sub_microbatch;
   }
   friend bool operator!=(const Action& a, const Action& b) { return !(a == b); }

@@ -111,7 +111,9 @@ and pipeplan's memory actions ``"0OFFLOAD3"``, ``"0RELOAD3"``, ``"0RECOMPUTE3"``
 ``Action("1SEND_F3")`` parses the torch grammar as the plan readers do
 (strictly: ``"2BW0"`` is an InputError saying why). Actions compare equal to each other and to their string. A
 batched P2P group ``(0SEND_F1;0RECV_B0)BATCH_P2P`` is one cell of a plan but
-several Actions, each a SEND/RECV; all but the last have ``batch_next``.)doc")
+several Actions, each a SEND/RECV; all but the last have ``batch_next``. A group
+of one, ``Action("(0SEND_F0)BATCH_P2P")``, is one Action with ``waited``: committed
+alone and waited where it stands.)doc")
       .def(py::init([](const py::object& text) {
              if (!py::isinstance<py::str>(text))
                throw TypeFailure{"Action() takes an action string, got " + type_name(text)};
@@ -154,6 +156,11 @@ several Actions, each a SEND/RECV; all but the last have ``batch_next``.)doc")
           "True for a member of a batched P2P group, (A;B;...)BATCH_P2P, that is posted "
           "together with the next action of its rank (every member but the last); the group's "
           "members are consecutive Actions of plan.ranks[r].")
+      .def_property_readonly(
+          "waited", [](const Action& a) { return a.waited; },
+          "True for a SEND/RECV written as a BATCH_P2P group of one, (A)BATCH_P2P: committed "
+          "alone and waited where it stands (DualPipe's commit-and-wait, Megatron's "
+          "one-operation calls); str() gives the group.")
       .def("__str__", [](const Action& a) { return to_string(a); })
       .def("__repr__", [](const Action& a) { return "Action('" + to_string(a) + "')"; })
       .def(

@@ -191,7 +191,16 @@ def test_batch_p2p_groups_read_write_and_pickle():
     assert pipeplan.from_torch(order) == plan
     with pytest.raises(pipeplan.InputError, match="torch's _load_csv cannot read"):
         pipeplan.to_torch_csv(plan)
-    with pytest.raises(pipeplan.InputError, match="one member"):
-        pipeplan.loads("0F0,(0SEND_F0)BATCH_P2P\n1RECV_F0,1F0\n")
+    # A group of one is an explicit wait: one Action, marked waited.
+    one = pipeplan.loads("0F0,(0SEND_F0)BATCH_P2P\n1RECV_F0,1F0\n", forward_only=True)
+    waited = one.ranks[0][1]
+    assert waited.waited and not waited.batch_next
+    assert str(waited) == "(0SEND_F0)BATCH_P2P" == pipeplan.Action("(0SEND_F0)BATCH_P2P")
+    assert waited != pipeplan.Action("0SEND_F0")
+    import pickle
+    assert pickle.loads(pickle.dumps(waited)).waited
+    assert pipeplan.verify(one) == []
+    with pytest.raises(pipeplan.InputError, match="torch's _load_csv cannot read"):
+        pipeplan.to_torch_csv(one)
     with pytest.raises(pipeplan.InputError, match="batched P2P group"):
         pipeplan.Action("(0SEND_F1;0RECV_B0)BATCH_P2P")

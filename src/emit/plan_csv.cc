@@ -26,7 +26,7 @@ void refuse_what_torch_cannot_read(const Plan& plan) {
     const auto& list = plan.ranks[r];
     for (std::size_t i = 0; i < list.size();) {
       const std::size_t n = cell_size(list, i);
-      if (n > 1) {
+      if (n > 1 || list[i].waited) {
         std::string cell;
         append_cell(cell, &list[i], n);
         throw InputError("torch-csv: rank " + std::to_string(r) + " index " + std::to_string(i) +

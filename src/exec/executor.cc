@@ -167,7 +167,7 @@ void Executor::Impl::run_in_context(const Action& a) {
 void Executor::Impl::run_program(const std::vector<Action>& program) {
   for (std::size_t i = 0; i < program.size();) {
     const std::size_t n = cell_size(program, i);
-    if (n > 1) run_group(program, i, n);
+    if (n > 1 || program[i].waited) run_group(program, i, n);  // a group of one too
     else run_observed(program, i);
     i += n;
   }

@@ -8,7 +8,7 @@ namespace {
 
 constexpr std::string_view kBatch = "BATCH_P2P";
 constexpr const char* kForm =
-    "(<A>;<B>;...)BATCH_P2P of two or more SEND_F, RECV_F, SEND_B, RECV_B";
+    "(<A>;<B>;...)BATCH_P2P of one or more SEND_F, RECV_F, SEND_B, RECV_B";
 
 bool failed(std::string_view cell, std::size_t offset, const std::string& why, CellError& error) {
   error.offset = offset;
@@ -67,12 +67,10 @@ bool parse_batch(std::string_view cell, std::size_t close, std::vector<Action>& 
     if (end == body.size()) break;
     begin = end + 1;
   }
-  if (out.size() - first < 2)
-    return failed(cell, 1,
-                  "one member; a group holds two or more (a single SEND/RECV is written alone, "
-                  "without the parentheses)",
-                  error) ||
-           undo();
+  if (out.size() - first == 1) {  // a group of one: committed alone, waited where it stands
+    out.back().waited = true;
+    return true;
+  }
   for (std::size_t k = first; k + 1 < out.size(); ++k) out[k].batch_next = true;
   return true;
 }

@@ -1,6 +1,7 @@
 // Located parsing of one cell of a plan's row, shared by the CSV reader,
 // the JSON reader and from_torch()'s tables: one action in torch's grammar,
-// or a batched P2P group "(A;B;...)BATCH_P2P" of two or more SEND/RECV.
+// or a batched P2P group "(A;B;...)BATCH_P2P" of SEND/RECV (a group of one,
+// "(A)BATCH_P2P", is the action marked waited).
 #pragma once
 
 #include <cstddef>

@@ -16,6 +16,7 @@ constexpr std::array<std::string_view, 15> kTypeNames = {
     "F",           "B",       "I",       "W",           "SEND_F",  "RECV_F", "SEND_B",   "RECV_B",
     "OVERLAP_F_B", "UNSHARD", "RESHARD", "REDUCE_GRAD", "OFFLOAD", "RELOAD", "RECOMPUTE"};
 constexpr std::string_view kGroupType = "OVERLAP_F_B";
+constexpr std::string_view kBatchType = "BATCH_P2P";
 
 // The types a plain action may name, for messages: every type but the group.
 const std::string& type_list() {
@@ -124,10 +125,27 @@ std::string_view trim(std::string_view s, std::size_t& offset) {
   return s.substr(b, e - b);
 }
 
+// "(<s>SEND_F<m>)BATCH_P2P": a group of one, the action marked waited.
+// (A group of several is a cell of several actions: the plan readers'.)
+ActionParse parse_waited(std::string_view s, std::size_t close) {
+  std::size_t at = 1;
+  std::string_view inner = trim(s.substr(1, close - 1), at);
+  if (inner.find(';') != std::string_view::npos)
+    return fail(1, "a BATCH_P2P group of several actions is several actions: read it in a plan");
+  ActionParse a = parse_simple(inner, at);
+  if (!a.action) return a;
+  if (!is_comm(a.action->type))
+    return fail(at, "a BATCH_P2P group holds only SEND_F, RECV_F, SEND_B and RECV_B, got '" +
+                        limits::excerpt(inner) + "'");
+  a.action->waited = true;
+  return a;
+}
+
 ActionParse parse_group(std::string_view s) {
   const std::size_t close = s.find(')');
   if (close == std::string_view::npos)
     return fail(s.size(), "missing ')' closing the OVERLAP_F_B group");
+  if (s.substr(close + 1) == kBatchType) return parse_waited(s, close);
   if (s.substr(close + 1) != kGroupType) {
     return fail(close + 1, "expected 'OVERLAP_F_B' after ')', got '" +
                                limits::excerpt(s.substr(close + 1)) + "'");
@@ -164,6 +182,14 @@ std::optional<ActionType> parse_action_type(std::string_view s) {
 }
 
 void append_to(std::string& out, const Action& a) {
+  if (a.waited) {  // a BATCH_P2P group of one
+    Action plain = a;
+    plain.waited = false;
+    out += '(';
+    append_to(out, plain);
+    out += ")BATCH_P2P";
+    return;
+  }
   if (a.type == ActionType::OverlapFB) {
     out += '(';
     append_to(out, make(ActionType::F, a.stage, a.microbatch));
@@ -221,11 +247,20 @@ long first_bad_group(const std::vector<Action>& list, std::string* why) {
   for (std::size_t i = 0; i < list.size();) {
     const std::size_t n = cell_size(list, i);
     if (n == 1 && !list[i].batch_next) {
+      if (list[i].waited && !is_comm(list[i].type)) {
+        *why = to_string(list[i]) + " is a BATCH_P2P group of one, which holds only " +
+               "SEND_F, RECV_F, SEND_B or RECV_B";
+        return static_cast<long>(i);
+      }
       ++i;
       continue;
     }
     detail::GroupMembers members;
     for (std::size_t k = i; k < i + n; ++k) {
+      if (list[k].waited) {
+        *why = to_string(list[k]) + " is a BATCH_P2P group of one inside another group";
+        return static_cast<long>(k);
+      }
       if (!is_comm(list[k].type)) {
         *why = to_string(list[k]) + " is in a BATCH_P2P group, which holds only " +
                "SEND_F, RECV_F, SEND_B and RECV_B";

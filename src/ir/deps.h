@@ -57,8 +57,9 @@ inline Role role(ActionType t) {
 /// The role of an action in its rank's list: as its type's, except that a
 /// SEND/RECV marked batch_next opens a BATCH_P2P group (Action::batch_next:
 /// it and the actions after it up to the first unmarked one are the group's
-/// members, in posting order; a well-formed plan, first_bad_group()).
-inline Role role(const Action& a) { return a.batch_next ? Role::Group : role(a.type); }
+/// members, in posting order; a well-formed plan, first_bad_group()), and
+/// one marked waited is a group of one (Action::waited).
+inline Role role(const Action& a) { return a.batch_next || a.waited ? Role::Group : role(a.type); }
 
 enum class Kind : std::uint8_t { Forward, Grad };
 

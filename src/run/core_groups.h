@@ -136,11 +136,14 @@ Step Core<P, Op>::group(int r, std::size_t i) {
     st.group_open = true;
     if (!buffered_sends(model())) {
       // A group on its rank's stream for groups (serial: the rank's one
-      // stream); a single waited where it stands (n == 1) on its pair's.
+      // stream), a group of one (Action::waited) too: it is committed as a
+      // batch; a single waited where it stands by the runtime's rule
+      // (waits_singles()) on its pair's.
       const std::size_t rank_stream = this->ends_.size() + static_cast<std::size_t>(r);
       const auto own = static_cast<std::size_t>(link_of(r, static_cast<std::int32_t>(i)).end);
+      const bool batch = n > 1 || list[i].waited;
       push_unit(r, static_cast<std::int32_t>(i),
-                n > 1 || one_stream_per_rank(model()) ? rank_stream : own);
+                batch || one_stream_per_rank(model()) ? rank_stream : own);
     }
   }
   if (link_of(r, static_cast<std::int32_t>(i)).left > 0) return Step::Wait;

@@ -174,7 +174,7 @@ bool Engine::check_groups() {
       result_.problems.push_back(
           {"sim-bad-action", static_cast<int>(r), static_cast<int>(at), to_string(a), why});
     }
-    for (const Action& a : plan_.ranks[r]) any |= a.batch_next;
+    for (const Action& a : plan_.ranks[r]) any |= a.batch_next || a.waited;
   }
   if (!result_.problems.empty()) return false;
   if (any) use_groups(plan_.ranks);

@@ -92,6 +92,7 @@ void Proof::group_single_check(std::vector<Diagnostic>& out) const {
   const auto grouped = [this](int r, int i) {
     const std::vector<Action>& list = plan_.ranks[static_cast<std::size_t>(r)];
     return list[static_cast<std::size_t>(i)].batch_next ||
+           list[static_cast<std::size_t>(i)].waited ||
            (i > 0 && list[static_cast<std::size_t>(i) - 1].batch_next);
   };
   for (int r = 0; r < n_ && named < kMaxNamed; ++r) {

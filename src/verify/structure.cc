@@ -214,7 +214,7 @@ class Checker {
     bool marked = false;  // any BATCH_P2P mark: the groups get checked after the scan
     for (int i = 0; i < static_cast<int>(list.size()); ++i) {
       const Action& a = list[static_cast<std::size_t>(i)];
-      marked |= a.batch_next;
+      marked |= a.batch_next || a.waited;
       if (is_passthrough(a.type)) continue;
       if (is_memory(a.type)) {
         record_memory(r, i, a);
