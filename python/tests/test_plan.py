@@ -197,7 +197,6 @@ def test_batch_p2p_groups_read_write_and_pickle():
     assert waited.waited and not waited.batch_next
     assert str(waited) == "(0SEND_F0)BATCH_P2P" == pipeplan.Action("(0SEND_F0)BATCH_P2P")
     assert waited != pipeplan.Action("0SEND_F0")
-    import pickle
     assert pickle.loads(pickle.dumps(waited)).waited
     assert pipeplan.verify(one) == []
     with pytest.raises(pipeplan.InputError, match="torch's _load_csv cannot read"):
