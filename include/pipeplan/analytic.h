@@ -78,6 +78,10 @@ struct LayerWork {
   double w_bytes = 0.0;  ///< weight-gradient traffic (the embedding's scatter-add)
   double activation_bytes = 0.0;  ///< kept from F until the backward, no recompute
   double input_bytes = 0.0;       ///< the layer's input (kept under full recompute)
+  /// The parts of f_flops, i_flops, f_bytes and i_bytes that grow with the
+  /// square of the sequence length: attention's core over the s x s scores
+  /// (and, eager, the scores' traffic). W has none.
+  double f_quad_flops = 0.0, i_quad_flops = 0.0, f_quad_bytes = 0.0, i_quad_bytes = 0.0;
 };
 
 /// Why `m` is not a shape this model can take ("" when it is): ranges, heads
@@ -94,7 +98,9 @@ std::vector<LayerWork> analytic_layers(const ModelShape& m);
 
 /// The layer profile of `m` on `d`: F = f_flops / peak + f_bytes / bandwidth,
 /// I and W likewise, B = I + W (ms; GFLOP when d.tflops = 0);
-/// activation and input in GB (10^9 bytes); recompute = F. Throws
+/// activation and input in GB (10^9 bytes); recompute = F; F_quad and
+/// B_quad from the quadratic parts likewise; seq_len = seq x micro_batch
+/// tokens. Throws
 /// InputError for a bad shape or device, or a value beyond the profile's
 /// limits.
 LayerProfile analytic_profile(const ModelShape& m, const DeviceSpec& d);

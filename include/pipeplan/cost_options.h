@@ -24,6 +24,9 @@ struct CostOptions {
   /// each copy ("" = 0).
   std::string host_bw, host_latency;
   std::string model = "rendezvous";  ///< rendezvous | eager | serial
+  /// Tokens of each microbatch, in microbatch order (parse_lengths; empty:
+  /// every microbatch at the length the costs are stated at).
+  std::vector<double> lengths;
   /// Put before an option's name in messages: "" names them as the library
   /// and the Python keywords do ("comm latency 'x' ..."); the CLI sets "--".
   std::string name_prefix;

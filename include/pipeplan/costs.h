@@ -42,7 +42,25 @@ struct CostModel {
   /// The copy stream: an OFFLOAD or RELOAD of size X (activation units)
   /// takes host_latency + X / host_bandwidth; host_bandwidth 0 = infinite.
   double host_bandwidth = 0.0, host_latency = 0.0;
+  /// Variable-length microbatches (docs/lengths.md): the tokens of each
+  /// microbatch, in microbatch order, and the length the costs above are
+  /// stated at (0: the longest microbatch's). Set with set_lengths().
+  std::vector<double> microbatch_tokens;
+  double stated_tokens = 0.0;
+  /// Derived by set_lengths(): microbatch -> its tokens over the stated
+  /// length. Empty (or a microbatch past its end): at the stated length.
+  std::vector<double> length_ratio;
+  /// Stage -> the fractions of its F, B, I and W that grow with the square
+  /// of the length (attention); the rest, activations and transfers grow
+  /// linearly. Stages not listed grow linearly.
+  std::map<int, StageScale> stage_quadratic;
 
+  /// Tokens of microbatch `mb` over the stated length (1 without lengths).
+  double ratio(int mb) const {
+    return mb >= 0 && static_cast<std::size_t>(mb) < length_ratio.size()
+               ? length_ratio[static_cast<std::size_t>(mb)]
+               : 1.0;
+  }
   /// Activation size of one microbatch of `stage`.
   double memory(int stage) const {
     return stage_memory.empty() ? 1.0 : stage_memory[static_cast<std::size_t>(stage)];
@@ -51,16 +69,32 @@ struct CostModel {
   double input(int stage) const {
     return stage_input.empty() ? memory(stage) : stage_input[static_cast<std::size_t>(stage)];
   }
+  /// Activation size of microbatch `mb` of `stage` (per token).
+  double memory(int stage, int mb) const { return memory(stage) * ratio(mb); }
+  /// What `stage` keeps of microbatch `mb` for a RECOMPUTE.
+  double input(int stage, int mb) const { return input(stage) * ratio(mb); }
   /// How long an OFFLOAD or RELOAD of `size` takes on the copy stream.
   double copy_time(double size) const {
     return host_latency + (host_bandwidth > 0 ? size / host_bandwidth : 0.0);
   }
 
   /// Duration of a compute action, RECOMPUTE included (0 for SEND/RECV,
-  /// copies and pass-through types: copies take copy_time()).
+  /// copies and pass-through types: copies take copy_time()), for the
+  /// length of its microbatch.
   double duration(const Action& a) const;
   /// latency + bytes / bandwidth (just latency when either is 0).
   double transfer_time() const;
+  /// transfer_time() of a value of microbatch `mb`: its bytes grow with
+  /// its tokens.
+  double transfer_time(int mb) const;
+  /// Whether microbatches differ in length (length_ratio not all 1).
+  bool variable_lengths() const;
+  /// Sets the microbatches' tokens and the stated length (0: the longest)
+  /// and derives length_ratio. Throws InputError for a length that is not
+  /// a positive finite number.
+  void set_lengths(std::vector<double> tokens, double stated = 0.0);
+  /// Throws InputError unless no lengths are set or one per microbatch.
+  void check_lengths(int num_microbatches) const;
 };
 
 /// A stage-costs file as read (io.h: read_stage_costs). One written by
@@ -70,8 +104,8 @@ struct CostModel {
 struct StageCosts {
   std::map<int, StageScale> stages;
   bool absolute = false;
-  std::string time_unit;    ///< "ms" for calibrated files
-  int stages_per_rank = 0;  ///< layout measured on (0: not stated)
+  std::string time_unit;                  ///< "ms" for calibrated files
+  int stages_per_rank = 0;                ///< layout measured on (0: not stated)
   std::map<int, std::string> unmeasured;  ///< stage -> types not measured ("B,I,W")
   std::optional<double> comm_latency, comm_bandwidth, transfer_bytes;
 };

@@ -71,4 +71,11 @@ std::map<int, StageScale> parse_stage_costs(std::string_view text,
 /// throws InputError.
 StageCosts read_stage_costs(std::string_view text, const std::string& source = "<stage-costs>");
 
+/// Microbatch lengths in tokens, in microbatch order (docs/lengths.md):
+/// numbers separated by commas, spaces or line breaks ('#' starts a
+/// comment), e.g. "512,2048,128" or a file of one per line. Throws
+/// InputError "<source>: ..." naming the bad item (not a positive number,
+/// none given, more than limits::kMaxMicrobatches).
+std::vector<double> parse_lengths(std::string_view text, const std::string& source = "lengths");
+
 }  // namespace pipeplan

@@ -53,6 +53,9 @@ inline constexpr double kMaxSvgWidth = 1e7;
 /// Largest duration or cost of one action or transfer, in time units (after
 /// every multiplier): sums over any plan stay finite and exact enough.
 inline constexpr double kMaxCost = 1e12;
+/// Longest microbatch over the length its costs are stated at
+/// (CostModel::length_ratio; docs/lengths.md).
+inline constexpr double kMaxLengthRatio = 1e4;
 
 /// Why a shape exceeds a limit ("pp_degree 70000 is more than the supported
 /// 65536 ranks"), or "" when it fits. Arguments are the values as given

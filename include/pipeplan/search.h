@@ -155,6 +155,18 @@ double makespan_lower_bound(const LayerProfile& profile, int pp_degree, int num_
                             double memory_limit = std::numeric_limits<double>::infinity(),
                             BoundMemoryActions actions = {});
 
+/// makespan_lower_bound() for microbatches of different lengths
+/// (`costs.microbatch_tokens`, on the profile's stated length, else the
+/// longest; the transfer cost is `costs`'): the larger of that bound with
+/// every layer at the shortest microbatch's costs and activation (each
+/// microbatch costs at least that) and the busiest rank's share of the real
+/// work, the sum over microbatches and layers of F + B over p (or the
+/// heaviest layer's). Without lengths, makespan_lower_bound() above.
+double makespan_lower_bound(const LayerProfile& profile, int pp_degree, const CostModel& costs,
+                            int num_microbatches, std::string* reason = nullptr,
+                            double memory_limit = std::numeric_limits<double>::infinity(),
+                            BoundMemoryActions actions = {});
+
 /// Human-readable report. Implemented in src/emit.
 void write_search_text(const SearchResult& result, const SearchOptions& options, std::ostream& out);
 /// {"format":"pipeplan.search","version":1,"makespan":..,"peak_memory":..,

@@ -37,6 +37,8 @@ CommSpec = Union[str, float, Sequence[float]]
 StageSet = Union[str, Sequence[int]]  # "all", "0,2-3" or [0, 2, 3]
 LayerRow = Union[Sequence[Union[str, float]], Mapping[str, Union[str, float]]]
 Layers = Union[PathLike, "LayerProfile", Sequence[LayerRow]]
+# lengths=: tokens of each microbatch, in microbatch order, or a file of them.
+Lengths = Union[PathLike, Sequence[float]]
 
 class Action:
     def __init__(self, text: str) -> None: ...
@@ -252,10 +254,18 @@ class Layer:
     def input(self) -> float: ...
     @property
     def recompute(self) -> float: ...
+    @property
+    def F_quad(self) -> float: ...
+    @property
+    def B_quad(self) -> float: ...
+    @property
+    def W_quad(self) -> float: ...
 
 class LayerProfile:
     @property
     def layers(self) -> list[Layer]: ...
+    @property
+    def seq_len(self) -> Optional[float]: ...
     def __len__(self) -> int: ...
     def __getitem__(self, index: int) -> Layer: ...
     def balanced_partition(self, num_stages: int) -> list[int]: ...
@@ -342,6 +352,7 @@ def plan(
     host_bw: Optional[float] = None,
     host_latency: Optional[float] = None,
     runtime: Optional[RuntimeName] = None,
+    lengths: Optional[Lengths] = None,
 ) -> Plan: ...
 def lower(
     plan: Plan,
@@ -420,6 +431,7 @@ def simulate(
     offload_lead: Optional[int] = None,
     host_bw: Optional[float] = None,
     host_latency: Optional[float] = None,
+    lengths: Optional[Lengths] = None,
 ) -> SimResult: ...
 def compare(
     pp_degree: int,
@@ -442,6 +454,7 @@ def compare(
     offload_lead: Optional[int] = None,
     host_bw: Optional[float] = None,
     host_latency: Optional[float] = None,
+    lengths: Optional[Lengths] = None,
 ) -> Comparison: ...
 def read_layers(layers: Layers) -> LayerProfile: ...
 def search(
@@ -459,6 +472,7 @@ def search(
     offload: bool = True,
     host_bw: Optional[float] = None,
     host_latency: Optional[float] = None,
+    lengths: Optional[Lengths] = None,
 ) -> SearchResult: ...
 def from_torch(
     order: Union[Mapping[int, Iterable[Any]], Iterable[Iterable[Any]]],

@@ -27,7 +27,8 @@ Plan make_plan(const std::string& schedule, const py::object& pp_arg, const py::
                const py::object& stage_costs, const py::object& comm, const py::object& bytes,
                const py::object& recompute, const py::object& offload,
                const py::object& offload_lead, const py::object& host_bw,
-               const py::object& host_latency, const py::object& runtime_arg) {
+               const py::object& host_latency, const py::object& runtime_arg,
+               const py::object& lengths) {
   const std::vector<Runtime> under = runtimes_arg(runtime_arg);
   const int pp_degree = count_arg(pp_arg, "pp_degree", 1, limits::kMaxRanks);
   const int num_microbatches = count_arg(m_arg, "num_microbatches", 1, limits::kMaxMicrobatches);
@@ -42,10 +43,12 @@ Plan make_plan(const std::string& schedule, const py::object& pp_arg, const py::
   Problem problem{schedule, pp_degree, num_microbatches, stages_per_rank.value_or(0)};
   problem.forward_only = forward_only;
   const Planner planner(problem);
-  const LowerOptions options = planner.lowering(
-      lowering_choice(lowering, prefetch, serial_safe, comm, batch_p2p),
-      sim_options(cost, stage_costs, comm, bytes, "rendezvous", nullptr, host_bw, host_latency)
-          .costs);
+  const CostModel costs = sim_options(cost, stage_costs, comm, bytes, "rendezvous", nullptr,
+                                      host_bw, host_latency, lengths)
+                              .costs;
+  costs.check_lengths(num_microbatches);
+  const LowerOptions options =
+      planner.lowering(lowering_choice(lowering, prefetch, serial_safe, comm, batch_p2p), costs);
   const MemoryPolicy policy = memory_policy_arg(recompute, offload, offload_lead);
   if (!under.empty()) {
     // As `pipeplan plan --runtime`: proved under the runtime, lowered
@@ -297,13 +300,15 @@ also accepts each row's aliases, case-insensitively).)doc");
         py::arg("recompute") = py::none(), py::arg("offload") = py::none(),
         py::arg("offload_lead") = py::none(), py::arg("host_bw") = py::none(),
         py::arg("host_latency") = py::none(), py::arg("runtime") = py::none(),
+        py::arg("lengths") = py::none(),
         R"doc(Plans a schedule: the compute order of every rank, lowered (SEND/RECV
 inserted, each rank pair in one FIFO order) unless ``compute_only``.
 Equivalent to ``pipeplan plan -s SCHEDULE -p PP -m M [-v V] [-r R] [--compute-only]
 [--forward-only] [--lowering ..] [--prefetch N] [--serial-safe] [--batch-p2p] [--cost ..]
 [--stage-costs ..] [--comm ..] [--bytes ..] [--recompute ..] [--offload ..]
-[--offload-lead K] [--host-bw ..] [--host-latency ..] [--runtime ..]``; the
-lowering, memory and runtime keywords are lower()'s.
+[--offload-lead K] [--host-bw ..] [--host-latency ..] [--runtime ..] [--lengths ..]``;
+the lowering, memory and runtime keywords are lower()'s, ``lengths`` (tokens
+of each microbatch) simulate()'s: the lowering times the step for them.
 
 schedule          name or alias from schedules(), e.g. "1f1b", "interleaved-1f1b", "zbv"
 pp_degree         number of ranks

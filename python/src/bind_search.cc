@@ -115,6 +115,10 @@ void bind_search(py::module_& m) {
                              "keeps (the profile's input column; default: activation).")
       .def_property_readonly("recompute", &Layer::recompute_time,
                              "Time of its RECOMPUTE (the profile's recompute column; default: F).")
+      .def_readonly("F_quad", &Layer::f_quad,
+                    "Part of F that grows with the square of the length (attention; default 0).")
+      .def_readonly("B_quad", &Layer::b_quad, "Part of B that grows with the square of the length.")
+      .def_readonly("W_quad", &Layer::w_quad, "Part of W that grows with the square of the length.")
       .def("__repr__", [](const Layer& l) {
         std::ostringstream s;
         s << "Layer(" << l.name << ", F=" << l.f << ", B=" << l.b << ", W=" << l.w
@@ -124,6 +128,8 @@ void bind_search(py::module_& m) {
 
   py::class_<LayerProfile>(m, "LayerProfile", "A model as its layers in pipeline order.")
       .def_readonly("layers", &LayerProfile::layers)
+      .def_readonly("seq_len", &LayerProfile::seq_len,
+                    "Tokens per microbatch the costs are stated at ('# seq_len: N'), or None.")
       .def("__len__", &LayerProfile::size)
       .def("__getitem__",
            [](const LayerProfile& p, const py::object& index) {
@@ -250,8 +256,8 @@ actions), ``to_text()``/``to_json()`` as
          const py::object& memory_limit, const py::object& comm, const py::object& bytes,
          const std::string& model, const py::object& time_limit,
          const py::object& max_stages_per_rank, const py::object& recompute,
-         const py::object& offload,
-         const py::object& host_bw, const py::object& host_latency) {
+         const py::object& offload, const py::object& host_bw, const py::object& host_latency,
+         const py::object& lengths) {
         Searched s;
         s.options.pp_degree = count_arg(pp_degree, "pp_degree", 1, limits::kMaxRanks);
         s.options.num_microbatches =
@@ -262,8 +268,9 @@ actions), ``to_text()``/``to_json()`` as
         s.options.max_stages_per_rank =
             count_arg(max_stages_per_rank, "max_stages_per_rank", 1, limits::kMaxStagesPerRank);
         const LayerProfile profile = layers_from(layers);
-        const SimOptions sim =
-            sim_options(py::none(), py::none(), comm, bytes, model, nullptr, host_bw, host_latency);
+        const SimOptions sim = sim_options(py::none(), py::none(), comm, bytes, model, nullptr,
+                                           host_bw, host_latency, lengths);
+        sim.costs.check_lengths(s.options.num_microbatches);
         s.options.recompute = bool_arg(recompute, "recompute");
         s.options.offload = bool_arg(offload, "offload");
         s.options.comm = sim.costs;
@@ -279,6 +286,7 @@ actions), ``to_text()``/``to_json()`` as
       py::arg("model") = "rendezvous", py::arg("time_limit") = 3.0,
       py::arg("max_stages_per_rank") = 4, py::arg("recompute") = true, py::arg("offload") = true,
       py::arg("host_bw") = py::none(), py::arg("host_latency") = py::none(),
+      py::arg("lengths") = py::none(),
       R"doc(Finds the plan to run for a model, as ``pipeplan search``: the layer
 partition, stage mapping, v and every rank's compute order with the least
 simulated makespan whose peak activation memory per rank is within
@@ -294,6 +302,8 @@ offload             False: --no-offload (no OFFLOAD/RELOAD); offload needs host_
 host_bw             --host-bw: the copy stream's bandwidth (activation units per
                     time unit); lets the search offload activations to host
 host_latency        --host-latency: the latency of each copy (default 0)
+lengths             --lengths: tokens of each microbatch (a list, or a file of
+                    them); costs grow per microbatch from the profile's seq_len
 
 Below 1F1B's budget the search decides per (stage, microbatch) whether its
 activations are kept, recomputed or offloaded (docs/memory.md):

@@ -13,6 +13,7 @@
 #include "pipeplan/cost_options.h"
 #include "pipeplan/emit_sim.h"
 #include "pipeplan/error.h"
+#include "pipeplan/io.h"
 #include "pipeplan/limits.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
@@ -89,6 +90,28 @@ void stage_costs_from(const py::object& stage_costs, CostOptions& out) {
   out.stage_costs = frontend::read_file(out.stage_costs_source);
 }
 
+}  // namespace
+
+std::vector<double> lengths_arg(const py::object& lengths) {
+  if (lengths.is_none()) return {};
+  if (py::isinstance<py::str>(lengths) || py::hasattr(lengths, "__fspath__")) {
+    const std::string path = path_from(lengths);
+    return parse_lengths(frontend::read_file(path), path);
+  }
+  if (!py::isinstance<py::sequence>(lengths))
+    throw py::type_error("lengths must be a list of tokens per microbatch or a file path, got " +
+                         py::repr(lengths).cast<std::string>());
+  std::vector<double> out;
+  for (const auto& x : lengths.cast<py::sequence>()) {
+    const std::string where = "lengths[" + std::to_string(out.size()) + "]";
+    out.push_back(float_arg(x, where.c_str()));
+  }
+  if (out.empty()) throw InputError("lengths: no microbatch length given");
+  return out;
+}
+
+namespace {
+
 // --comm LAT[,BW]: "LAT,BW", a latency, or (latency, bandwidth).
 std::string comm_spec(const py::object& comm) {
   if (py::isinstance<py::str>(comm)) return comm.cast<std::string>();
@@ -125,10 +148,11 @@ Simulation run_simulation(const py::object& plan_obj, const py::object& cost,
                           bool compute_only, bool check, const py::object& layers,
                           const py::object& recompute, const py::object& offload,
                           const py::object& offload_lead, const py::object& host_bw,
-                          const py::object& host_latency) {
+                          const py::object& host_latency, const py::object& lengths) {
   const Plan& given = arg_of<Plan>(plan_obj, "plan", "Plan");
   Simulation s;
-  s.options = sim_options(cost, stage_costs, comm, bytes, model, nullptr, host_bw, host_latency);
+  s.options =
+      sim_options(cost, stage_costs, comm, bytes, model, nullptr, host_bw, host_latency, lengths);
   // A layer profile: stages cost the sums of their layers (the plan's
   // recorded partition, else the balanced one), as --layers.
   if (!layers.is_none()) {
@@ -178,17 +202,14 @@ struct Comparison {
   std::vector<ComparisonRow> rows;
 };
 
-Comparison run_comparison(const py::object& pp_arg, const py::object& m_arg,
-                          const py::object& v_arg,
-                          const std::optional<std::vector<std::string>>& names_given,
-                          const py::object& cost, const py::object& stage_costs,
-                          const py::object& comm, const py::object& bytes, const std::string& model,
-                          const py::object& layers, const py::object& lowering,
-                          const py::object& prefetch, const py::object& serial_safe,
-                          const py::object& batch_p2p,
-                          const py::object& recompute, const py::object& offload,
-                          const py::object& offload_lead, const py::object& host_bw,
-                          const py::object& host_latency) {
+Comparison run_comparison(
+    const py::object& pp_arg, const py::object& m_arg, const py::object& v_arg,
+    const std::optional<std::vector<std::string>>& names_given, const py::object& cost,
+    const py::object& stage_costs, const py::object& comm, const py::object& bytes,
+    const std::string& model, const py::object& layers, const py::object& lowering,
+    const py::object& prefetch, const py::object& serial_safe, const py::object& batch_p2p,
+    const py::object& recompute, const py::object& offload, const py::object& offload_lead,
+    const py::object& host_bw, const py::object& host_latency, const py::object& lengths) {
   const int pp_degree = count_arg(pp_arg, "pp_degree", 1, limits::kMaxRanks);
   const int num_microbatches = count_arg(m_arg, "num_microbatches", 1, limits::kMaxMicrobatches);
   const std::optional<int> stages_per_rank =
@@ -198,7 +219,8 @@ Comparison run_comparison(const py::object& pp_arg, const py::object& m_arg,
   c.pp_degree = pp_degree;
   c.num_microbatches = num_microbatches;
   StageCosts file;
-  c.options = sim_options(cost, stage_costs, comm, bytes, model, &file, host_bw, host_latency);
+  c.options =
+      sim_options(cost, stage_costs, comm, bytes, model, &file, host_bw, host_latency, lengths);
   if (file.absolute) use_rank_share(c.options, file);
   CompareRequest request;
   request.pp_degree = pp_degree;
@@ -237,8 +259,8 @@ py::list peaks(const std::vector<RankStats>& ranks) {
 // The keywords as the CLI's option text; the library checks and reads them.
 SimOptions sim_options(const py::object& cost, const py::object& stage_costs,
                        const py::object& comm, const py::object& bytes, const std::string& model,
-                       StageCosts* file, const py::object& host_bw,
-                       const py::object& host_latency) {
+                       StageCosts* file, const py::object& host_bw, const py::object& host_latency,
+                       const py::object& lengths) {
   CostOptions given;
   if (!cost.is_none()) given.cost = cost_spec(cost);
   if (!stage_costs.is_none()) stage_costs_from(stage_costs, given);
@@ -247,6 +269,7 @@ SimOptions sim_options(const py::object& cost, const py::object& stage_costs,
   if (!host_bw.is_none()) given.host_bw = number_text(host_bw, "host_bw");
   if (!host_latency.is_none()) given.host_latency = number_text(host_latency, "host_latency");
   given.model = model;
+  given.lengths = lengths_arg(lengths);
   return make_sim_options(given, file);
 }
 
@@ -373,8 +396,13 @@ A simulation: ``makespan``, ``bubble_fraction``, ``ranks`` (RankStats),
         py::arg("check") = true, py::arg("layers") = py::none(), py::arg("recompute") = py::none(),
         py::arg("offload") = py::none(), py::arg("offload_lead") = py::none(),
         py::arg("host_bw") = py::none(), py::arg("host_latency") = py::none(),
+        py::arg("lengths") = py::none(),
         R"doc(Runs a whole plan through the cost model, as ``pipeplan simulate``. The
 keyword arguments are the CLI's options:
+
+lengths       --lengths: tokens of each microbatch in microbatch order (a list,
+              or a file of them); costs grow per microbatch from the length
+              they are stated at (docs/lengths.md)
 
 cost          --cost: "F=1,B=2,I=1,W=1[,OVERLAP_F_B=2.5]" or {"F": 1, "B": 2};
               B defaults to I+W, I = W = B/2 when only B is given
@@ -479,7 +507,7 @@ skipped schedules last), ``best`` (the first row that ran), ``to_text()`` and
         py::arg("serial_safe") = false, py::arg("batch_p2p") = false,
         py::arg("recompute") = py::none(), py::arg("offload") = py::none(),
         py::arg("offload_lead") = py::none(), py::arg("host_bw") = py::none(),
-        py::arg("host_latency") = py::none(),
+        py::arg("host_latency") = py::none(), py::arg("lengths") = py::none(),
         R"doc(Plans and simulates every schedule (or the ``schedules`` named) on one
 shape, as ``pipeplan compare``; the cost options are simulate()'s, the
 lowering keywords (``lowering``, ``prefetch``, ``serial_safe``, ``batch_p2p``)

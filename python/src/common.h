@@ -58,6 +58,9 @@ std::optional<int> optional_count(const py::handle& value, const char* name, lon
 /// A float argument: TypeError unless a real number (a bool is not one);
 /// InputError unless finite.
 double float_arg(const py::handle& value, const char* name);
+/// lengths=: a list of tokens per microbatch, or a file path of them
+/// (parse_lengths); empty for None. TypeError / InputError otherwise.
+std::vector<double> lengths_arg(const py::object& lengths);
 /// A flag argument: TypeError unless True or False (an int is not one:
 /// batch_p2p=1 is refused, as the CLI's flags take no value).
 bool bool_arg(const py::handle& value, const char* name);
@@ -102,8 +105,9 @@ std::string path_from(const py::object& path);
 CsvReadOptions csv_options(std::optional<int> num_microbatches,
                            const std::optional<std::string>& mapping,
                            const std::optional<std::string>& schedule, bool forward_only);
-/// The cost keywords (cost=, stage_costs=, comm=, bytes=, model=, and the
-/// copy stream's host_bw=, host_latency=: None when not given) as the CLI's
+/// The cost keywords (cost=, stage_costs=, comm=, bytes=, model=, the
+/// copy stream's host_bw=, host_latency=, and lengths= (a list of tokens per
+/// microbatch or a file of them, as --lengths): None when not given) as the CLI's
 /// --cost, --stage-costs, --comm, --bytes, --model, --host-bw and
 /// --host-latency; the library
 /// checks and reads them (make_sim_options). `file`, when given, receives the
@@ -111,7 +115,8 @@ CsvReadOptions csv_options(std::optional<int> num_microbatches,
 SimOptions sim_options(const py::object& cost, const py::object& stage_costs,
                        const py::object& comm, const py::object& bytes, const std::string& model,
                        StageCosts* file = nullptr, const py::object& host_bw = py::none(),
-                       const py::object& host_latency = py::none());
+                       const py::object& host_latency = py::none(),
+                       const py::object& lengths = py::none());
 /// The memory policy keywords (recompute=, offload=: None, "all", "0,2-3" or
 /// a list of stage numbers; offload_lead=: None or a count) as the CLI's
 /// --recompute, --offload and --offload-lead.

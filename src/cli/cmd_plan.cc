@@ -71,6 +71,7 @@ std::function<int()> setup_plan(CLI::App& app) {
     // come from it.
     const Planner planner(args->problem);
     SimOptions costs = make_sim_options(args->costs);
+    costs.costs.check_lengths(planner.meta().num_microbatches);
     Partition partition;
     if (const std::optional<LayerProfile> layers = load_layers(args->costs))
       partition = apply_layers(*layers, planner.meta(), costs);

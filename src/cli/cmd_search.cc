@@ -88,6 +88,7 @@ std::function<int()> setup_search(CLI::App& app) {
   app.add_option("--model", args->costs.model,
                  "Transport the makespan is measured under (the plan is verified under all three)")
       ->check(CLI::IsMember(model_names()));
+  add_lengths_option(app, args->costs.lengths);
   app.add_option("--time-limit", args->options.time_limit,
                  "Search time bound in seconds (default 3; with memory actions allowed, the last "
                  "30% is kept for deciding them and the last 10% for the finalists)")

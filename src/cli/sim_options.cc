@@ -42,9 +42,27 @@ void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs, bool mode
                  "(default: infinite; docs/memory.md)");
   app.add_option("--host-latency", args.host_latency,
                  "Latency of each OFFLOAD/RELOAD on the copy stream (default 0)");
+  add_lengths_option(app, args.lengths);
   if (model)
     app.add_option("--model", args.model, "Transport model for SEND/RECV")
         ->check(CLI::IsMember(model_names()));
+}
+
+void add_lengths_option(CLI::App& app, std::string& lengths) {
+  app.add_option("--lengths", lengths,
+                 "Tokens of each microbatch, in microbatch order (L1,L2,... or a FILE of them): "
+                 "costs grow per microbatch, linearly, plus a layer profile's quadratic part, "
+                 "from the length they are stated at (the profile's seq_len, else the longest; "
+                 "docs/lengths.md)");
+}
+
+std::vector<double> read_lengths(const std::string& value) {
+  if (value.empty()) return {};
+  // A list is digits and separators only; anything else names a file.
+  const bool list = value.find_first_not_of("0123456789.,eE+- \t") == std::string::npos &&
+                    value.find_first_of("0123456789") != std::string::npos;
+  if (list) return parse_lengths(value, "--lengths");
+  return parse_lengths(read_input(value), value);
 }
 
 SimOptions make_sim_options(const CostArgs& args, StageCosts* file_out) {
@@ -64,6 +82,7 @@ SimOptions make_sim_options(const CostArgs& args, StageCosts* file_out) {
   given.host_bw = args.host_bw;
   given.host_latency = args.host_latency;
   given.model = args.model;
+  given.lengths = read_lengths(args.lengths);
   StageCosts file;
   SimOptions o = pipeplan::make_sim_options(given, &file);
   if (file.absolute)

@@ -31,11 +31,14 @@ struct CostArgs {
   double bytes = 0;
   std::string host_bw, host_latency;  ///< --host-bw, --host-latency (memory actions' copies)
   std::string model = "rendezvous";
+  std::string lengths;  ///< --lengths L1,L2,...|FILE
 };
 
 /// Adds the cost-model options (`stage_costs`: whether --stage-costs exists;
 /// `model`: whether --model does).
 void add_cost_options(CLI::App& app, CostArgs& args, bool stage_costs = true, bool model = true);
+/// Adds --lengths (also for commands without the other cost options).
+void add_lengths_option(CLI::App& app, std::string& lengths);
 /// Parses the cost options (reading --stage-costs FILE; a calibrated file
 /// sets absolute durations and its transfer cost); throws InputError.
 /// `file_out`, when given, receives the stage-costs file as read.
@@ -43,6 +46,9 @@ SimOptions make_sim_options(const CostArgs& args, StageCosts* file_out = nullptr
 /// The lowering `flags` choose (--lowering, --prefetch, --serial-safe),
 /// with the transfer cost stated when --comm gives it.
 LoweringChoice lowering_choice(LoweringChoice flags, const CostArgs& costs);
+/// --lengths as tokens per microbatch: the list given, or FILE's
+/// (parse_lengths); empty when not given. Throws InputError.
+std::vector<double> read_lengths(const std::string& value);
 /// Reads --layers FILE; nullopt when not given.
 std::optional<LayerProfile> load_layers(const CostArgs& args);
 /// Gives `options` the stage costs of `profile` split for `meta` (its

@@ -42,7 +42,14 @@ void write_layer_profile(const LayerProfile& profile, std::ostream& out,
       if (ch == '\n' || ch == '\r') ch = ' ';
     out << "# " << text << '\n';
   }
-  out << "name,F,B,W,activation,input,recompute\n";
+  if (profile.seq_len) {
+    std::string len = "# seq_len: ";
+    append_number(len, *profile.seq_len);
+    out << len << '\n';
+  }
+  const bool quadratic = profile.has_quadratic();
+  out << "name,F,B,W,activation,input,recompute" << (quadratic ? ",F_quad,B_quad,W_quad" : "")
+      << '\n';
   std::string line;
   for (const Layer& l : profile.layers) {
     line = l.name;
@@ -50,6 +57,11 @@ void write_layer_profile(const LayerProfile& profile, std::ostream& out,
       line += ',';
       append_number(line, v);
     }
+    if (quadratic)
+      for (double v : {l.f_quad, l.b_quad, l.w_quad}) {
+        line += ',';
+        append_number(line, v);
+      }
     line += '\n';
     out << line;
   }

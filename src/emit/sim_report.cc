@@ -30,6 +30,21 @@ std::string cost_line(const CostModel& c) {
   return s + ")";
 }
 
+// Variable-length microbatches: their tokens and the length the costs are for.
+std::string lengths_line(const CostModel& c) {
+  const auto [lo, hi] = std::minmax_element(c.microbatch_tokens.begin(), c.microbatch_tokens.end());
+  double sum = 0;
+  for (double t : c.microbatch_tokens) sum += t;
+  std::string s = "lengths: " + std::to_string(c.microbatch_tokens.size()) + " microbatches, " +
+                  format_number(*lo) + ".." + format_number(*hi) + " tokens (" +
+                  format_number(sum) + " in all); costs stated at " +
+                  (c.stated_tokens > 0 ? format_number(c.stated_tokens) + " tokens"
+                                       : "the longest, " + format_number(*hi) + " tokens");
+  bool quadratic = false;
+  for (const auto& [stage, q] : c.stage_quadratic) quadratic |= q.f > 0 || q.b > 0 || q.w > 0;
+  return s + (quadratic ? ", with the profile's quadratic part" : ", growing linearly");
+}
+
 // The copy stream's costs, for plans with memory actions.
 std::string copy_line(const CostModel& c) {
   return "copies: latency " + format_number(c.host_latency) + " + size / " +
@@ -54,6 +69,7 @@ void write_sim_text(const Plan& plan, const SimOptions& options, const SimResult
       << m.num_microbatches << ", stages per rank " << m.stages_per_rank << "\n";
   out << "model: " << model_name(options, result) << "\n";
   out << "costs: " << cost_line(options.costs) << "\n";
+  if (!options.costs.microbatch_tokens.empty()) out << lengths_line(options.costs) << "\n";
   const bool memory_actions = plan.has_memory_actions();
   if (memory_actions) out << copy_line(options.costs) << "\n";
   if (!options.costs.stage_scales.empty()) {
@@ -73,11 +89,20 @@ void write_sim_text(const Plan& plan, const SimOptions& options, const SimResult
   pct << std::fixed << std::setprecision(2) << tidy(result.bubble_fraction) * 100.0;
   out << "makespan: " << format_number(result.makespan) << "\n";
   out << "bubble: " << pct.str() << "% (1 - busy / (ranks x makespan))\n";
+  // Peak memory differs from the activation count only with a layer profile
+  // (or memory actions, or microbatches of different lengths).
+  const bool weighted =
+      !options.costs.stage_memory.empty() || memory_actions || options.costs.variable_lengths();
+  if (weighted && !result.ranks.empty()) {
+    const RankStats* top = &result.ranks.front();
+    for (const RankStats& r : result.ranks)
+      if (r.peak_memory > top->peak_memory) top = &r;
+    out << "peak memory: " << format_number(top->peak_memory, 3) << " on rank " << top->rank
+        << " (activation units of the profile; a search's default budget is 1f1b's)\n";
+  }
   // Right-aligned columns sized to their widest cell.
   std::vector<std::vector<std::string>> rows = {
       {"rank", "busy", "idle", "first", "last", "peak act", "peak (rank units)", "recv bufs"}};
-  // Peak memory differs from the activation count only with a layer profile.
-  const bool weighted = !options.costs.stage_memory.empty() || memory_actions;
   if (weighted) rows[0].push_back("peak mem");
   if (memory_actions) rows[0].insert(rows[0].end(), {"peak host", "copy busy"});
   for (const RankStats& r : result.ranks) {
@@ -133,6 +158,10 @@ void write_sim_json(const Plan& plan, const SimOptions& options, const SimResult
   for (const auto& [stage, s] : c.stage_scales)
     scales.push_back({{"stage", stage}, {"F", s.f}, {"B", s.b}, {"I", s.i}, {"W", s.w}});
   costs["stage_multipliers"] = scales;
+  if (!c.microbatch_tokens.empty()) {
+    costs["lengths"] = c.microbatch_tokens;
+    costs["stated_length"] = c.stated_tokens > 0 ? Json(c.stated_tokens) : Json(nullptr);
+  }
   doc["costs"] = costs;
   doc["ok"] = result.ok();
   if (!result.ok()) {

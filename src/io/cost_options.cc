@@ -27,6 +27,43 @@ double parse_non_negative(const std::string& s, const std::string& what) {
 
 }  // namespace
 
+std::vector<double> parse_lengths(std::string_view text, const std::string& source) {
+  std::vector<double> out;
+  int line = 1;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const char c = text[pos];
+    if (c == '#') {
+      while (pos < text.size() && text[pos] != '\n') ++pos;
+      continue;
+    }
+    if (c == '\n') ++line;
+    if (c == ',' || c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+      ++pos;
+      continue;
+    }
+    std::size_t end = pos;
+    while (end < text.size() &&
+           std::string_view(", \t\r\n#").find(text[end]) == std::string_view::npos)
+      ++end;
+    const std::string_view item = text.substr(pos, end - pos);
+    double v = 0;
+    auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (ec != std::errc() || ptr != item.data() + item.size() || !std::isfinite(v) || v <= 0 ||
+        v > limits::kMaxCost)
+      throw InputError(source + ":" + std::to_string(line) + ": length '" + limits::excerpt(item) +
+                       "' of microbatch " + std::to_string(out.size()) +
+                       " is not a positive number of tokens");
+    if (out.size() >= static_cast<std::size_t>(limits::kMaxMicrobatches))
+      throw InputError(source + ": more than the supported " +
+                       std::to_string(limits::kMaxMicrobatches) + " microbatch lengths");
+    out.push_back(v);
+    pos = end;
+  }
+  if (out.empty()) throw InputError(source + ": no microbatch length given");
+  return out;
+}
+
 SimOptions make_sim_options(const CostOptions& args, StageCosts* file_out) {
   SimOptions o;
   const std::string& pre = args.name_prefix;
@@ -69,6 +106,7 @@ SimOptions make_sim_options(const CostOptions& args, StageCosts* file_out) {
     throw InputError(pre + "model '" + limits::excerpt(args.model) + "' is not a transport (" +
                      transport_names() + ")");
   o.transport = *transport;
+  if (!args.lengths.empty()) o.costs.set_lengths(args.lengths);
   // Every duration bounded now, whatever uses the costs later (the plan's
   // stage count is checked where a plan meets them).
   detail::check_costs(o.costs, std::numeric_limits<int>::max());

@@ -40,6 +40,31 @@ std::vector<std::pair<int, char>> cost_terms(const Action& a) {
   }
 }
 
+// The longest microbatch's costs stay bounded: ratios up to
+// limits::kMaxLengthRatio, and every cost grown by the largest r^2.
+template <class Bounded>
+void check_length_growth(const CostModel& c, const std::string& prefix, const Bounded& bounded) {
+  double grow = 1.0, longest = 1.0;
+  for (std::size_t k = 0; k < c.length_ratio.size(); ++k) {
+    const double r = c.length_ratio[k];
+    if (!(r > 0) || r > limits::kMaxLengthRatio)
+      throw InputError(prefix + "microbatch " + std::to_string(k) + " is " + cost_text(r) +
+                       " times the length the costs are stated at (at most " +
+                       cost_text(limits::kMaxLengthRatio) + ")");
+    grow = std::max(grow, r * r);
+    longest = std::max(longest, r);
+  }
+  if (grow == 1.0) return;
+  double most = std::max({c.f, c.b, c.i, c.w, c.overlap.value_or(0.0)});
+  for (const auto& [stage, scale] : c.stage_scales)
+    most = std::max({most, c.f * scale.f, c.b * scale.b, c.i * scale.i, c.w * scale.w});
+  for (double v : c.stage_recompute) most = std::max(most, v);
+  bounded("cost of the longest microbatch", most * grow);
+  bounded("transfer time of the longest microbatch",
+          c.comm_latency +
+              (c.comm_bandwidth > 0 ? c.transfer_bytes * longest / c.comm_bandwidth : 0.0));
+}
+
 }  // namespace
 
 void check_measured(const CostModel& c, const Plan& plan) {
@@ -116,6 +141,7 @@ void check_costs(const CostModel& c, int num_stages, const std::string& prefix) 
   for (double v : c.stage_memory) largest = std::max(largest, v);
   for (double v : c.stage_input) largest = std::max(largest, v);
   bounded("copy time (host latency + activation / host bandwidth)", c.copy_time(largest));
+  check_length_growth(c, prefix, bounded);
 }
 
 }  // namespace pipeplan::detail

@@ -12,7 +12,8 @@ namespace pipeplan::detail {
 /// Throws InputError (prefixed with `prefix`) unless every duration the model
 /// can produce is a number in 0..limits::kMaxCost (per-type costs, each
 /// stage's scaled costs, latency + bytes / bandwidth) and every stage it
-/// scales is in 0..num_stages-1. Within those bounds no sum over a plan of at
+/// scales is in 0..num_stages-1, and microbatch lengths keep them so (a
+/// length ratio up to limits::kMaxLengthRatio). Within those bounds no sum over a plan of at
 /// most limits::kMaxActions actions overflows: a makespan is never inf and a
 /// bubble never nan.
 void check_costs(const CostModel& c, int num_stages, const std::string& prefix = "");

@@ -1,6 +1,13 @@
 // The cost model: per-type and per-stage durations and the transfer time.
 #include "pipeplan/costs.h"
 
+#include <algorithm>
+#include <cmath>
+
+#include "ir/numbers.h"
+#include "pipeplan/error.h"
+#include "pipeplan/limits.h"
+
 namespace pipeplan {
 namespace {
 
@@ -11,30 +18,87 @@ const StageScale& scale_of(const CostModel& c, int stage) {
   return it == c.stage_scales.end() ? kUnitScale : it->second;
 }
 
+const StageScale kLinear{0.0, 0.0, 0.0, 0.0};
+
+// How a cost of `stage` stated at the reference length grows to microbatch
+// `mb`'s: r (1 - q) + r^2 q, with r the length ratio and q the part's
+// quadratic fraction.
+double grown(const CostModel& c, int stage, int mb, double StageScale::*part) {
+  if (c.length_ratio.empty()) return 1.0;
+  const double r = c.ratio(mb);
+  auto it = c.stage_quadratic.find(stage);
+  const double q = (it == c.stage_quadratic.end() ? kLinear : it->second).*part;
+  return r * (1.0 - q) + r * r * q;
+}
+
+double cost_of(const CostModel& c, double base, int stage, int mb, double StageScale::*part) {
+  return base * scale_of(c, stage).*part * grown(c, stage, mb, part);
+}
+
 }  // namespace
 
 double CostModel::duration(const Action& a) const {
   switch (a.type) {
-    case ActionType::F: return f * scale_of(*this, a.stage).f;
-    case ActionType::B: return b * scale_of(*this, a.stage).b;
-    case ActionType::I: return i * scale_of(*this, a.stage).i;
-    case ActionType::W: return w * scale_of(*this, a.stage).w;
+    case ActionType::F: return cost_of(*this, f, a.stage, a.microbatch, &StageScale::f);
+    case ActionType::B: return cost_of(*this, b, a.stage, a.microbatch, &StageScale::b);
+    case ActionType::I: return cost_of(*this, i, a.stage, a.microbatch, &StageScale::i);
+    case ActionType::W: return cost_of(*this, w, a.stage, a.microbatch, &StageScale::w);
     case ActionType::OverlapFB:
       if (overlap) return *overlap;
-      return f * scale_of(*this, a.stage).f + b * scale_of(*this, a.sub_stage).b;
+      return cost_of(*this, f, a.stage, a.microbatch, &StageScale::f) +
+             cost_of(*this, b, a.sub_stage, a.sub_microbatch, &StageScale::b);
     case ActionType::Recompute:
+      // A recompute re-runs the forward: it grows as F does.
       if (!stage_recompute.empty() && a.stage >= 0 &&
           static_cast<std::size_t>(a.stage) < stage_recompute.size())
-        return stage_recompute[static_cast<std::size_t>(a.stage)];
-      return f * scale_of(*this, a.stage).f;
+        return stage_recompute[static_cast<std::size_t>(a.stage)] *
+               grown(*this, a.stage, a.microbatch, &StageScale::f);
+      return cost_of(*this, f, a.stage, a.microbatch, &StageScale::f);
     default: return 0.0;
   }
 }
 
-double CostModel::transfer_time() const {
+double CostModel::transfer_time() const { return transfer_time(-1); }
+
+double CostModel::transfer_time(int mb) const {
   if (comm_bandwidth > 0 && transfer_bytes > 0)
-    return comm_latency + transfer_bytes / comm_bandwidth;
+    return comm_latency + transfer_bytes * ratio(mb) / comm_bandwidth;
   return comm_latency;
+}
+
+void CostModel::set_lengths(std::vector<double> tokens, double stated) {
+  if (!std::isfinite(stated) || stated < 0)
+    throw InputError("the stated sequence length must be a positive number of tokens, got " +
+                     detail::format_number(stated));
+  double longest = 0.0;
+  for (std::size_t k = 0; k < tokens.size(); ++k) {
+    if (!std::isfinite(tokens[k]) || tokens[k] <= 0 || tokens[k] > limits::kMaxCost)
+      throw InputError("the length of microbatch " + std::to_string(k) + " (" +
+                       detail::format_number(tokens[k]) +
+                       ") is not a positive number of tokens up to 1e+12");
+    longest = std::max(longest, tokens[k]);
+  }
+  microbatch_tokens = std::move(tokens);
+  stated_tokens = stated;
+  const double reference = stated > 0 ? stated : longest;
+  length_ratio.clear();
+  for (double t : microbatch_tokens) length_ratio.push_back(t / reference);
+}
+
+void CostModel::check_lengths(int num_microbatches) const {
+  if (microbatch_tokens.empty() ||
+      microbatch_tokens.size() == static_cast<std::size_t>(num_microbatches))
+    return;
+  throw InputError("lengths: " + std::to_string(microbatch_tokens.size()) +
+                   " microbatch lengths given, but the plan has " +
+                   std::to_string(num_microbatches) +
+                   " microbatches (one length per microbatch, in microbatch order)");
+}
+
+bool CostModel::variable_lengths() const {
+  for (double r : length_ratio)
+    if (r != 1.0) return true;
+  return false;
 }
 
 CostModel cost_model_of(const StageCosts& file) {

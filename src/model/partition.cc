@@ -347,12 +347,13 @@ CostModel stage_costs(const LayerProfile& profile, const Partition& partition,
   CostModel c = base;
   c.f = c.b = c.i = c.w = 1.0;  // the per-stage sums carry the whole cost
   c.stage_scales.clear();
+  c.stage_quadratic.clear();
   c.stage_memory.assign(partition.size(), 0.0);
   c.stage_recompute.assign(partition.size(), 0.0);
   c.stage_input.assign(partition.size(), 0.0);
   int layer = 0;
   for (std::size_t s = 0; s < partition.size(); ++s) {
-    StageScale scale{0, 0, 0, 0};
+    StageScale scale{0, 0, 0, 0}, quad{0, 0, 0, 0};
     // A recomputing stage keeps its first layer's input.
     if (static_cast<std::size_t>(layer) < profile.size())
       c.stage_input[s] = profile.layers[static_cast<std::size_t>(layer)].input_size();
@@ -363,10 +364,26 @@ CostModel stage_costs(const LayerProfile& profile, const Partition& partition,
       scale.b += x.b;
       scale.i += x.i();
       scale.w += x.w;
+      quad.f += x.f_quad;
+      quad.b += x.b_quad;
+      quad.i += x.i_quad();
+      quad.w += x.w_quad;
       c.stage_memory[s] += x.activation;
     }
     c.stage_scales[static_cast<int>(s)] = scale;
+    if (quad.f > 0 || quad.b > 0 || quad.w > 0) {
+      const auto fraction = [](double part, double whole) {
+        return whole > 0 ? std::min(1.0, part / whole) : 0.0;
+      };
+      c.stage_quadratic[static_cast<int>(s)] = {fraction(quad.f, scale.f),
+                                                fraction(quad.b, scale.b),
+                                                fraction(quad.i, scale.i),
+                                                fraction(quad.w, scale.w)};
+    }
   }
+  // The profile's costs are those of a microbatch of its stated length.
+  if (profile.seq_len && !c.microbatch_tokens.empty())
+    c.set_lengths(c.microbatch_tokens, *profile.seq_len);
   return c;
 }
 

@@ -303,4 +303,83 @@ double makespan_lower_bound(const LayerProfile& profile, int pp_degree, int num_
   return best->value;
 }
 
+namespace {
+
+// r (1 - q) + r^2 q: a cost with quadratic part `quad` of `whole` at ratio r.
+double grown(double whole, double quad, double r) {
+  const double q = whole > 0 ? std::min(1.0, quad / whole) : 0.0;
+  return whole * (r * (1.0 - q) + r * r * q);
+}
+
+// The transfer time of a microbatch at ratio r.
+double transfer_at(const CostModel& c, double r) {
+  return c.comm_latency + (c.comm_bandwidth > 0 && c.transfer_bytes > 0
+                               ? c.transfer_bytes * r / c.comm_bandwidth
+                               : 0.0);
+}
+
+// The layer as microbatch ratio r costs it.
+Layer at_ratio(const Layer& l, double r) {
+  Layer x = l;
+  x.f = grown(l.f, l.f_quad, r);
+  x.w = grown(l.w, l.w_quad, r);
+  x.b = grown(l.i(), l.i_quad(), r) + x.w;
+  x.activation = l.activation * r;
+  x.input = l.input_size() * r;
+  x.recompute = grown(l.recompute_time(), l.f_quad, r);
+  return x;
+}
+
+}  // namespace
+
+double makespan_lower_bound(const LayerProfile& profile, int pp_degree, const CostModel& costs,
+                            int num_microbatches, std::string* reason, double memory_limit,
+                            BoundMemoryActions actions) {
+  CostModel c = costs;
+  if (profile.seq_len && !c.microbatch_tokens.empty())
+    c.set_lengths(c.microbatch_tokens, *profile.seq_len);
+  if (!c.variable_lengths())
+    return makespan_lower_bound(profile, pp_degree, num_microbatches, c.transfer_time(), reason,
+                                memory_limit, actions);
+  // Every cost grows with the length: the shortest microbatch's are each
+  // microbatch's lower bounds, so the uniform bound on them holds.
+  const double shortest = *std::min_element(c.length_ratio.begin(), c.length_ratio.end());
+  LayerProfile low = profile;
+  for (Layer& l : low.layers) l = at_ratio(l, shortest);
+  std::string low_why;
+  const double low_value = makespan_lower_bound(
+      low, pp_degree, num_microbatches, transfer_at(c, shortest), &low_why, memory_limit, actions);
+  // The busiest rank still does its share of the real work.
+  double total = 0, heaviest = 0;
+  for (const Layer& l : profile.layers) {
+    double layer = 0;
+    for (double r : c.length_ratio) {
+      const Layer x = at_ratio(l, r);
+      layer += x.f + x.b;
+    }
+    total += layer;
+    heaviest = std::max(heaviest, layer);
+  }
+  const double work = std::max(total / pp_degree, heaviest);
+  // The longest microbatch still crosses every layer and back.
+  const double longest = *std::max_element(c.length_ratio.begin(), c.length_ratio.end());
+  LayerProfile high = profile;
+  for (Layer& l : high.layers) l = at_ratio(l, longest);
+  const Term chain = chain_term(high, pp_degree, transfer_at(c, longest));
+  if (chain.value > std::max(work, low_value) + kEps) {
+    if (reason) *reason = chain.why + " (the longest microbatch)";
+    return chain.value;
+  }
+  if (work > low_value + kEps) {
+    if (reason)
+      *reason =
+          "busiest rank over the microbatches' lengths: max(total work / p, heaviest "
+          "layer's work) = " +
+          detail::format_number(work);
+    return work;
+  }
+  if (reason) *reason = low_why + " (every microbatch at the shortest's costs)";
+  return low_value;
+}
+
 }  // namespace pipeplan

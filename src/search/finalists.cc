@@ -124,8 +124,9 @@ void Search::refine_library_partitions() {
 // incumbent; a faster schedule it finds is lowered like the finalists and
 // returned when it verifies everywhere and is no slower under --model.
 void Search::solve_exactly() {
-  // The exact search covers orders without memory actions only.
-  if (!o_.exact || o_.partition || res_.plan.has_memory_actions() ||
+  // The exact search covers orders without memory actions only, of
+  // microbatches that cost the same (its tables hold one cost per stage).
+  if (!o_.exact || o_.partition || res_.plan.has_memory_actions() || ctx_.comm.variable_lengths() ||
       !detail::exact_is_tiny(profile_, o_))
     return;
   // The exact search works in the compute-only model: compare like with like.
@@ -161,9 +162,9 @@ void Search::finish() {
       res_.recomputed += a.type == ActionType::Recompute;
       res_.offloaded += a.type == ActionType::Offload;
     }
-  res_.lower_bound = makespan_lower_bound(
-      profile_, o_.pp_degree, o_.num_microbatches, ctx_.comm.transfer_time(),
-      &res_.lower_bound_reason, ctx_.budget.limit, {allowed().recompute, allowed().offload});
+  res_.lower_bound = makespan_lower_bound(profile_, o_.pp_degree, ctx_.comm, o_.num_microbatches,
+                                          &res_.lower_bound_reason, ctx_.budget.limit,
+                                          {allowed().recompute, allowed().offload});
 }
 
 }  // namespace pipeplan::detail

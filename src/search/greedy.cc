@@ -30,15 +30,23 @@ StageTable stage_table(const CostModel& c, int num_stages) {
   StageTable t;
   const auto n = static_cast<std::size_t>(num_stages);
   t.f.resize(n), t.b.resize(n), t.i.resize(n), t.w.resize(n), t.mem.resize(n);
+  // With microbatches of different lengths (docs/lengths.md) the heuristics
+  // order by the mean microbatch's durations and budget by the largest
+  // activation; the plans they build are then timed exactly by simulate().
+  const int n_mb = std::max<int>(1, static_cast<int>(c.length_ratio.size()));
   for (int s = 0; s < num_stages; ++s) {
     const auto k = static_cast<std::size_t>(s);
-    t.f[k] = c.duration(make(ActionType::F, s, 0));
-    t.b[k] = c.duration(make(ActionType::B, s, 0));
-    t.i[k] = c.duration(make(ActionType::I, s, 0));
-    t.w[k] = c.duration(make(ActionType::W, s, 0));
-    t.mem[k] = c.memory(s);
+    for (int mb = 0; mb < n_mb; ++mb) {
+      t.f[k] += c.duration(make(ActionType::F, s, mb)) / n_mb;
+      t.b[k] += c.duration(make(ActionType::B, s, mb)) / n_mb;
+      t.i[k] += c.duration(make(ActionType::I, s, mb)) / n_mb;
+      t.w[k] += c.duration(make(ActionType::W, s, mb)) / n_mb;
+      t.mem[k] = std::max(t.mem[k], c.memory(s, mb));
+    }
   }
-  t.transfer = c.transfer_time();
+  double transfer = 0.0;
+  for (int mb = 0; mb < n_mb; ++mb) transfer += c.transfer_time(mb) / n_mb;
+  t.transfer = c.length_ratio.empty() ? c.transfer_time() : transfer;
   return t;
 }
 

@@ -71,7 +71,8 @@ class Rank {
         Item it;
         it.stage = a.stage, it.mb = a.microbatch, it.f_idx = i;
         it.f_start = start[i], it.f_end = end_[i];
-        it.mem = costs.memory(a.stage), it.input = costs.input(a.stage);
+        it.mem = costs.memory(a.stage, a.microbatch);
+        it.input = costs.input(a.stage, a.microbatch);
         it.copy = costs.copy_time(it.mem);
         at[key(a.stage, a.microbatch)] = items_.size();
         items_.push_back(it);
@@ -91,7 +92,7 @@ class Rank {
         double idle = start[i] - (i > 0 ? end_[i - 1] : 0.0);
         if (it.rec_idx < i) idle += start[i - 1] - (i > 1 ? end_[i - 2] : 0.0);
         it.recompute_cost =
-            std::max(0.0, costs.duration(make(ActionType::Recompute, a.stage, 0)) - idle);
+            std::max(0.0, costs.duration(make(ActionType::Recompute, a.stage, a.microbatch)) - idle);
       }
       it.free_end = end_[i];  // B, or the W after an I
       if (a.type == ActionType::W) it.w_idx = i;

@@ -20,6 +20,9 @@ Search::Search(const LayerProfile& profile, const SearchOptions& o, int fixed_v)
   comm.transfer_bytes = o.comm.transfer_bytes;
   comm.host_bandwidth = o.comm.host_bandwidth;
   comm.host_latency = o.comm.host_latency;
+  // Microbatch lengths (docs/lengths.md): every plan is simulated at them.
+  if (!o.comm.microbatch_tokens.empty())
+    comm.set_lengths(o.comm.microbatch_tokens, o.comm.stated_tokens);
 }
 
 SearchResult Search::run() {

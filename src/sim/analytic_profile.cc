@@ -1,6 +1,7 @@
 // analytic_profile(): per-layer FLOPs, memory traffic and activation sizes
 // of a transformer from its shape (docs/profiles.md states every term and
 // where it comes from).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -116,6 +117,8 @@ LayerWork block(const Dims& d, const std::string& name, bool dense_layer) {
   w.f_flops = (attn_weights + core + mlp.flops) / d.t;
   w.w_flops = (attn_weights + mlp.flops) / d.t;
   w.i_flops = (attn_weights + mlp.flops + 2 * core) / d.t;
+  w.f_quad_flops = core / d.t;
+  w.i_quad_flops = 2 * core / d.t;
 
   // Activations kept for the backward (Korthikanti et al. 2022, section 4.1):
   // the norm's input, QKV's input, Q, K, V, the output projection's input.
@@ -131,10 +134,13 @@ LayerWork block(const Dims& d, const std::string& name, bool dense_layer) {
   // Elementwise traffic (read + write): two norms, two residual adds, and
   // the pointwise ops of attention and the MLP; the backward moves twice it.
   double bytes = 4 * p * T * h + 6 * p * T * h + mlp.bytes;
-  if (!d.gpt) bytes += 2 * p * T * h * (1 + r);                // rotary on Q and K
-  if (d.eager) bytes += (d.gpt ? 4 * p + 1 : 2 * p) * scores;  // softmax (+ dropout)
+  if (!d.gpt) bytes += 2 * p * T * h * (1 + r);  // rotary on Q and K
+  const double score_bytes = d.eager ? (d.gpt ? 4 * p + 1 : 2 * p) * scores : 0.0;
+  bytes += score_bytes;  // softmax (+ dropout)
   w.f_bytes = bytes / d.t;
   w.i_bytes = 2 * w.f_bytes;
+  w.f_quad_bytes = score_bytes / d.t;
+  w.i_quad_bytes = 2 * w.f_quad_bytes;
   return w;
 }
 
@@ -239,9 +245,10 @@ std::string model_shape_problem(const ModelShape& in) {
   return {};
 }
 
-std::vector<LayerWork> analytic_layers(const ModelShape& in) {
-  if (std::string why = model_shape_problem(in); !why.empty()) throw InputError(why);
-  const ModelShape m = resolved(in);
+namespace {
+
+// The layers of a resolved, checked shape.
+std::vector<LayerWork> layers_of(const ModelShape& m) {
   const Dims d = dims_of(m);
   std::vector<LayerWork> out;
   out.reserve(static_cast<std::size_t>(m.layers) + 3);
@@ -253,6 +260,13 @@ std::vector<LayerWork> analytic_layers(const ModelShape& in) {
   return out;
 }
 
+}  // namespace
+
+std::vector<LayerWork> analytic_layers(const ModelShape& in) {
+  if (std::string why = model_shape_problem(in); !why.empty()) throw InputError(why);
+  return layers_of(resolved(in));
+}
+
 LayerProfile analytic_profile(const ModelShape& m, const DeviceSpec& dev) {
   if (!std::isfinite(dev.tflops) || dev.tflops < 0 || dev.tflops > 1e6)
     throw InputError("device TFLOP/s must be in (0, 1e6], got " +
@@ -262,8 +276,12 @@ LayerProfile analytic_profile(const ModelShape& m, const DeviceSpec& dev) {
                      detail::format_number(dev.mem_bw));
   if (dev.mem_bw > 0 && dev.tflops <= 0)
     throw InputError("a memory bandwidth needs the device's TFLOP/s too (times are then in ms)");
+  const std::vector<LayerWork> work = analytic_layers(m);
   LayerProfile profile;
-  for (const LayerWork& w : analytic_layers(m)) {
+  // Tokens per microbatch: a microbatch of L tokens costs as one whose
+  // sequences are L / seq_len times as long (docs/lengths.md).
+  profile.seq_len = static_cast<double>(m.seq) * static_cast<double>(m.micro_batch);
+  for (const LayerWork& w : work) {
     Layer l;
     l.name = w.name;
     l.f = to_unit(w.f_flops, w.f_bytes, dev);
@@ -273,6 +291,8 @@ LayerProfile analytic_profile(const ModelShape& m, const DeviceSpec& dev) {
     l.activation = w.activation_bytes / 1e9;
     l.input = w.input_bytes / 1e9;
     l.recompute = l.f;
+    l.f_quad = to_unit(w.f_quad_flops, w.f_quad_bytes, dev);
+    l.b_quad = to_unit(w.i_quad_flops, w.i_quad_bytes, dev);  // W has no quadratic part
     for (double v : {l.f, l.b, l.activation})
       if (!(v <= limits::kMaxCost))
         throw InputError("layer " + l.name + " costs more than the supported 1e+12 (" +

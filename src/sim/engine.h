@@ -214,13 +214,19 @@ class Engine : public run::Core<Engine, Posted> {
   // transfer_order.cc
   void add_hop(int end, const Hop& hop);
   void order_transfers();
+  // How long the value of key `k` takes to cross (its microbatch's length).
+  double hop_time(std::size_t k) const {
+    return variable_lengths_ ? costs_.transfer_time(static_cast<int>(k / num_stages_))
+                             : transfer_time_;
+  }
 
   const Plan& plan_;
   const PlanMeta& meta_;
   const CostModel& costs_;
   Transport transport_;
   int num_stages_, num_mb_;
-  double transfer_time_;
+  double transfer_time_;   // of every value, without variable lengths
+  bool variable_lengths_;  // transfers then take their microbatch's time
   bool compute_only_ = false;
   int consumed_recvs_ = 0;  // how many inputs ready_time() found delivered by a RECV
 

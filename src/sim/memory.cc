@@ -84,7 +84,8 @@ run::Step Engine::copy(int r, std::size_t, const Action& a) {
   MemKey& m = mem_[k];
   double start = std::max({st.copy_cursor, st.cursor, st.host});
   if (a.type == ActionType::Offload) start = std::max(start, keys_[k].f_end);
-  const double size = m.recompute ? costs_.input(a.stage) : costs_.memory(a.stage);
+  const double size =
+      m.recompute ? costs_.input(a.stage, a.microbatch) : costs_.memory(a.stage, a.microbatch);
   const double end = start + costs_.copy_time(size);
   result_.times[static_cast<std::size_t>(r)].push_back({start, end});
   st.copy_cursor = end;
@@ -106,19 +107,19 @@ void Engine::account_memory() {
     const auto& times = result_.times[r];
     events.clear();
     const auto kept = [&](int s, int mb) {
-      return mem_[key(s, mb)].recompute ? costs_.input(s) : costs_.memory(s);
+      return mem_[key(s, mb)].recompute ? costs_.input(s, mb) : costs_.memory(s, mb);
     };
     const auto forward = [&](int s, int mb, const ActionTime& t) {
       if (plan_.meta.forward_only) {
-        events.push_back({t.start, costs_.memory(s), 0.0});
-        events.push_back({t.end, -costs_.memory(s), 0.0});
+        events.push_back({t.start, costs_.memory(s, mb), 0.0});
+        events.push_back({t.end, -costs_.memory(s, mb), 0.0});
       } else {
         events.push_back({t.start, kept(s, mb), 0.0});
       }
     };
     // The backward that frees (s, mb): its input and any recomputed activation.
     const auto release = [&](int s, int mb, double t) {
-      const double rebuilt = mem_[key(s, mb)].recompute ? costs_.memory(s) : 0.0;
+      const double rebuilt = mem_[key(s, mb)].recompute ? costs_.memory(s, mb) : 0.0;
       events.push_back({t, -(kept(s, mb) + rebuilt), 0.0});
     };
     for (std::size_t i = 0; i < list.size(); ++i) {
@@ -144,7 +145,9 @@ void Engine::account_memory() {
           events.push_back({t.end, 0.0, -x});
           break;
         }
-        case ActionType::Recompute: events.push_back({t.start, costs_.memory(a.stage), 0.0}); break;
+        case ActionType::Recompute:
+          events.push_back({t.start, costs_.memory(a.stage, a.microbatch), 0.0});
+          break;
         default: break;
       }
     }

@@ -26,7 +26,8 @@ Engine::Engine(const Plan& plan, const SimOptions& options)
       transport_(options.transport),
       num_stages_(plan.meta.num_stages()),
       num_mb_(plan.meta.num_microbatches),
-      transfer_time_(options.costs.transfer_time()) {}
+      transfer_time_(options.costs.transfer_time()),
+      variable_lengths_(options.costs.variable_lengths()) {}
 
 // After the run: checks what no rank reached (a halted rank resumes past
 // the action that stopped it), so that bad actions anywhere are reported and
@@ -239,7 +240,7 @@ double Engine::forward_input(int stage, int mb, int rank, Loc* from, bool* via_r
   const double t = src.f_end;
   if (src_rank == rank || t == kUnknown) return t;
   *from = Loc{src_rank, src.f_at};
-  return t + transfer_time_;
+  return t + hop_time(key(stage, mb));
 }
 
 double Engine::grad_input(int stage, int mb, int rank, Loc* from, bool* via_recv) {
@@ -253,7 +254,7 @@ double Engine::grad_input(int stage, int mb, int rank, Loc* from, bool* via_recv
   const double t = src.bi_end;
   if (src_rank == rank || t == kUnknown) return t;
   *from = Loc{src_rank, src.bi_at};
-  return t + transfer_time_;
+  return t + hop_time(key(stage, mb));
 }
 
 // Whether every value `a` consumes is there; `data` is when the last one is,
@@ -349,8 +350,9 @@ void Engine::complete_compute(int r, const Action& a, double end) {
       k.f_end = end;
       // Inference keeps no activation for a backward: one is live while it runs.
       st.peak = std::max(st.peak, st.live + 1);
-      st.peak_memory = std::max(st.peak_memory, st.memory + costs_.memory(v.stage));
-      if (!plan_.meta.forward_only) ++st.live, st.memory += costs_.memory(v.stage);
+      const double size = costs_.memory(v.stage, v.microbatch);
+      st.peak_memory = std::max(st.peak_memory, st.memory + size);
+      if (!plan_.meta.forward_only) ++st.live, st.memory += size;
     } else {
       k.bi_end = end;
     }
@@ -362,7 +364,8 @@ void Engine::complete_compute(int r, const Action& a, double end) {
   // (OVERLAP_F_B: those of its backward part's stage).
   if (a.type == ActionType::B || a.type == ActionType::W || a.type == ActionType::OverlapFB) {
     --st.live;
-    st.memory -= costs_.memory(a.type == ActionType::OverlapFB ? a.sub_stage : a.stage);
+    st.memory -= a.type == ActionType::OverlapFB ? costs_.memory(a.sub_stage, a.sub_microbatch)
+                                                 : costs_.memory(a.stage, a.microbatch);
   }
 }
 
@@ -372,6 +375,7 @@ SimResult simulate(const Plan& plan, const SimOptions& options) {
   if (plan.meta.pp_degree < 1 || plan.meta.num_microbatches < 1 || plan.meta.stages_per_rank < 1)
     throw InputError("plan shape must have pp_degree, microbatches and stages_per_rank >= 1");
   detail::check_costs(options.costs, plan.meta.num_stages());
+  options.costs.check_lengths(plan.meta.num_microbatches);
   detail::check_measured(options.costs, plan);
   detail::Engine engine(plan, options);
   SimResult result = engine.simulate();

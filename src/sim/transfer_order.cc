@@ -167,7 +167,7 @@ void Engine::order_transfers() {
     const int consumer_index = fwd ? consumer.f_at : consumer.bi_at;
     result_.transfers.push_back(Transfer{
         r.src, h.src_index, r.dst, compute_only_ ? consumer_index : consumer.recv_at[fwd ? 0 : 1],
-        fwd ? producer.f_at : producer.bi_at, consumer_index, h.start, h.start + transfer_time_});
+        fwd ? producer.f_at : producer.bi_at, consumer_index, h.start, h.start + hop_time(k)});
     if (++r.at == r.end) {
       if (r.spans[r.span].block) r.spans[r.span].block->reset();
       if (++r.span < r.spans.size()) {

@@ -98,7 +98,7 @@ void Engine::on_waiting(int end, const Posted& op) {
 // value's key * 2 + direction, which the transfer list resolves later.
 void Engine::settle(int send_rank, int send_index, int send_end, int recv_rank, int recv_index,
                     std::uint64_t tag, double start) {
-  const double end = start + transfer_time_;
+  const double end = start + hop_time(tag >> 2);
   ActionTime& recv = time_at(recv_rank, recv_index);
   const double done = std::max(recv.start, end);  // a receive completes no earlier than posted
   time_at(send_rank, send_index).end = end;
@@ -122,7 +122,7 @@ double Engine::complete(int x_end, const Posted& x, int y_end, const Posted& y, 
   const int x_rank = end(x_end).rank, y_rank = end(y_end).rank;
   if (x.tag & 1u) settle(x_rank, x.index, x_end, y_rank, y.index, x.tag, start);
   else settle(y_rank, y.index, y_end, x_rank, x.index, x.tag, start);
-  return start + transfer_time_;
+  return start + hop_time(x.tag >> 2);
 }
 
 // A met pair that cannot complete: on pair positions (without groups,
