@@ -15,6 +15,8 @@ SHAPES = [
     ("interleaved-zb", 4, 8, 2),
     ("zbv", 4, 8, None),
     ("dualpipev", 4, 8, None),
+    ("v-half", 4, 8, None),
+    ("v-min", 4, 8, None),
     ("zb-h1", 4, 8, None),
     ("vpp", 4, 8, 2),
 ]

@@ -54,4 +54,11 @@ std::vector<Action> plan_dualpipev(const PlanMeta& meta, int rank);
 /// DualPipeV: v = 2 and m >= 2 * pp_degree.
 void check_dualpipev(const PlanMeta& meta);
 
+// controllable_memory.cc: Qi et al.'s V-Half and V-Min as sail-sg builds
+// them (v = 2, F/I/W; a stable pattern squeezed under a memory cap).
+std::vector<Action> plan_v_half(const PlanMeta& meta, int rank);
+void check_v_half(const PlanMeta& meta);
+std::vector<Action> plan_v_min(const PlanMeta& meta, int rank);
+void check_v_min(const PlanMeta& meta);
+
 }  // namespace pipeplan::detail
