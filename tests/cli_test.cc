@@ -317,3 +317,76 @@ TEST_CASE("cli: show and render draw BATCH_P2P groups", "[cli]") {
   CHECK(trace.out.find("{\"name\":\"(1SEND_B0;1RECV_F1)BATCH_P2P\",\"cat\":\"BATCH_P2P\"") !=
         std::string::npos);
 }
+
+TEST_CASE("cli: diagnose names where a run hung, from Flight Recorder dumps or a trace", "[cli]") {
+  const std::string dir = std::string(PIPEPLAN_TEST_DIR) + "/diagnose/";
+  auto hang = run_cli({"diagnose", dir + "hang.csv", dir + "hang_rank0", dir + "hang_rank1"});
+  CHECK(hang.exit_code == 1);
+  CHECK(hang.err.empty());
+  CHECK(hang.out.find("rank 0: waiting (" + dir +
+                      "hang_rank0)\n"
+                      "  last completed:  none\n"
+                      "  first unmatched: 0RECV_B0 (step 1, index 1)\n"
+                      "  posted 0RECV_B0, which waits for 1SEND_B0 on rank 1\n") !=
+        std::string::npos);
+  CHECK(hang.out.find("  first unmatched: 1RECV_F0 (step 1, index 0)\n") != std::string::npos);
+  CHECK(hang.out.find("\nhang: 2 of 2 ranks waiting (0, 1); waiting chain: rank 0 (at 0RECV_B0) "
+                      "-> rank 1 (at 1RECV_F0) -> rank 0 [cycle]\n") != std::string::npos);
+  auto json =
+      run_cli({"diagnose", dir + "hang.csv", dir + "hang_rank1", dir + "hang_rank0", "-f", "json"});
+  CHECK(json.exit_code == 1);
+  CHECK(json.out.find("\"format\": \"pipeplan.diagnosis\"") != std::string::npos);
+  CHECK(json.out.find("\"completed\": false") != std::string::npos);
+
+  auto ok = run_cli({"diagnose", dir + "ok.csv", dir + "ok_rank0", dir + "ok_rank1"});
+  CHECK(ok.exit_code == 0);
+  CHECK(ok.out.find("\ncompleted: every rank finished 1 step(s) of the plan\n") !=
+        std::string::npos);
+
+  // pipeplan's own trace of the same hang: rank 0 ran 0F0 and nothing else.
+  auto plan = run_cli({"convert", dir + "hang.csv", "-f", "json"});
+  REQUIRE(plan.exit_code == 0);
+  const std::string trace =
+      temp_file("stuck.json",
+                "{\"format\": \"pipeplan.trace\", \"version\": 1, \"time_unit\": \"ms\", "
+                "\"source\": \"stuck\", \"plan\": " +
+                    plan.out +
+                    ", \"columns\": [\"step\", \"rank\", \"index\", \"action\", \"start\", "
+                    "\"end\", \"wait\", \"bytes\", \"post\"], \"records\": [[1, 0, 0, \"0F0\", "
+                    "0, 1, 0, 0, 0]]}");
+  auto traced = run_cli({"diagnose", dir + "hang.csv", trace});
+  CHECK(traced.exit_code == 1);
+  CHECK(traced.out.find("from a pipeplan trace (observed: all)") != std::string::npos);
+  CHECK(traced.out.find("  last completed:  0F0 (step 1, index 0)\n") != std::string::npos);
+  CHECK(traced.out.find("-> rank 0 [cycle]\n") != std::string::npos);
+}
+
+TEST_CASE("cli: diagnose refuses bad dumps with a clear message, exit 2", "[cli]") {
+  const std::string dir = std::string(PIPEPLAN_TEST_DIR) + "/diagnose/";
+  auto expect = [](const std::vector<std::string>& args, const std::string& message) {
+    auto r = run_cli(args);
+    CHECK(r.exit_code == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.find(message) != std::string::npos);
+  };
+  expect({"diagnose", dir + "hang.csv"}, "diagnose needs the run's records");
+  expect({"diagnose", dir + "hang.csv", dir + "hang.csv"},
+         "hang.csv: offset 0: not a pickle (a pickle of protocol 2 or later starts with 0x80, "
+         "this starts with 0x30)");
+  const std::string dump = pipeplan::test::read_source_file("tests/diagnose/hang_rank0");
+  expect({"diagnose", dir + "hang.csv", temp_file("cut_rank0", dump.substr(0, 301))},
+         "cut_rank0: offset ");
+  expect({"diagnose", dir + "hang.csv", temp_file("cut_rank0", dump.substr(0, 301))},
+         ": truncated");
+  const std::string three =
+      temp_file("three.csv",
+                "0F0,0SEND_F0,0RECV_B0,0B0\n1RECV_F0,1F0,1SEND_F1,1RECV_B1,1B0,1SEND_B0\n"
+                "2RECV_F1,2F0,2B0,2SEND_B1\n");
+  expect({"diagnose", three, dir + "ok_rank0"},
+         "ok_rank0: the dump is of 2 ranks (process group '0'), the plan of 3");
+  expect({"diagnose", dir + "hang.csv", dir + "ok_rank0", dir + "ok_rank1"},
+         "ok_rank0: P2P op 0 of rank 0 (gloo_hooked:send 0->1, record 0) differs from the plan, "
+         "whose op 0 there is 0RECV_B0 (step 1, index 1), a receive from rank 1");
+  expect({"diagnose", dir + "hang.csv", dir + "hang_rank0", dir + "hang_rank0"},
+         "hang_rank0: a second dump of rank 0");
+}

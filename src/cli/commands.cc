@@ -6,6 +6,10 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
       {"plan", "Plan a schedule, lower it, verify it and write it", setup_plan},
       {"verify", "Prove a plan file (JSON or CSV) deadlock-free", setup_verify},
+      {"diagnose",
+       "Hang replay: where a stuck run stopped, per rank, and who waits for whom (torch Flight "
+       "Recorder dumps or a pipeplan trace)",
+       setup_diagnose},
       {"show", "Show a plan file as an ASCII timeline", setup_show},
       {"list", "List the schedules with their constraints", setup_list},
       {"train", "Train a demo MLP pipelined by a plan (LibTorch executor)", setup_train},

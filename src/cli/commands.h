@@ -37,5 +37,6 @@ std::function<int()> setup_calibrate(CLI::App& app);
 std::function<int()> setup_search(CLI::App& app);
 std::function<int()> setup_export(CLI::App& app);
 std::function<int()> setup_profile(CLI::App& app);
+std::function<int()> setup_diagnose(CLI::App& app);
 
 }  // namespace pipeplan::cli
