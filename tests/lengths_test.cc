@@ -84,7 +84,7 @@ TEST_CASE("lengths: parse_lengths reads lists and files, and names a bad item", 
   CHECK(sim.costs.length_ratio == std::vector<double>{0.5, 1.0});
 }
 
-TEST_CASE("lengths: a profile states its length and quadratic parts; both read back", "[lengths]") {
+TEST_CASE("lengths: a profile states its length and quadratic parts, both read back", "[lengths]") {
   const std::string text =
       "# seq_len: 4096\n"
       "name,F,B,W,activation,F_quad,B_quad,W_quad\n"
@@ -242,4 +242,56 @@ TEST_CASE("lengths: the search's bound holds for every plan of the step", "[leng
   u.comm.set_lengths({1000, 1000, 1000, 1000, 1000, 1000});
   CHECK(makespan_lower_bound(profile, 2, u.comm, 6) ==
         Approx(makespan_lower_bound(profile, 2, 6, 0.1)));
+}
+
+TEST_CASE("lengths: --lengths on the commands, a list or a FILE", "[lengths][cli]") {
+  using pipeplan::test::run_cli;
+  const std::string profile = pipeplan::test::temp_file(
+      "lengths_profile.csv",
+      "# seq_len: 1000\nname,F,B,W,activation,F_quad,B_quad,W_quad\n"
+      "a,1,2,1,1,0.3,0.6,0\nb,1,2,1,1,0.3,0.6,0\nc,1,2,1,1,0.3,0.6,0\nd,2,4,2,1,0,0,0\n");
+  const std::string file = pipeplan::test::temp_file("lengths.txt", "# step 3\n1,2\n");
+  // simulate: the step's times (1f1b p=2 m=2 by hand, see above) and the lengths line.
+  auto s = run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--lengths", "1,2"});
+  REQUIRE(s.exit_code == 0);
+  CHECK(s.out.find("makespan: 7\n") != std::string::npos);
+  CHECK(s.out.find("lengths: 2 microbatches, 1..2 tokens (3 in all); costs stated at the "
+                   "longest, 2 tokens, growing linearly\n") != std::string::npos);
+  CHECK(s.out.find("peak memory: 1.5 on rank 0") != std::string::npos);
+  auto f = run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--lengths", file});
+  CHECK(f.out == s.out);
+  auto j = run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--lengths", "1,2", "-f",
+                    "json"});
+  CHECK(j.out.find("\"lengths\": [") != std::string::npos);
+  // A profile's quadratic part and stated length.
+  auto q = run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--layers", profile,
+                    "--lengths", "2000,500"});
+  REQUIRE(q.exit_code == 0);
+  CHECK(q.out.find("costs stated at 1000 tokens, with the profile's quadratic part") !=
+        std::string::npos);
+  // The other commands take it.
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"plan", "-s", "zbv", "-p", "2", "-m", "4", "--lengths", "4,1,2,3"},
+        {"compare", "-p", "2", "-m", "4", "--lengths", "4,1,2,3"},
+        {"render", "-s", "1f1b", "-p", "2", "-m", "4", "--lengths", "4,1,2,3", "--svg",
+         pipeplan::test::temp_file("lengths.svg", "")},
+        {"search", "--layers", profile, "-p", "2", "-m", "4", "--lengths", "4000,100,200,900",
+         "--time-limit", "1"}}) {
+    auto r = run_cli(args);
+    CHECK(r.exit_code == 0);
+    INFO(args.front() << ": " << r.err);
+  }
+  // Refusals: a bad item, the wrong count, a missing file.
+  auto bad = run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--lengths", "1,-2"});
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.err.find("length '-2' of microbatch 1 is not a positive number of tokens") !=
+        std::string::npos);
+  auto count = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "3", "--lengths", "1,2"});
+  CHECK(count.exit_code != 0);
+  CHECK(count.err.find("2 microbatch lengths given, but the plan has 3 microbatches") !=
+        std::string::npos);
+  auto missing = run_cli({"search", "--layers", profile, "-p", "2", "-m", "2", "--lengths",
+                          "/nonexistent/lengths.txt"});
+  CHECK(missing.exit_code != 0);
+  CHECK(missing.err.find("/nonexistent/lengths.txt") != std::string::npos);
 }

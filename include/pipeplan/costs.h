@@ -48,8 +48,14 @@ struct CostModel {
   std::vector<double> microbatch_tokens;
   double stated_tokens = 0.0;
   /// Derived by set_lengths(): microbatch -> its tokens over the stated
-  /// length. Empty (or a microbatch past its end): at the stated length.
-  std::vector<double> length_ratio;
+  /// length (r, what linear parts grow by), and the sum over its sequences
+  /// of their squared ratios (what quadratic parts grow by: r^2 for a
+  /// microbatch of one sequence, less for one packed of several). Empty (or
+  /// a microbatch past its end): at the stated length.
+  std::vector<double> length_ratio, square_ratio;
+  /// Microbatches packed of several sequences (set_sequences): each one's
+  /// sequence lengths; empty when each microbatch is one sequence.
+  std::vector<std::vector<double>> microbatch_sequences;
   /// Stage -> the fractions of its F, B, I and W that grow with the square
   /// of the length (attention); the rest, activations and transfers grow
   /// linearly. Stages not listed grow linearly.
@@ -59,6 +65,12 @@ struct CostModel {
   double ratio(int mb) const {
     return mb >= 0 && static_cast<std::size_t>(mb) < length_ratio.size()
                ? length_ratio[static_cast<std::size_t>(mb)]
+               : 1.0;
+  }
+  /// What quadratic parts of microbatch `mb` grow by (1 without lengths).
+  double square(int mb) const {
+    return mb >= 0 && static_cast<std::size_t>(mb) < square_ratio.size()
+               ? square_ratio[static_cast<std::size_t>(mb)]
                : 1.0;
   }
   /// Activation size of one microbatch of `stage`.
@@ -93,6 +105,15 @@ struct CostModel {
   /// and derives length_ratio. Throws InputError for a length that is not
   /// a positive finite number.
   void set_lengths(std::vector<double> tokens, double stated = 0.0);
+  /// Microbatches packed of sequences: microbatch k holds sequences of
+  /// `sequences[k]` tokens; its tokens are their sum and its quadratic parts
+  /// grow by the sum of their squared ratios (attention stays within a
+  /// sequence). `stated` as in set_lengths(); 0: the longest microbatch.
+  void set_sequences(std::vector<std::vector<double>> sequences, double stated = 0.0);
+  /// The same microbatches (and packing) stated at `stated` tokens instead.
+  void restate_lengths(double stated);
+  /// Takes `other`'s microbatch lengths (all the fields above).
+  void take_lengths(const CostModel& other);
   /// Throws InputError unless no lengths are set or one per microbatch.
   void check_lengths(int num_microbatches) const;
 };

@@ -76,6 +76,8 @@ StageCosts read_stage_costs(std::string_view text, const std::string& source = "
 /// comment), e.g. "512,2048,128" or a file of one per line. Throws
 /// InputError "<source>: ..." naming the bad item (not a positive number,
 /// none given, more than limits::kMaxMicrobatches).
-std::vector<double> parse_lengths(std::string_view text, const std::string& source = "lengths");
+/// `item` names what each number is the length of in messages.
+std::vector<double> parse_lengths(std::string_view text, const std::string& source = "lengths",
+                                  const std::string& item = "microbatch");
 
 }  // namespace pipeplan

@@ -61,6 +61,9 @@ struct SearchOptions {
   /// a bandwidth (comm.host_bandwidth > 0).
   bool recompute = true;
   bool offload = true;
+  /// With microbatches of different lengths (comm.microbatch_tokens): keep
+  /// their order rather than choose one (SearchResult::microbatch_order).
+  bool keep_order = false;
 };
 
 /// A library schedule run on the same profile (balanced partition).
@@ -110,6 +113,14 @@ struct SearchResult {
   /// (stage, microbatch)s the chosen plan recomputes / offloads.
   int recomputed = 0, offloaded = 0;
   std::optional<ExactResult> exact;
+  /// With microbatches of different lengths: plan microbatch k is input
+  /// microbatch microbatch_order[k] (the order chosen for the step; the
+  /// arrival order 0..m-1 when kept). Empty without lengths.
+  std::vector<int> microbatch_order;
+  /// search_sequences(): each plan microbatch's sequence indices, and the
+  /// fastest first-fit-decreasing packing run by a library schedule.
+  std::vector<std::vector<int>> microbatches;
+  std::optional<double> first_fit_makespan;
   int candidates = 0;         ///< plans simulated
   bool time_limited = false;  ///< the time limit cut the search short
   double gap() const { return lower_bound > 0 ? makespan / lower_bound - 1.0 : 0.0; }
@@ -127,6 +138,16 @@ class BudgetError : public InputError {
 /// Searches as described above. Throws InputError/ShapeError on bad options
 /// (fewer layers than ranks, p or m < 1) and BudgetError when nothing fits.
 SearchResult search(const LayerProfile& profile, const SearchOptions& options);
+
+/// search() for a step given as sequences (tokens each): the microbatches
+/// are built first, packed into at most `microbatch_tokens` tokens each,
+/// together with their order (plan_step: first fit decreasing and the
+/// pipeline-aware packing, every library schedule and order rule
+/// simulated), then searched at them (`options.num_microbatches` is set
+/// from the packing). The result's `microbatches` and `microbatch_order`
+/// say which sequences each plan microbatch holds.
+SearchResult search_sequences(const LayerProfile& profile, SearchOptions options,
+                              const std::vector<double>& sequences, double microbatch_tokens);
 
 /// The memory actions a plan bounded by makespan_lower_bound() may hold.
 struct BoundMemoryActions {

@@ -11,10 +11,10 @@ verifier and simulator as the ``pipeplan`` CLI, with the CLI's messages.
     >>> pipeplan.verify(pipeplan.from_torch(schedule.pipeline_order_with_comms))
     >>> pipeplan.verify(pipeplan.from_deepspeed(TrainSchedule, 8, 4), transport="serial")
 
-Functions: plan, lower, verify, check, simulate, compare, search, loads, read,
+Functions: plan, lower, verify, check, simulate, compare, search, plan_step, loads, read,
 read_layers, from_torch, from_deepspeed, to_torch_csv, schedules. Types: Plan, PlanMeta,
 Action, ActionList, Diagnostic, SimResult, RankStats, Comparison, ComparisonRow,
-ScheduleInfo, Layer, LayerProfile, SearchResult, LibraryRun.
+ScheduleInfo, Layer, LayerProfile, SearchResult, LibraryRun, StepPlan.
 Errors (pipeplan.errors): Error > InputError > ShapeError, BudgetError, InputTypeError
 (also a TypeError); Error > PlanError; Error > InternalError.
 """
@@ -49,6 +49,7 @@ from ._pipeplan import (
     ScheduleInfo,
     SearchResult,
     SimResult,
+    StepPlan,
     __version__,
     check,
     compare,
@@ -56,6 +57,7 @@ from ._pipeplan import (
     loads,
     lower,
     plan,
+    plan_step,
     read,
     read_layers,
     runtimes,
@@ -91,6 +93,7 @@ __all__ = [
     "SearchResult",
     "ShapeError",
     "SimResult",
+    "StepPlan",
     "__version__",
     "check",
     "compare",
@@ -100,6 +103,7 @@ __all__ = [
     "loads",
     "lower",
     "plan",
+    "plan_step",
     "read",
     "read_layers",
     "runtimes",

@@ -12,6 +12,7 @@
 #include "pipeplan/limits.h"
 #include "pipeplan/profile.h"
 #include "pipeplan/search.h"
+#include "pipeplan/step.h"
 
 namespace pipeplan::python {
 namespace {
@@ -100,6 +101,92 @@ LayerProfile layers_from(const py::object& layers) {
     throw;
   }
 }
+
+namespace {
+
+// plan_step(): the per-step path of docs/lengths.md.
+void bind_step(py::module_& m) {
+  py::class_<StepPlan>(m, "StepPlan", R"doc(
+plan_step()'s answer: ``plan`` (lowered and verified), ``microbatch_order``
+(plan microbatch k is input microbatch microbatch_order[k]; with sequences,
+the constructed microbatch), ``microbatches`` (with sequences: each plan
+microbatch's sequence indices), ``lengths`` (tokens of each plan microbatch),
+``makespan``, ``peak_memory``, ``schedule``, ``order_rule``, ``candidates``
+and ``first_fit_makespan`` (with sequences: first fit decreasing into the
+same budget, the best library schedule in its order).)doc")
+      .def_readonly("plan", &StepPlan::plan)
+      .def_readonly("microbatch_order", &StepPlan::microbatch_order)
+      .def_readonly("microbatches", &StepPlan::microbatches)
+      .def_readonly("lengths", &StepPlan::lengths)
+      .def_readonly("makespan", &StepPlan::makespan)
+      .def_readonly("peak_memory", &StepPlan::peak_memory)
+      .def_readonly("schedule", &StepPlan::schedule)
+      .def_readonly("order_rule", &StepPlan::order_rule)
+      .def_readonly("candidates", &StepPlan::candidates)
+      .def_readonly("first_fit_makespan", &StepPlan::first_fit_makespan)
+      .def("__repr__", [](const StepPlan& s) {
+        std::ostringstream o;
+        o << "<pipeplan.StepPlan " << s.schedule << " makespan=" << s.makespan
+          << " microbatches=" << s.lengths.size() << ">";
+        return o.str();
+      });
+  m.def(
+      "plan_step",
+      [](const py::object& pp_degree, const py::object& lengths, const py::object& sequences,
+         const py::object& microbatch_tokens, const py::object& layers,
+         const py::object& memory_limit, const py::object& comm, const py::object& bytes,
+         const std::string& model, const py::object& schedules, bool keep_order) {
+        StepRequest req;
+        req.pp_degree = count_arg(pp_degree, "pp_degree", 1, limits::kMaxRanks);
+        req.lengths = lengths_arg(lengths);
+        if (!sequences.is_none()) {
+          req.sequences = lengths_arg(sequences);
+          if (microbatch_tokens.is_none())
+            throw InputError("sequences need microbatch_tokens (the most tokens a microbatch holds)");
+          req.microbatch_tokens = float_arg(microbatch_tokens, "microbatch_tokens");
+        } else if (!microbatch_tokens.is_none()) {
+          throw InputError("microbatch_tokens goes with sequences");
+        }
+        if (!layers.is_none()) req.layers = layers_from(layers);
+        if (!memory_limit.is_none()) req.memory_limit = float_arg(memory_limit, "memory_limit");
+        const SimOptions sim = sim_options(py::none(), py::none(), comm, bytes, model);
+        req.costs = sim.costs;
+        req.transport = sim.transport;
+        if (!schedules.is_none()) req.schedules = schedules.cast<std::vector<std::string>>();
+        req.keep_order = keep_order;
+        Release release;
+        return plan_step(req);
+      },
+      py::kw_only(), py::arg("pp_degree"), py::arg("lengths") = py::none(),
+      py::arg("sequences") = py::none(), py::arg("microbatch_tokens") = py::none(),
+      py::arg("layers") = py::none(), py::arg("memory_limit") = py::none(),
+      py::arg("comm") = py::none(), py::arg("bytes") = 0.0, py::arg("model") = "rendezvous",
+      py::arg("schedules") = py::none(), py::arg("keep_order") = false,
+      R"doc(Plans one training step whose microbatches differ in length
+(docs/lengths.md): every library schedule tried (default 1f1b,
+interleaved-1f1b at v = 2, zb-h1, zbv, v-half) x every order rule (arrival,
+longest first, shortest first, long and short in turn), planned, lowered and
+simulated at the step's lengths; the fastest within ``memory_limit`` is
+verified and returned as a StepPlan.
+
+pp_degree          ranks
+lengths            tokens of each microbatch in arrival order (a list or a file), or
+sequences          tokens of each sequence of the step (a list or a file), packed into
+microbatch_tokens  microbatches of at most this many tokens (first fit decreasing
+                   and a packing that knows the pipeline; the faster wins)
+layers             a layer profile (CSV path, LayerProfile or rows); costs then on each
+                   schedule's balanced partition, at the profile's seq_len
+memory_limit       per-rank peak activation memory allowed (None: no limit)
+comm, bytes, model as simulate()
+schedules          names tried instead of the defaults
+keep_order         keep the arrival order (choose the schedule only)
+
+    >>> s = pipeplan.plan_step(pp_degree=4, lengths=[512, 4096, 128, 900, 2048, 64, 700, 300])
+    >>> s.plan.meta.num_microbatches, sorted(s.microbatch_order) == list(range(8))
+    (8, True))doc");
+}
+
+}  // namespace
 
 void bind_search(py::module_& m) {
   py::class_<Layer>(m, "Layer", "One layer of a profile, for one microbatch.")
@@ -227,6 +314,9 @@ actions), ``to_text()``/``to_json()`` as
       .def_property_readonly(
           "offloaded", [](const Searched& s) { return s.result.offloaded; },
           "(stage, microbatch)s the plan offloads to host.")
+      .def_property_readonly(
+          "microbatch_order", [](const Searched& s) { return s.result.microbatch_order; },
+          "With lengths: plan microbatch k is input microbatch microbatch_order[k].")
       .def_property_readonly("candidates", [](const Searched& s) { return s.result.candidates; })
       .def_property_readonly("time_limited",
                              [](const Searched& s) { return s.result.time_limited; })
@@ -317,10 +407,12 @@ an option is bad.
     >>> r = pipeplan.search("examples/layers/gpt50.csv", 8, 32, comm=0.5)
     >>> r.makespan <= r.best_library.makespan
     True)doc");
+  bind_step(m);
   refuse_uninitialised<Layer>();
   refuse_uninitialised<LayerProfile>();
   refuse_uninitialised<LibraryRun>();
   refuse_uninitialised<Searched>();
+  refuse_uninitialised<StepPlan>();
 }
 
 }  // namespace pipeplan::python

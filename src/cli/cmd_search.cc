@@ -50,6 +50,8 @@ struct SearchArgs {
   int microbatch_size = 1;
   TorchtitanTarget torchtitan;
   bool no_recompute = false, no_offload = false;
+  std::string sequences;
+  double microbatch_tokens = 0;
 };
 }  // namespace
 
@@ -59,8 +61,8 @@ std::function<int()> setup_search(CLI::App& app) {
                    limits::kMaxRanks, " ranks")
       ->required();
   add_count_option(app, "-m,--microbatches", args->options.num_microbatches,
-                   "Number of microbatches", limits::kMaxMicrobatches, " microbatches")
-      ->required();
+                   "Number of microbatches (required, unless --sequences builds them)",
+                   limits::kMaxMicrobatches, " microbatches");
   app.add_option("--layers", args->layers,
                  "Layer cost profile: CSV 'name,F,B,W,activation[,input][,recompute]' (header "
                  "required)");
@@ -89,6 +91,16 @@ std::function<int()> setup_search(CLI::App& app) {
                  "Transport the makespan is measured under (the plan is verified under all three)")
       ->check(CLI::IsMember(model_names()));
   add_lengths_option(app, args->costs.lengths);
+  app.add_flag("--keep-order", args->options.keep_order,
+               "With --lengths: keep the microbatches' order (default: choose the order for "
+               "the step and report it as microbatch_order)");
+  app.add_option("--sequences", args->sequences,
+                 "Tokens of each sequence of the step (S1,S2,... or a FILE): build the "
+                 "microbatches of at most --microbatch-tokens tokens with their order, then "
+                 "search (docs/lengths.md)");
+  app.add_option("--microbatch-tokens", args->microbatch_tokens,
+                 "With --sequences: most tokens one microbatch holds")
+      ->check(number_in(1, limits::kMaxCost));
   app.add_option("--time-limit", args->options.time_limit,
                  "Search time bound in seconds (default 3; with memory actions allowed, the last "
                  "30% is kept for deciding them and the last 10% for the finalists)")
@@ -122,6 +134,17 @@ std::function<int()> setup_search(CLI::App& app) {
       throw InputError(
           "--layout fixes the partition of a layer profile; with --stage-costs the partition "
           "is already fixed (one stage per measured stage): drop --layout");
+    const bool packing = !args->sequences.empty();
+    if (packing && app.count("--microbatches") > 0)
+      throw InputError("--sequences builds the microbatches: drop -m");
+    if (packing && !costs.lengths.empty())
+      throw InputError("give --lengths (the microbatches) or --sequences (to build them), not both");
+    if (packing && app.count("--microbatch-tokens") == 0)
+      throw InputError("--sequences needs --microbatch-tokens N (the most tokens a microbatch holds)");
+    if (!packing && app.count("--microbatch-tokens") > 0)
+      throw InputError("--microbatch-tokens goes with --sequences");
+    if (!packing && app.count("--microbatches") == 0)
+      throw InputError("--microbatches is required (or --sequences to build the microbatches)");
     StageCosts file;
     const SimOptions sim = make_sim_options(costs, &file);
     SearchOptions o = args->options;
@@ -170,7 +193,10 @@ std::function<int()> setup_search(CLI::App& app) {
           o.pp_degree, static_cast<int>(o.partition->size()) / o.pp_degree, o.num_microbatches);
       if (!why.empty()) spdlog::warn("--layout: {} (Megatron cannot run this layout here)", why);
     }
-    const SearchResult result = search(profile, o);
+    const SearchResult result =
+        packing ? search_sequences(profile, o, read_lengths(args->sequences, "--sequences", "sequence"),
+                                   args->microbatch_tokens)
+                : search(profile, o);
     spdlog::debug("search: {} candidates, origin {}", result.candidates, result.origin);
     if (!args->plan_output.empty()) {
       Output plan_out(args->plan_output);

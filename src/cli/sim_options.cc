@@ -56,13 +56,14 @@ void add_lengths_option(CLI::App& app, std::string& lengths) {
                  "docs/lengths.md)");
 }
 
-std::vector<double> read_lengths(const std::string& value) {
+std::vector<double> read_lengths(const std::string& value, const std::string& option,
+                                 const std::string& item) {
   if (value.empty()) return {};
   // A list is digits and separators only; anything else names a file.
   const bool list = value.find_first_not_of("0123456789.,eE+- \t") == std::string::npos &&
                     value.find_first_of("0123456789") != std::string::npos;
-  if (list) return parse_lengths(value, "--lengths");
-  return parse_lengths(read_input(value), value);
+  if (list) return parse_lengths(value, option, item);
+  return parse_lengths(read_input(value), value, item);
 }
 
 SimOptions make_sim_options(const CostArgs& args, StageCosts* file_out) {

@@ -48,7 +48,8 @@ SimOptions make_sim_options(const CostArgs& args, StageCosts* file_out = nullptr
 LoweringChoice lowering_choice(LoweringChoice flags, const CostArgs& costs);
 /// --lengths as tokens per microbatch: the list given, or FILE's
 /// (parse_lengths); empty when not given. Throws InputError.
-std::vector<double> read_lengths(const std::string& value);
+std::vector<double> read_lengths(const std::string& value, const std::string& option = "--lengths",
+                                 const std::string& item = "microbatch");
 /// Reads --layers FILE; nullopt when not given.
 std::optional<LayerProfile> load_layers(const CostArgs& args);
 /// Gives `options` the stage costs of `profile` split for `meta` (its

@@ -31,6 +31,22 @@ void write_search_text(const SearchResult& r, const SearchOptions& o, std::ostre
       << format_number(r.peak_memory, 4) << " (per rank:";
   for (double x : r.rank_peak_memory) out << " " << format_number(x, 3);
   out << ")\n";
+  if (!r.microbatches.empty()) {
+    out << "microbatches (sequences of each, in plan order):";
+    for (const auto& mb : r.microbatches) {
+      out << " [";
+      for (std::size_t k = 0; k < mb.size(); ++k) out << (k ? " " : "") << mb[k];
+      out << "]";
+    }
+    out << "\n";
+    if (r.first_fit_makespan)
+      out << "first-fit-decreasing packing, best library schedule: makespan "
+          << format_number(*r.first_fit_makespan, 4) << "\n";
+  } else if (!r.microbatch_order.empty()) {
+    out << "microbatch order (input microbatch of each plan microbatch):";
+    for (int k : r.microbatch_order) out << " " << k;
+    out << "\n";
+  }
   out << "lower bound: " << format_number(r.lower_bound, 4) << " (" << r.lower_bound_reason
       << "); gap " << format_number(r.gap() * 100, 2) << "%\n";
   if (r.best_library) {
@@ -124,6 +140,15 @@ void write_search_json(const SearchResult& r, const SearchOptions& o, std::ostre
                     {"winner", r.exact->returned ? "exact" : "heuristic"}};
   } else {
     doc["exact"] = nullptr;
+  }
+  if (!r.microbatch_order.empty()) {
+    doc["lengths"] = o.comm.microbatch_tokens;
+    doc["microbatch_order"] = r.microbatch_order;
+  }
+  if (!r.microbatches.empty()) {
+    doc["microbatches"] = r.microbatches;
+    doc["first_fit_makespan"] =
+        r.first_fit_makespan ? Json(tidy(*r.first_fit_makespan)) : Json(nullptr);
   }
   doc["candidates"] = r.candidates;
   doc["time_limited"] = r.time_limited;

@@ -27,7 +27,8 @@ double parse_non_negative(const std::string& s, const std::string& what) {
 
 }  // namespace
 
-std::vector<double> parse_lengths(std::string_view text, const std::string& source) {
+std::vector<double> parse_lengths(std::string_view text, const std::string& source,
+                                  const std::string& item) {
   std::vector<double> out;
   int line = 1;
   std::size_t pos = 0;
@@ -46,21 +47,21 @@ std::vector<double> parse_lengths(std::string_view text, const std::string& sour
     while (end < text.size() &&
            std::string_view(", \t\r\n#").find(text[end]) == std::string_view::npos)
       ++end;
-    const std::string_view item = text.substr(pos, end - pos);
+    const std::string_view cell = text.substr(pos, end - pos);
     double v = 0;
-    auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    if (ec != std::errc() || ptr != item.data() + item.size() || !std::isfinite(v) || v <= 0 ||
+    auto [ptr, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), v);
+    if (ec != std::errc() || ptr != cell.data() + cell.size() || !std::isfinite(v) || v <= 0 ||
         v > limits::kMaxCost)
-      throw InputError(source + ":" + std::to_string(line) + ": length '" + limits::excerpt(item) +
-                       "' of microbatch " + std::to_string(out.size()) +
+      throw InputError(source + ":" + std::to_string(line) + ": length '" + limits::excerpt(cell) +
+                       "' of " + item + " " + std::to_string(out.size()) +
                        " is not a positive number of tokens");
     if (out.size() >= static_cast<std::size_t>(limits::kMaxMicrobatches))
       throw InputError(source + ": more than the supported " +
-                       std::to_string(limits::kMaxMicrobatches) + " microbatch lengths");
+                       std::to_string(limits::kMaxMicrobatches) + " " + item + " lengths");
     out.push_back(v);
     pos = end;
   }
-  if (out.empty()) throw InputError(source + ": no microbatch length given");
+  if (out.empty()) throw InputError(source + ": no " + item + " length given");
   return out;
 }
 

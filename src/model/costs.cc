@@ -21,14 +21,14 @@ const StageScale& scale_of(const CostModel& c, int stage) {
 const StageScale kLinear{0.0, 0.0, 0.0, 0.0};
 
 // How a cost of `stage` stated at the reference length grows to microbatch
-// `mb`'s: r (1 - q) + r^2 q, with r the length ratio and q the part's
+// `mb`'s: r (1 - q) + r2 q, with r the length ratio, r2 the sum of its
+// sequences' squared ratios (r^2 for one sequence) and q the part's
 // quadratic fraction.
 double grown(const CostModel& c, int stage, int mb, double StageScale::*part) {
   if (c.length_ratio.empty()) return 1.0;
-  const double r = c.ratio(mb);
   auto it = c.stage_quadratic.find(stage);
   const double q = (it == c.stage_quadratic.end() ? kLinear : it->second).*part;
-  return r * (1.0 - q) + r * r * q;
+  return c.ratio(mb) * (1.0 - q) + c.square(mb) * q;
 }
 
 double cost_of(const CostModel& c, double base, int stage, int mb, double StageScale::*part) {
@@ -66,23 +66,70 @@ double CostModel::transfer_time(int mb) const {
   return comm_latency;
 }
 
+namespace {
+
+void check_tokens(double tokens, const std::string& what) {
+  if (!std::isfinite(tokens) || tokens <= 0 || tokens > limits::kMaxCost)
+    throw InputError("the length of " + what + " (" + detail::format_number(tokens) +
+                     ") is not a positive number of tokens up to 1e+12");
+}
+
+}  // namespace
+
 void CostModel::set_lengths(std::vector<double> tokens, double stated) {
+  std::vector<std::vector<double>> one_each;
+  one_each.reserve(tokens.size());
+  for (std::size_t k = 0; k < tokens.size(); ++k) {
+    check_tokens(tokens[k], "microbatch " + std::to_string(k));
+    one_each.push_back({tokens[k]});
+  }
+  set_sequences(std::move(one_each), stated);
+  microbatch_sequences.clear();
+}
+
+void CostModel::set_sequences(std::vector<std::vector<double>> sequences, double stated) {
   if (!std::isfinite(stated) || stated < 0)
     throw InputError("the stated sequence length must be a positive number of tokens, got " +
                      detail::format_number(stated));
+  std::vector<double> tokens;
   double longest = 0.0;
-  for (std::size_t k = 0; k < tokens.size(); ++k) {
-    if (!std::isfinite(tokens[k]) || tokens[k] <= 0 || tokens[k] > limits::kMaxCost)
-      throw InputError("the length of microbatch " + std::to_string(k) + " (" +
-                       detail::format_number(tokens[k]) +
-                       ") is not a positive number of tokens up to 1e+12");
-    longest = std::max(longest, tokens[k]);
+  for (std::size_t k = 0; k < sequences.size(); ++k) {
+    if (sequences[k].empty())
+      throw InputError("microbatch " + std::to_string(k) + " holds no sequence");
+    double sum = 0;
+    for (double t : sequences[k]) {
+      check_tokens(t, "a sequence of microbatch " + std::to_string(k));
+      sum += t;
+    }
+    tokens.push_back(sum);
+    longest = std::max(longest, sum);
   }
-  microbatch_tokens = std::move(tokens);
-  stated_tokens = stated;
   const double reference = stated > 0 ? stated : longest;
   length_ratio.clear();
-  for (double t : microbatch_tokens) length_ratio.push_back(t / reference);
+  square_ratio.clear();
+  for (std::size_t k = 0; k < sequences.size(); ++k) {
+    double squares = 0;
+    for (double t : sequences[k]) squares += (t / reference) * (t / reference);
+    length_ratio.push_back(tokens[k] / reference);
+    square_ratio.push_back(squares);
+  }
+  microbatch_tokens = std::move(tokens);
+  microbatch_sequences = std::move(sequences);
+  stated_tokens = stated;
+}
+
+void CostModel::restate_lengths(double stated) {
+  if (microbatch_tokens.empty()) return;
+  if (microbatch_sequences.empty()) set_lengths(microbatch_tokens, stated);
+  else set_sequences(microbatch_sequences, stated);
+}
+
+void CostModel::take_lengths(const CostModel& other) {
+  microbatch_tokens = other.microbatch_tokens;
+  stated_tokens = other.stated_tokens;
+  length_ratio = other.length_ratio;
+  square_ratio = other.square_ratio;
+  microbatch_sequences = other.microbatch_sequences;
 }
 
 void CostModel::check_lengths(int num_microbatches) const {

@@ -382,8 +382,7 @@ CostModel stage_costs(const LayerProfile& profile, const Partition& partition,
     }
   }
   // The profile's costs are those of a microbatch of its stated length.
-  if (profile.seq_len && !c.microbatch_tokens.empty())
-    c.set_lengths(c.microbatch_tokens, *profile.seq_len);
+  if (profile.seq_len) c.restate_lengths(*profile.seq_len);
   return c;
 }
 

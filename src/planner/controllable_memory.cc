@@ -256,13 +256,29 @@ std::vector<Action> order_of(const Times& t, int p, int rank) {
   return out;
 }
 
+// Every rank's squeezed grid, built once per (schedule, p, m) and thread:
+// the planner asks for one rank at a time, and the construction is global.
+const Grid& squeezed(Offsets (*offsets)(int, int), int p, int m) {
+  struct Memo {
+    Offsets (*offsets)(int, int) = nullptr;
+    int p = 0, m = 0;
+    Grid grid;
+  };
+  thread_local Memo memo;
+  if (memo.offsets != offsets || memo.p != p || memo.m != m) {
+    Grid g = stable_pattern(offsets, p, m);
+    g = reorder(g, m, true);
+    memo.grid = reorder(g, m, false);
+    memo.offsets = offsets, memo.p = p, memo.m = m;
+  }
+  return memo.grid;
+}
+
 std::vector<Action> plan_controllable(Offsets (*offsets)(int, int), const PlanMeta& meta,
                                       int rank) {
   const int p = meta.pp_degree, m = meta.num_microbatches;
-  Grid g = stable_pattern(offsets, p, m);
-  g = reorder(g, m, true);
-  g = reorder(g, m, false);
-  return order_of(place_weights(g[rank], true), p, rank);
+  const Grid& g = squeezed(offsets, p, m);
+  return order_of(place_weights(g[static_cast<std::size_t>(rank)], true), p, rank);
 }
 
 void require_v(const PlanMeta& meta, const std::string& name) {

@@ -305,10 +305,11 @@ double makespan_lower_bound(const LayerProfile& profile, int pp_degree, int num_
 
 namespace {
 
-// r (1 - q) + r^2 q: a cost with quadratic part `quad` of `whole` at ratio r.
-double grown(double whole, double quad, double r) {
+// r (1 - q) + r2 q: a cost with quadratic part `quad` of `whole` at ratio r
+// and squared ratio r2 (CostModel::square).
+double grown(double whole, double quad, double r, double r2) {
   const double q = whole > 0 ? std::min(1.0, quad / whole) : 0.0;
-  return whole * (r * (1.0 - q) + r * r * q);
+  return whole * (r * (1.0 - q) + r2 * q);
 }
 
 // The transfer time of a microbatch at ratio r.
@@ -318,15 +319,15 @@ double transfer_at(const CostModel& c, double r) {
                                : 0.0);
 }
 
-// The layer as microbatch ratio r costs it.
-Layer at_ratio(const Layer& l, double r) {
+// The layer as a microbatch of ratio r and squared ratio r2 costs it.
+Layer at_ratio(const Layer& l, double r, double r2) {
   Layer x = l;
-  x.f = grown(l.f, l.f_quad, r);
-  x.w = grown(l.w, l.w_quad, r);
-  x.b = grown(l.i(), l.i_quad(), r) + x.w;
+  x.f = grown(l.f, l.f_quad, r, r2);
+  x.w = grown(l.w, l.w_quad, r, r2);
+  x.b = grown(l.i(), l.i_quad(), r, r2) + x.w;
   x.activation = l.activation * r;
   x.input = l.input_size() * r;
-  x.recompute = grown(l.recompute_time(), l.f_quad, r);
+  x.recompute = grown(l.recompute_time(), l.f_quad, r, r2);
   return x;
 }
 
@@ -336,16 +337,17 @@ double makespan_lower_bound(const LayerProfile& profile, int pp_degree, const Co
                             int num_microbatches, std::string* reason, double memory_limit,
                             BoundMemoryActions actions) {
   CostModel c = costs;
-  if (profile.seq_len && !c.microbatch_tokens.empty())
-    c.set_lengths(c.microbatch_tokens, *profile.seq_len);
+  if (profile.seq_len) c.restate_lengths(*profile.seq_len);
   if (!c.variable_lengths())
     return makespan_lower_bound(profile, pp_degree, num_microbatches, c.transfer_time(), reason,
                                 memory_limit, actions);
-  // Every cost grows with the length: the shortest microbatch's are each
-  // microbatch's lower bounds, so the uniform bound on them holds.
+  // Every cost grows with both ratios: the least of each over the
+  // microbatches gives each microbatch's lower bounds, so the uniform bound
+  // on them holds.
   const double shortest = *std::min_element(c.length_ratio.begin(), c.length_ratio.end());
+  const double least_square = *std::min_element(c.square_ratio.begin(), c.square_ratio.end());
   LayerProfile low = profile;
-  for (Layer& l : low.layers) l = at_ratio(l, shortest);
+  for (Layer& l : low.layers) l = at_ratio(l, shortest, least_square);
   std::string low_why;
   const double low_value = makespan_lower_bound(
       low, pp_degree, num_microbatches, transfer_at(c, shortest), &low_why, memory_limit, actions);
@@ -353,22 +355,33 @@ double makespan_lower_bound(const LayerProfile& profile, int pp_degree, const Co
   double total = 0, heaviest = 0;
   for (const Layer& l : profile.layers) {
     double layer = 0;
-    for (double r : c.length_ratio) {
-      const Layer x = at_ratio(l, r);
+    for (std::size_t k = 0; k < c.length_ratio.size(); ++k) {
+      const Layer x = at_ratio(l, c.length_ratio[k], c.square_ratio[k]);
       layer += x.f + x.b;
     }
     total += layer;
     heaviest = std::max(heaviest, layer);
   }
   const double work = std::max(total / pp_degree, heaviest);
-  // The longest microbatch still crosses every layer and back.
-  const double longest = *std::max_element(c.length_ratio.begin(), c.length_ratio.end());
-  LayerProfile high = profile;
-  for (Layer& l : high.layers) l = at_ratio(l, longest);
-  const Term chain = chain_term(high, pp_degree, transfer_at(c, longest));
-  if (chain.value > std::max(work, low_value) + kEps) {
-    if (reason) *reason = chain.why + " (the longest microbatch)";
-    return chain.value;
+  // Every microbatch still crosses every layer and back: the costliest
+  // chain of one.
+  double chain = 0;
+  for (std::size_t k = 0; k < c.length_ratio.size(); ++k) {
+    double one = 2.0 * (pp_degree - 1) * transfer_at(c, c.length_ratio[k]);
+    for (const Layer& l : profile.layers) {
+      const Layer x = at_ratio(l, c.length_ratio[k], c.square_ratio[k]);
+      one += x.f + x.i();
+    }
+    if (!profile.layers.empty())
+      one += at_ratio(profile.layers.front(), c.length_ratio[k], c.square_ratio[k]).w;
+    chain = std::max(chain, one);
+  }
+  if (chain > std::max(work, low_value) + kEps) {
+    if (reason)
+      *reason = "the costliest microbatch's F + I chain through every layer + first layer's W + "
+                "2(p-1) transfers = " +
+                detail::format_number(chain);
+    return chain;
   }
   if (work > low_value + kEps) {
     if (reason)

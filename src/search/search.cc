@@ -6,8 +6,10 @@
 #include "pipeplan/search.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "pipeplan/limits.h"
+#include "pipeplan/step.h"
 #include "search/phases.h"
 
 namespace pipeplan::detail {
@@ -21,8 +23,7 @@ Search::Search(const LayerProfile& profile, const SearchOptions& o, int fixed_v)
   comm.host_bandwidth = o.comm.host_bandwidth;
   comm.host_latency = o.comm.host_latency;
   // Microbatch lengths (docs/lengths.md): every plan is simulated at them.
-  if (!o.comm.microbatch_tokens.empty())
-    comm.set_lengths(o.comm.microbatch_tokens, o.comm.stated_tokens);
+  comm.take_lengths(o.comm);
 }
 
 SearchResult Search::run() {
@@ -92,7 +93,71 @@ namespace pipeplan {
 
 SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
   const int fixed_v = detail::check_options(profile, o);
-  return detail::Search(profile, o, fixed_v).run();
+  o.comm.check_lengths(o.num_microbatches);
+  if (!o.comm.variable_lengths() || o.keep_order) {
+    SearchResult r = detail::Search(profile, o, fixed_v).run();
+    r.microbatch_order.resize(o.comm.microbatch_tokens.size());
+    std::iota(r.microbatch_order.begin(), r.microbatch_order.end(), 0);
+    return r;
+  }
+  // Microbatches of different lengths: the order for the step is chosen by
+  // the per-step path (library schedules x order rules, simulated), then
+  // searched at that order.
+  StepRequest step;
+  step.pp_degree = o.pp_degree;
+  step.lengths = o.comm.microbatch_tokens;
+  step.layers = profile;
+  step.costs = o.comm;
+  step.costs.microbatch_tokens.clear(), step.costs.length_ratio.clear();
+  step.costs.square_ratio.clear(), step.costs.microbatch_sequences.clear();
+  step.transport = o.transport;
+  std::vector<int> order(o.comm.microbatch_tokens.size());
+  std::iota(order.begin(), order.end(), 0);
+  try {
+    order = plan_step(step).microbatch_order;
+  } catch (const InputError&) {
+    // No library schedule takes the shape: the arrival order.
+  }
+  SearchOptions ordered = o;
+  if (o.comm.microbatch_sequences.empty()) {
+    std::vector<double> tokens;
+    for (int k : order) tokens.push_back(o.comm.microbatch_tokens[static_cast<std::size_t>(k)]);
+    ordered.comm.set_lengths(std::move(tokens), o.comm.stated_tokens);
+  } else {
+    std::vector<std::vector<double>> sequences;
+    for (int k : order)
+      sequences.push_back(o.comm.microbatch_sequences[static_cast<std::size_t>(k)]);
+    ordered.comm.set_sequences(std::move(sequences), o.comm.stated_tokens);
+  }
+  SearchResult r = detail::Search(profile, ordered, fixed_v).run();
+  r.microbatch_order = std::move(order);
+  return r;
+}
+
+SearchResult search_sequences(const LayerProfile& profile, SearchOptions o,
+                              const std::vector<double>& sequences, double microbatch_tokens) {
+  StepRequest step;
+  step.pp_degree = o.pp_degree;
+  step.sequences = sequences;
+  step.microbatch_tokens = microbatch_tokens;
+  step.layers = profile;
+  step.costs = o.comm;
+  step.transport = o.transport;
+  step.memory_limit = o.memory_limit;
+  const StepPlan chosen = plan_step(step);
+  o.num_microbatches = static_cast<int>(chosen.microbatches.size());
+  std::vector<std::vector<double>> packed;
+  for (const std::vector<int>& mb : chosen.microbatches) {
+    packed.emplace_back();
+    for (int k : mb) packed.back().push_back(sequences[static_cast<std::size_t>(k)]);
+  }
+  o.comm.set_sequences(std::move(packed));
+  o.keep_order = true;  // chosen with the packing
+  SearchResult r = search(profile, o);
+  r.microbatch_order = chosen.microbatch_order;
+  r.microbatches = chosen.microbatches;
+  r.first_fit_makespan = chosen.first_fit_makespan;
+  return r;
 }
 
 }  // namespace pipeplan
