@@ -21,11 +21,12 @@ Plan torch_lowering(const Plan& compute) {
   std::vector<std::size_t> next(compute.ranks.size(), 0);
 
   auto f_ready = [&](int s, int mb) {
-    if (s == 0 || !in_range(s, mb)) return true;
+    // A microbatch enters at its route's first stage (PlanMeta::routes).
+    if (!in_range(s, mb) || s == meta.route_of(mb).first) return true;
     return recv_f[at(s, mb)] || (meta.rank_of(s - 1) == meta.rank_of(s) && f_done[at(s - 1, mb)]);
   };
   auto b_ready = [&](int s, int mb) {
-    if (s == n_stages - 1 || !in_range(s, mb)) return true;
+    if (!in_range(s, mb) || s == meta.route_of(mb).last) return true;
     return recv_b[at(s, mb)] || (meta.rank_of(s + 1) == meta.rank_of(s) && bi_done[at(s + 1, mb)]);
   };
   auto ready = [&](const Action& a) {
@@ -42,7 +43,7 @@ Plan torch_lowering(const Plan& compute) {
   auto forward_out = [&](std::vector<Action>& list, int s, int mb) {
     if (!in_range(s, mb)) return;
     f_done[at(s, mb)] = 1;
-    if (s + 1 >= n_stages || meta.rank_of(s + 1) == meta.rank_of(s)) return;
+    if (s >= meta.route_of(mb).last || meta.rank_of(s + 1) == meta.rank_of(s)) return;
     list.push_back(make(ActionType::SendF, s, mb));
     out.ranks[static_cast<std::size_t>(meta.rank_of(s + 1))].push_back(
         make(ActionType::RecvF, s + 1, mb));
@@ -51,7 +52,7 @@ Plan torch_lowering(const Plan& compute) {
   auto backward_out = [&](std::vector<Action>& list, int s, int mb) {
     if (!in_range(s, mb)) return;
     bi_done[at(s, mb)] = 1;
-    if (s == 0 || meta.rank_of(s - 1) == meta.rank_of(s)) return;
+    if (s <= meta.route_of(mb).first || meta.rank_of(s - 1) == meta.rank_of(s)) return;
     list.push_back(make(ActionType::SendB, s, mb));
     out.ranks[static_cast<std::size_t>(meta.rank_of(s - 1))].push_back(
         make(ActionType::RecvB, s - 1, mb));

@@ -122,10 +122,9 @@ TEST_CASE("search: tiny shapes return the exact optimum", "[search]") {
     double comm;
     std::optional<double> budget;
   };
-  for (const Shape& s :
-       {Shape{2, 2, 0, {}}, Shape{2, 3, 0, {}}, Shape{2, 4, 0, {}}, Shape{2, 3, 0.5, {}},
-        Shape{2, 4, 0.5, {}}, Shape{2, 3, 0, 5.0}, Shape{2, 3, 0.5, 5.0}, Shape{2, 2, 1, {}},
-        Shape{4, 2, 0, {}}}) {
+  for (const Shape& s : {Shape{2, 2, 0, {}}, Shape{2, 3, 0, {}}, Shape{2, 4, 0, {}},
+                         Shape{2, 3, 0.5, {}}, Shape{2, 4, 0.5, {}}, Shape{2, 3, 0, 5.0},
+                         Shape{2, 3, 0.5, 5.0}, Shape{2, 2, 1, {}}, Shape{4, 2, 0, {}}}) {
     CAPTURE(s.p, s.m, s.comm);
     SearchOptions o;
     o.pp_degree = s.p;
@@ -163,7 +162,8 @@ TEST_CASE("search: tiny shapes return the exact optimum", "[search]") {
 TEST_CASE("search: the CLI writes the exact plan and says it won", "[search][cli]") {
   const std::string layers = std::string(PIPEPLAN_SOURCE_DIR) + "/examples/layers/tiny4.csv";
   const std::string plan_path = test::temp_file("exact.json", "");
-  const std::vector<std::string> shape{"-p", "2", "-m", "3", "--comm", "0.5", "--memory-limit", "5"};
+  const std::vector<std::string> shape{"-p", "2", "-m", "3", "--comm", "0.5", "--memory-limit",
+                                       "5"};
   std::vector<std::string> args{"search", "--layers", layers, "-o", plan_path, "-f", "json"};
   args.insert(args.end(), shape.begin(), shape.end());
   auto s = run_cli(args);
@@ -174,8 +174,7 @@ TEST_CASE("search: the CLI writes the exact plan and says it won", "[search][cli
   CHECK(doc["exact"]["optimum"].get<double>() == Approx(24));
   CHECK(doc["exact"]["search"].get<double>() == Approx(24.5));
   CHECK(run_cli({"verify", plan_path, "--model", "all"}).exit_code == 0);
-  auto sim =
-      run_cli({"simulate", plan_path, "--layers", layers, "--comm", "0.5", "-f", "json"});
+  auto sim = run_cli({"simulate", plan_path, "--layers", layers, "--comm", "0.5", "-f", "json"});
   REQUIRE(sim.exit_code == 0);
   CHECK(nlohmann::json::parse(sim.out)["makespan"].get<double>() == Approx(24.5));
   auto compute_only = run_cli(
@@ -238,6 +237,10 @@ TEST_CASE("search: the lower bound is below every plan within the budget", "[sea
             CHECK(bound >= makespan_lower_bound(prof, p, m, transfer) - 1e-9);
             for (const ScheduleInfo& info : schedules())
               for (int v : {1, 2}) {
+                // The bound splits one model over the stages; a routed
+                // schedule (dualpipe) holds it twice and is outside the
+                // search's space (src/search/baselines.cc).
+                if (info.routes) continue;
                 if (prof.size() < static_cast<std::size_t>(p * v)) continue;
                 Plan lib;
                 try {

@@ -139,6 +139,23 @@ enum class StageMapping : std::uint8_t {
 std::string_view to_string(StageMapping m);
 std::optional<StageMapping> parse_stage_mapping(std::string_view s);
 
+/// The stages one microbatch crosses: first..last, in stage order (a
+/// contiguous range of the plan's stages; docs/format.md, "Microbatch routes").
+/// Its forward enters at `first` (which reads the batch) and its loss is taken
+/// at `last`; no value crosses out of the range.
+struct Route {
+  int first = 0;
+  int last = 0;
+  friend bool operator==(const Route& a, const Route& b) {
+    return a.first == b.first && a.last == b.last;
+  }
+  friend bool operator!=(const Route& a, const Route& b) { return !(a == b); }
+};
+/// "first-last", as JSON writes a route ("0-3").
+std::string to_string(const Route& r);
+/// Parses "first-last" (digits only, first <= last); nullopt otherwise.
+std::optional<Route> parse_route(std::string_view s);
+
 /// Shape and placement of a plan.
 struct PlanMeta {
   std::string schedule;  ///< registry name, or "custom" for external plans
@@ -151,8 +168,26 @@ struct PlanMeta {
   /// Layers per stage when the plan was made for a layer profile (JSON
   /// "partition"); empty when the plan records none.
   std::vector<int> partition;
+  /// Microbatch routes: routes[m] is the range of stages microbatch m crosses
+  /// (bidirectional DualPipe: half the microbatches cross 0..p-1, the other
+  /// half p..2p-1). Empty, the default: every microbatch crosses every stage.
+  std::vector<Route> routes;
 
   int num_stages() const { return pp_degree * stages_per_rank; }
+  /// Whether the plan has a route table (PlanMeta::routes non-empty).
+  bool has_routes() const { return !routes.empty(); }
+  /// The route of microbatch `mb`: routes[mb], or every stage when the plan
+  /// has none (or mb has no entry).
+  Route route_of(int mb) const {
+    if (mb >= 0 && static_cast<std::size_t>(mb) < routes.size())
+      return routes[static_cast<std::size_t>(mb)];
+    return Route{0, num_stages() - 1};
+  }
+  /// Whether microbatch `mb` crosses `stage`.
+  bool on_route(int stage, int mb) const {
+    const Route r = route_of(mb);
+    return stage >= r.first && stage <= r.last;
+  }
   /// Rank owning `stage` (precondition: 0 <= stage < num_stages()).
   int rank_of(int stage) const;
   /// Local stages of `rank`, ascending.
@@ -161,7 +196,8 @@ struct PlanMeta {
   friend bool operator==(const PlanMeta& a, const PlanMeta& b) {
     return a.schedule == b.schedule && a.pp_degree == b.pp_degree &&
            a.num_microbatches == b.num_microbatches && a.stages_per_rank == b.stages_per_rank &&
-           a.mapping == b.mapping && a.forward_only == b.forward_only && a.partition == b.partition;
+           a.mapping == b.mapping && a.forward_only == b.forward_only &&
+           a.partition == b.partition && a.routes == b.routes;
   }
 };
 

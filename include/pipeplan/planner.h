@@ -32,6 +32,9 @@ struct ScheduleInfo {
   /// orders would hang under serial). Every default plan is deadlock-free
   /// under all three transport models.
   LowerOptions lowering;
+  /// The microbatch routes of a shape (PlanMeta::routes); empty (the
+  /// default): every microbatch crosses every stage. Pure.
+  std::function<std::vector<Route>(const PlanMeta&)> routes;
 };
 
 /// The schedule table, in display order.

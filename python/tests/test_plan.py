@@ -38,6 +38,19 @@ def test_plan_matches_the_cli_in_every_format(cli, schedule, pp, m, v):
     assert compute.to_json() == cli.out("plan", *cli_shape(schedule, pp, m, v), "--compute-only")
 
 
+def test_dualpipe_routes_match_the_cli_and_survive_json(cli):
+    # Bidirectional DualPipe (DeepSeek): half the microbatches cross stages
+    # 0..3, half 4..7; only JSON carries the routes.
+    plan = pipeplan.plan("dualpipe", 4, 8)
+    text = plan.to_json()
+    assert text == cli.out("plan", "-s", "dualpipe", "-p", 4, "-m", 8, "-f", "json")
+    assert '"routes": ["0-3", "0-3", "0-3", "0-3", "4-7", "4-7", "4-7", "4-7"]' in text
+    assert plan.to_text() == cli.out("plan", "-s", "dualpipe", "-p", 4, "-m", 8, "-f", "text")
+    assert pickle.loads(pickle.dumps(plan)).to_json() == text
+    with pytest.raises(pipeplan.InputError, match="CSV cannot carry microbatch routes"):
+        plan.to_csv()
+
+
 def test_plan_rank_is_the_clis_rank(cli):
     for compute_only in (False, True):
         one = pipeplan.plan("1f1b", 4, 8, rank=2, compute_only=compute_only)

@@ -95,6 +95,10 @@ void append_torch_row(std::string& line, const std::vector<Action>& actions, boo
 // strings never need quoting.
 void write_csv(const Plan& plan, std::ostream& out) {
   refuse_partial(plan, "CSV");
+  // A row holds actions only: nowhere to say which stages a microbatch crosses.
+  if (plan.meta.has_routes())
+    throw InputError("CSV cannot carry microbatch routes (the " + plan.meta.schedule +
+                     " plan routes its microbatches over part of the stages): write it as json");
   detail::refuse_bad_groups(plan, "csv");
   // A reader drops trailing blank lines (editors add them), so an empty
   // rank at the end is written as one quoted empty cell: it reads back as a

@@ -28,6 +28,12 @@ void write_json(const Plan& plan, std::ostream& out) {
     for (std::size_t s = 0; s < m.partition.size(); ++s) out << (s ? ", " : "") << m.partition[s];
     out << "],\n";
   }
+  if (!m.routes.empty()) {  // one "first-last" per microbatch (docs/format.md)
+    out << "  \"routes\": [";
+    for (std::size_t mb = 0; mb < m.routes.size(); ++mb)
+      out << (mb ? ", " : "") << '"' << to_string(m.routes[mb]) << '"';
+    out << "],\n";
+  }
   out << "  \"ranks\": [";
   std::string line;
   for (std::size_t r = 0; r < plan.ranks.size(); ++r) {

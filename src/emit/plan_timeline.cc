@@ -68,7 +68,7 @@ class UnitTimeline : public run::ComputeOnly<UnitTimeline, int> {
   static constexpr run::Order kOrder = run::Order::Sweep;
 
   explicit UnitTimeline(const Plan& plan)
-      : ComputeOnly(plan.meta), plan_(plan), whole_(plan.is_whole()) {
+      : ComputeOnly(plan.meta), plan_(plan), whole_(plan.is_whole()), ends_(plan.meta) {
     if (whole_)
       for (const auto& list : plan.ranks)
         for (const Action& a : list)
@@ -93,7 +93,7 @@ class UnitTimeline : public run::ComputeOnly<UnitTimeline, int> {
     int ready = 0;
     if (!whole_) return ready;
     bool missing = false;
-    deps::for_each_input(a, plan_.meta.num_stages(), [&](const deps::Value& v, int) {
+    deps::for_each_input(a, ends_, [&](const deps::Value& v, int) {
       const std::uint64_t k = key(v);
       if (!exists_.count(k)) return;
       auto it = finish_.find(k);
@@ -126,6 +126,7 @@ class UnitTimeline : public run::ComputeOnly<UnitTimeline, int> {
 
   const Plan& plan_;
   const bool whole_;
+  const deps::Ends ends_;  // the microbatches' routes
   std::unordered_set<std::uint64_t> exists_;
   std::unordered_map<std::uint64_t, int> finish_;
   std::vector<std::vector<Slot>> slots_;

@@ -42,7 +42,8 @@ const TorchSchedule* torch_schedule(std::string_view library) {
 }
 
 std::string placement_text(bool v, bool single) {
-  return std::string(v ? "V" : "loop") + (single ? ", one stage per rank" : ", several stages per rank");
+  return std::string(v ? "V" : "loop") +
+         (single ? ", one stage per rank" : ", several stages per rank");
 }
 
 // A TOML basic string: quotes, backslashes and control characters escaped.
@@ -100,6 +101,11 @@ std::vector<std::vector<std::string>> module_fqns_per_stage(const LayerProfile& 
 }
 
 std::string torch_dialect_refusal(const Plan& plan) {
+  if (plan.meta.has_routes())
+    return "torch's runtime sends every microbatch through every stage, and this plan routes "
+           "microbatches over part of the stages (" +
+           std::string(plan.meta.schedule) +
+           ", docs/format.md \"Microbatch routes\"); write pipeplan's JSON (-f json)";
   for (std::size_t r = 0; r < plan.ranks.size(); ++r)
     for (std::size_t i = 0; i < plan.ranks[r].size(); ++i)
       if (is_memory(plan.ranks[r][i].type))
@@ -192,8 +198,7 @@ void write_toml(const TorchtitanConfig& c, const TorchtitanOptions& o, std::ostr
   out << "# Merge into your job's TOML. torch lowers the compute-only CSV itself.\n";
   out << "[parallelism]\n";
   out << "pipeline_parallel_degree = " << meta.pp_degree << "\n";
-  if (!c.schedule.note.empty())
-    out << "# " << c.schedule.note << "\n";
+  if (!c.schedule.note.empty()) out << "# " << c.schedule.note << "\n";
   else if (torch_schedule_name(meta.schedule).empty())
     out << "# not a torch schedule: torchtitan reads the stage placement from this name; the CSV "
            "sets the order\n";

@@ -24,6 +24,13 @@ Executor::Impl::Impl(const Plan& p, int r, int w, ExecOptions o)
       transfers(plan.meta, rank, opt),
       stages(plan.meta, rank),
       ties(plan.meta, rank, opt.ties) {
+  // Its stage adapters feed every microbatch at stage 0 and take every loss at
+  // the last stage (docs/format.md, "Microbatch routes").
+  if (plan.meta.has_routes())
+    throw InputError("the executor runs plans whose microbatches cross every stage; this " +
+                     plan.meta.schedule +
+                     " plan routes microbatches over part of the stages (plan, verify and "
+                     "simulate it; run it with DeepSeek's DualPipe)");
   for (const InputRoute& route : opt.input_stages) {
     if (route.stages.empty())
       throw InputError("ExecOptions::input_stages: an input routed to no stage");

@@ -99,6 +99,31 @@ Plan PlanEvents::finish(const std::string& source) && {
     }
   }
 
+  // Optional; absent means every microbatch crosses every stage.
+  if (routes_.present()) {
+    if (routes_.kind != Value::Kind::Array)
+      fail("routes", "expected an array of \"first-last\" stage ranges, got " + describe(routes_));
+    if (routes_items_.size() != static_cast<std::size_t>(meta.num_microbatches))
+      fail("routes", "holds " + std::to_string(routes_items_.size()) + " routes for " +
+                         std::to_string(meta.num_microbatches) +
+                         " microbatches (one per microbatch)");
+    const int stages = meta.num_stages();
+    for (std::size_t mb = 0; mb < routes_items_.size(); ++mb) {
+      const Value& v = routes_items_[mb];
+      const std::string path = "routes[" + std::to_string(mb) + "]";
+      if (v.kind != Value::Kind::String)
+        fail(path, "expected a string \"first-last\", got " + describe(v));
+      const auto route = parse_route(v.string);
+      if (!route)
+        fail(path, "expected \"first-last\" with first <= last (e.g. \"0-3\"), got \"" +
+                       limits::excerpt(v.string) + "\"");
+      if (route->last >= stages)
+        fail(path, "stage " + std::to_string(route->last) + " is out of range 0.." +
+                       std::to_string(stages - 1));
+      meta.routes.push_back(*route);
+    }
+  }
+
   const Value& ranks = field(TopField::Ranks);
   if (ranks.kind != Value::Kind::Array) fail("ranks", "expected an array, got " + describe(ranks));
   if (entries_ == 0) fail("ranks", "must hold at least one rank");

@@ -62,6 +62,9 @@ bool PlanEvents::scalar(Value v) {
       } else if (top_field_ == TopField::Partition) {
         partition_ = std::move(v);
         partition_items_.clear();
+      } else if (top_field_ == TopField::Routes) {
+        routes_ = std::move(v);
+        routes_items_.clear();
       } else if (top_field_ != TopField::Unknown) {
         top_[static_cast<std::size_t>(top_field_)] = std::move(v);
       }
@@ -82,7 +85,7 @@ bool PlanEvents::scalar(Value v) {
         entry_.bad_action.emplace(entry_.count, "expected a string, got " + describe(v));
       ++entry_.count;
       break;
-    case At::Partition: partition_items_.push_back(std::move(v)); break;
+    case At::List: list_->push_back(std::move(v)); break;
     case At::End: break;
   }
   return true;
@@ -112,11 +115,13 @@ bool PlanEvents::open(Value::Kind kind) {
           at_ = At::Ranks;
           return true;
         }
-      } else if (top_field_ == TopField::Partition) {
-        partition_ = with_kind(kind);
-        partition_items_.clear();
+      } else if (top_field_ == TopField::Partition || top_field_ == TopField::Routes) {
+        const bool partition = top_field_ == TopField::Partition;
+        (partition ? partition_ : routes_) = with_kind(kind);
+        list_ = partition ? &partition_items_ : &routes_items_;
+        list_->clear();
         if (!object) {
-          at_ = At::Partition;
+          at_ = At::List;
           return true;
         }
       } else if (top_field_ != TopField::Unknown) {
@@ -149,7 +154,7 @@ bool PlanEvents::open(Value::Kind kind) {
                                   "expected a string, got " + describe(with_kind(kind)));
       ++entry_.count;
       break;
-    case At::Partition: partition_items_.push_back(with_kind(kind)); break;
+    case At::List: list_->push_back(with_kind(kind)); break;
     case At::End: break;
   }
   skip_ = 1;
@@ -170,7 +175,7 @@ bool PlanEvents::close() {
       at_ = At::Ranks;
       break;
     case At::Actions: at_ = At::Entry; break;
-    case At::Partition: at_ = At::Top; break;
+    case At::List: at_ = At::Top; break;
     case At::Root:
     case At::End: break;
   }

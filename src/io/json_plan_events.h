@@ -34,12 +34,13 @@ enum class TopField : std::uint8_t {
   ForwardOnly,
   Ranks,
   Partition,
+  Routes,
   Unknown
 };
 constexpr const char* kTopFields[] = {"format",        "version",          "schedule",
                                       "pp_degree",     "num_microbatches", "stages_per_rank",
                                       "stage_to_rank", "compute_only",     "forward_only",
-                                      "ranks",         "partition"};
+                                      "ranks",         "partition",        "routes"};
 enum class RankField : std::uint8_t { Rank, Actions, Unknown };
 constexpr const char* kRankFields[] = {"rank", "actions"};
 
@@ -189,7 +190,8 @@ class PlanEvents {
   Plan finish(const std::string& source) &&;
 
  private:
-  enum class At : std::uint8_t { Root, Top, Ranks, Entry, Actions, Partition, End };
+  // Partition and Routes: the items of a flat array (list_ says which).
+  enum class At : std::uint8_t { Root, Top, Ranks, Entry, Actions, List, End };
 
   // What one rank entry held; reset per entry.
   struct Entry {
@@ -279,8 +281,11 @@ class PlanEvents {
   Value ranks_;
   Value partition_;  // Absent, an Array (items below) or the wrong type
   std::vector<Value> partition_items_;
-  std::size_t entries_ = 0;      // of "ranks", including any after bad_
-  std::optional<BadEntry> bad_;  // once set, later entries are only counted
+  Value routes_;  // Absent, an Array of "first-last" strings (items below) or the wrong type
+  std::vector<Value> routes_items_;
+  std::vector<Value>* list_ = nullptr;  // the items At::List appends to
+  std::size_t entries_ = 0;             // of "ranks", including any after bad_
+  std::optional<BadEntry> bad_;         // once set, later entries are only counted
   Entry entry_;
   std::vector<Action> scratch_;  // the current entry's actions
   Plan plan_;                    // meta is filled by finish()

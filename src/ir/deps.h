@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "ir/hot.h"
 #include "pipeplan/ir.h"
@@ -70,26 +71,60 @@ struct Value {
 };
 
 /// The stage that consumes `v` across a stage boundary: Forward(s) feeds
-/// s+1, Grad(s) feeds s-1 (may be out of range: no such consumer).
+/// s+1, Grad(s) feeds s-1 (may be off its microbatch's route: has_consumer()).
 inline int consumer_stage(const Value& v) {
   return v.kind == Kind::Forward ? v.stage + 1 : v.stage - 1;
 }
 
+/// Where each microbatch enters and leaves the pipeline: the first and last
+/// stage of its route (PlanMeta::routes; by default 0 and S-1 for every
+/// microbatch). A forward at its route's first stage reads the batch, a
+/// backward at its last the loss; no value crosses a route's ends.
+class Ends {
+ public:
+  /// Every microbatch crosses stages 0..num_stages-1.
+  explicit Ends(int num_stages) : last_(num_stages - 1) {}
+  /// The plan's routes (a copy: an Ends outlives no meta it was made from).
+  explicit Ends(const PlanMeta& meta) : last_(meta.num_stages() - 1), routes_(meta.routes) {}
+  PIPEPLAN_HOT int first(int mb) const {
+    return in_table(mb) ? routes_[static_cast<std::size_t>(mb)].first : 0;
+  }
+  PIPEPLAN_HOT int last(int mb) const {
+    return in_table(mb) ? routes_[static_cast<std::size_t>(mb)].last : last_;
+  }
+  bool on_route(int stage, int mb) const { return stage >= first(mb) && stage <= last(mb); }
+  bool has_routes() const { return !routes_.empty(); }
+
+ private:
+  bool in_table(int mb) const {
+    return static_cast<std::size_t>(mb) < routes_.size();  // mb < 0 wraps: not in the table
+  }
+  int last_;
+  std::vector<Route> routes_;
+};
+
+/// Whether `v` has a consumer across a stage boundary on its microbatch's
+/// route (consumer_stage(v) on the route).
+inline bool has_consumer(const Value& v, const Ends& ends) {
+  return ends.on_route(consumer_stage(v), v.microbatch);
+}
+
 /// Calls fn(value, stage) for every value a compute or copy action needs
 /// before it starts; `stage` is the stage of the part of `a` that reads it
-/// (for OVERLAP_F_B, its forward or its backward). The first stage's forward
-/// reads the batch and the last stage's backward the loss: no value. A value
+/// (for OVERLAP_F_B, its forward or its backward). A forward at the first
+/// stage of its microbatch's route reads the batch and a backward at the
+/// last the loss: no value (Ends). A value
 /// read on its own stage (v.stage == stage) is the one the stage kept. A
 /// RELOAD reads nothing here: it follows its OFFLOAD on the copy stream.
 /// SEND/RECV need nothing here (see carried()).
 template <class Fn>
-PIPEPLAN_HOT void for_each_input(const Action& a, int num_stages, Fn&& fn) {
+PIPEPLAN_HOT void for_each_input(const Action& a, const Ends& ends, Fn&& fn) {
   auto forward = [&](int s, int m) PIPEPLAN_HOT_LAMBDA {
-    if (s > 0) fn(Value{Kind::Forward, s - 1, m}, s);
+    if (s > ends.first(m)) fn(Value{Kind::Forward, s - 1, m}, s);
   };
   auto backward = [&](int s, int m) PIPEPLAN_HOT_LAMBDA {
     fn(Value{Kind::Forward, s, m}, s);
-    if (s + 1 < num_stages) fn(Value{Kind::Grad, s + 1, m}, s);
+    if (s < ends.last(m)) fn(Value{Kind::Grad, s + 1, m}, s);
   };
   switch (a.type) {
     case ActionType::F: forward(a.stage, a.microbatch); break;
@@ -123,11 +158,17 @@ inline void for_each_output(const Action& a, Fn&& fn) {
 }
 
 /// The stage on the other end of a SEND/RECV: SEND_F and RECV_B talk to
-/// stage+1, RECV_F and SEND_B to stage-1 (may be out of range).
+/// stage+1, RECV_F and SEND_B to stage-1 (may be off the microbatch's
+/// route: peer_on_route()).
 inline int peer_stage(ActionType type, int stage) {
   return (type == ActionType::SendF || type == ActionType::RecvB) ? stage + 1 : stage - 1;
 }
 inline int peer_stage(const Action& a) { return peer_stage(a.type, a.stage); }
+/// Whether a SEND/RECV's peer stage is on its microbatch's route (a transfer
+/// out of a route's ends has no other end).
+inline bool peer_on_route(const Action& a, const Ends& ends) {
+  return ends.on_route(peer_stage(a), a.microbatch);
+}
 
 /// The value a SEND ships or a RECV delivers: SEND_F(s) Forward(s),
 /// RECV_F(s) Forward(s-1), SEND_B(s) Grad(s), RECV_B(s) Grad(s+1).

@@ -11,6 +11,27 @@ std::optional<StageMapping> parse_stage_mapping(std::string_view s) {
   return std::nullopt;
 }
 
+std::string to_string(const Route& r) {
+  return std::to_string(r.first) + "-" + std::to_string(r.last);
+}
+
+std::optional<Route> parse_route(std::string_view s) {
+  auto number = [](std::string_view t) -> std::optional<int> {
+    if (t.empty() || t.size() > 9) return std::nullopt;
+    int v = 0;
+    for (char c : t) {
+      if (c < '0' || c > '9') return std::nullopt;
+      v = v * 10 + (c - '0');
+    }
+    return v;
+  };
+  const std::size_t dash = s.find('-');
+  if (dash == std::string_view::npos) return std::nullopt;
+  const auto first = number(s.substr(0, dash)), last = number(s.substr(dash + 1));
+  if (!first || !last || *first > *last) return std::nullopt;
+  return Route{*first, *last};
+}
+
 int PlanMeta::rank_of(int stage) const {
   if (mapping == StageMapping::Loop) return stage % pp_degree;
   // V: stage s and num_stages-1-s share a rank; with v stages per rank the

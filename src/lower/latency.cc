@@ -248,6 +248,7 @@ class PairOrders {
     in.tid_b = &t_.tid_b;
     in.stages = plan_.meta.num_stages();
     in.mbs = plan_.meta.num_microbatches;
+    in.ends = deps::Ends(plan_.meta);
     for (auto [d0, d1] : pairs) {
       const Dir& a = t_.dirs[static_cast<std::size_t>(d0)];
       const std::vector<std::uint32_t>* other =

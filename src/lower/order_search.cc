@@ -82,7 +82,7 @@ std::vector<Swap> critical_swaps(const OrderRun& run, const StreamOrders& orders
         continue;
       }
       bool found = false;
-      deps::for_each_input(list[i], in.stages, [&](const deps::Value& v, int reader) {
+      deps::for_each_input(list[i], in.ends, [&](const deps::Value& v, int reader) {
         if (found || v.stage == reader || plan.meta.rank_of(v.stage) == r) return;
         const std::int32_t id = in.carrying(v);
         if (id >= 0 && run.sent_at(static_cast<std::uint32_t>(id)) + run.hop() == s) {

@@ -56,6 +56,7 @@ struct PairTransfers {
   const std::vector<std::int32_t>* tid_f = nullptr;
   const std::vector<std::int32_t>* tid_b = nullptr;
   int stages = 0, mbs = 0;
+  deps::Ends ends{0};  ///< the microbatches' routes (deps::Ends(meta))
 
   int n_pairs() const { return static_cast<int>(up.size()); }
   std::size_t n_transfers() const { return xfers->size(); }
@@ -183,7 +184,7 @@ class StreamRun : public run::Core<P> {
   // output or gradient where it was made), kNotYet while one is not.
   double inputs(const Action& a) const {
     double t = 0.0;
-    deps::for_each_input(a, in_->stages, [&](const deps::Value& v, int reader) {
+    deps::for_each_input(a, in_->ends, [&](const deps::Value& v, int reader) {
       if (!in_range(v.stage, v.microbatch)) {
         t = kNotYet;
         return;

@@ -9,6 +9,7 @@ Transfers::Transfers(const Plan& compute, const Timing& timing)
       timing_(timing),
       stages_(compute.meta.num_stages()),
       mbs_(compute.meta.num_microbatches),
+      ends_(compute.meta),
       producers_(compute) {
   rank_of_.resize(static_cast<std::size_t>(stages_));
   for (int s = 0; s < stages_; ++s) rank_of_[static_cast<std::size_t>(s)] = compute.meta.rank_of(s);
@@ -52,25 +53,18 @@ void Transfers::for_each_input(F&& f) const {
     const int rank = static_cast<int>(r);
     for (std::size_t i = 0; i < list.size(); ++i) {
       const Action& a = list[i];
-      auto input = [&](bool grad, int from_stage, int mb) {
+      // The one home of the rules (deps.h): every value read across a stage
+      // boundary on the microbatch's route.
+      deps::for_each_input(a, ends_, [&](const deps::Value& v, int reader) {
+        const int from_stage = v.stage, mb = v.microbatch;
+        if (from_stage == reader) return;  // kept on its own stage
         if (from_stage < 0 || from_stage >= stages_ || mb < 0 || mb >= mbs_) return;
         const int src = rank_of_[static_cast<std::size_t>(from_stage)];
         if (src == rank) return;
+        const bool grad = v.kind == deps::Kind::Grad;
         if (producers_.of(grad, from_stage, mb) < 0) return;  // structure checks report it
         f(rank, i, from_stage, mb, grad, src);
-      };
-      auto fwd = [&](int s, int mb) {
-        if (s > 0) input(false, s - 1, mb);
-      };
-      auto bwd = [&](int s, int mb) {
-        if (s + 1 < stages_) input(true, s + 1, mb);
-      };
-      if (a.type == ActionType::F) fwd(a.stage, a.microbatch);
-      if (a.type == ActionType::B || a.type == ActionType::I) bwd(a.stage, a.microbatch);
-      if (a.type == ActionType::OverlapFB) {
-        fwd(a.stage, a.microbatch);
-        bwd(a.sub_stage, a.sub_microbatch);
-      }
+      });
     }
   }
 }

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "ir/deps.h"
 #include "lower/producers.h"
 #include "lower/timing.h"
 #include "pipeplan/ir.h"
@@ -96,6 +97,7 @@ class Transfers {
   const Plan& plan_;
   const Timing& timing_;
   int stages_ = 0, mbs_ = 0;
+  deps::Ends ends_{0};        // the microbatches' routes
   std::vector<int> rank_of_;  // per stage
   ProducerIndex producers_;
   std::vector<Dir> dirs_;

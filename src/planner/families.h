@@ -54,6 +54,13 @@ std::vector<Action> plan_dualpipev(const PlanMeta& meta, int rank);
 /// DualPipeV: v = 2 and m >= 2 * pp_degree.
 void check_dualpipev(const PlanMeta& meta);
 
+// dualpipe.cc: DeepSeek's bidirectional DualPipe (v = 2, two routes).
+std::vector<Action> plan_dualpipe(const PlanMeta& meta, int rank);
+/// DualPipe: v = 2, p even, m even and m >= 2 * pp_degree.
+void check_dualpipe(const PlanMeta& meta);
+/// Microbatches 0..m/2-1 cross stages 0..p-1, the rest p..2p-1.
+std::vector<Route> routes_dualpipe(const PlanMeta& meta);
+
 // controllable_memory.cc: Qi et al.'s V-Half and V-Min as sail-sg builds
 // them (v = 2, F/I/W; a stable pattern squeezed under a memory cap).
 std::vector<Action> plan_v_half(const PlanMeta& meta, int rank);

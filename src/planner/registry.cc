@@ -146,6 +146,21 @@ std::vector<ScheduleInfo> make_table() {
        detail::check_dualpipev,
        detail::plan_dualpipev,
        hiding},
+      // dualpipe.cc: two pipelines in opposite directions, microbatch routes.
+      {"dualpipe",
+       {"DualPipe", "dual-pipe", "bidirectional-dualpipe"},
+       "DeepSeek DualPipe (deepseek-ai/DualPipe dualpipe/dualpipe.py, DeepSeek-V3)",
+       "two pipelines in opposite directions over the same ranks (the model held twice): "
+       "half the microbatches cross stages 0..p-1 from rank 0, half stages p..2p-1 from rank "
+       "p-1; overlapped F+B pairs (OVERLAP_F_B) in the main step, I/W split in ramp and drain",
+       V,
+       2,
+       {2},
+       "v = 2; p even; m even, m >= 2p",
+       detail::check_dualpipe,
+       detail::plan_dualpipe,
+       hiding,
+       detail::routes_dualpipe},
       // controllable_memory.cc: Qi et al., Pipeline Parallelism with Controllable Memory.
       {"v-half",
        {"V-Half", "VHalf", "zbv-half", "zb-v-half"},
@@ -306,6 +321,7 @@ PlanMeta resolve_with(const ScheduleInfo& info, const Problem& problem) {
             "pass {v} " + std::to_string(allowed.front()));
   }
   info.check_shape(meta);
+  if (info.routes) meta.routes = info.routes(meta);
   meta.forward_only = problem.forward_only;
   return meta;
 }

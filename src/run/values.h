@@ -30,7 +30,7 @@ template <bool kInShape>
 class ValueTable {
  public:
   ValueTable(const PlanMeta& meta, double transfer)
-      : S_(meta.num_stages()), m_(meta.num_microbatches), transfer_(transfer) {
+      : S_(meta.num_stages()), m_(meta.num_microbatches), ends_(meta), transfer_(transfer) {
     const auto n =
         static_cast<std::size_t>(S_ > 0 ? S_ : 0) * static_cast<std::size_t>(m_ > 0 ? m_ : 0);
     forward_.assign(n, kNotYet);
@@ -43,7 +43,7 @@ class ValueTable {
   /// one has not been produced.
   double ready(const Action& a) const {
     double t = 0.0;
-    deps::for_each_input(a, S_, [&](const deps::Value& v, int reader) {
+    deps::for_each_input(a, ends_, [&](const deps::Value& v, int reader) {
       const double made = at(v);
       const double arrives = made == kNotYet ? kNotYet : made + lag(v.stage, reader);
       if (arrives > t) t = arrives;
@@ -92,6 +92,7 @@ class ValueTable {
   }
 
   int S_, m_;
+  deps::Ends ends_;  // the microbatches' routes
   double transfer_;
   std::vector<double> forward_, grad_;
   std::vector<int> owner_;

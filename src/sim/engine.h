@@ -146,7 +146,7 @@ class Engine : public run::Core<Engine, Posted> {
   }
   // Validation: fast checks inline, messages out of line.
   bool placed(int rank, int index, const Action& a, int stage, int mb) {
-    if (in_range(stage, mb) && rank_of(stage) == rank) return true;
+    if (in_range(stage, mb) && rank_of(stage) == rank && routes_.on_route(stage, mb)) return true;
     misplaced(rank, index, a, stage, mb);
     return false;
   }
@@ -225,6 +225,7 @@ class Engine : public run::Core<Engine, Posted> {
   const CostModel& costs_;
   Transport transport_;
   int num_stages_, num_mb_;
+  deps::Ends routes_;      // where each microbatch enters and leaves (its route)
   double transfer_time_;   // of every value, without variable lengths
   bool variable_lengths_;  // transfers then take their microbatch's time
   bool compute_only_ = false;

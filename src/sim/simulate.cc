@@ -26,6 +26,7 @@ Engine::Engine(const Plan& plan, const SimOptions& options)
       transport_(options.transport),
       num_stages_(plan.meta.num_stages()),
       num_mb_(plan.meta.num_microbatches),
+      routes_(plan.meta),
       transfer_time_(options.costs.transfer_time()),
       variable_lengths_(options.costs.variable_lengths()) {}
 
@@ -67,10 +68,15 @@ void Engine::misplaced(int r, int i, const Action& a, int stage, int mb) {
         "stage " + std::to_string(stage) + " microbatch " + std::to_string(mb) +
             " is out of range (" + std::to_string(num_stages_) + " stages, " +
             std::to_string(num_mb_) + " microbatches)");
-  } else {
+  } else if (rank_of(stage) != r) {
     bad(r, i, a,
         "stage " + std::to_string(stage) + " belongs to rank " + std::to_string(rank_of(stage)) +
             ", not rank " + std::to_string(r));
+  } else {
+    bad(r, i, a,
+        "stage " + std::to_string(stage) + " is off microbatch " + std::to_string(mb) +
+            "'s route (stages " + std::to_string(routes_.first(mb)) + ".." +
+            std::to_string(routes_.last(mb)) + ")");
   }
 }
 
@@ -128,10 +134,13 @@ bool Engine::validate_action(int r, int i, const Action& a) {
   // SEND/RECV: the boundary must exist and cross ranks.
   const bool fwd = a.type == ActionType::SendF || a.type == ActionType::RecvF;
   const int peer_stage = deps::peer_stage(a);
-  if (peer_stage < 0 || peer_stage >= num_stages_) {
+  if (!routes_.on_route(peer_stage, a.microbatch)) {
+    const bool before = peer_stage < a.stage;
     bad(r, i, a,
-        "stage " + std::to_string(a.stage) + " has no " + (peer_stage < 0 ? "previous" : "next") +
-            " stage to exchange with");
+        "stage " + std::to_string(a.stage) + " has no " + (before ? "previous" : "next") +
+            " stage to exchange with" +
+            (routes_.has_routes() ? " on microbatch " + std::to_string(a.microbatch) + "'s route"
+                                  : std::string()));
     return false;
   }
   if (rank_of(peer_stage) == r) {
@@ -270,7 +279,7 @@ bool Engine::ready_time(const Action& a, int rank, Loc implicit[2], double* data
     if (via_recv) *received = std::max(*received, t);
   };
   int via_recvs = 0;
-  deps::for_each_input(a, num_stages_, [&](const deps::Value& v, int stage) {
+  deps::for_each_input(a, routes_, [&](const deps::Value& v, int stage) {
     bool via_recv = false;
     if (v.stage == stage) {  // kept from this stage's own forward or backward
       const std::size_t k = key(v.stage, v.microbatch);

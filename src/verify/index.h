@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ir/deps.h"
 #include "pipeplan/ir.h"
 #include "pipeplan/verify.h"
 
@@ -44,6 +45,8 @@ Slot slot_of(ActionType t);
 class PlanIndex {
  public:
   int stages = 0, mbs = 0;
+  /// Where each microbatch enters and leaves: its route's ends (PlanMeta::routes).
+  deps::Ends ends{0};
   std::vector<std::int32_t> rank_of;  ///< per stage
   /// SEND/RECV recorded per stage: [stage * 4 + comm_slot(slot)].
   std::vector<std::int32_t> comm_count;

@@ -258,7 +258,7 @@ PIPEPLAN_HOT Proof::OpRef Proof::blocking_recv(const ProofState& core, Transport
     if (w.valid() || down_[static_cast<std::size_t>(s)] < 0) return;
     if (!recv_done(core, model, r, true, s, mb)) w = {r, index_.raw(s, mb, kRecvB)};
   };
-  deps::for_each_input(a, index_.stages, [&](const deps::Value& v, int s) PIPEPLAN_HOT_LAMBDA {
+  deps::for_each_input(a, index_.ends, [&](const deps::Value& v, int s) PIPEPLAN_HOT_LAMBDA {
     if (v.stage == s) return;  // kept on this stage: no receive
     if (v.kind == deps::Kind::Forward) fwd(s, v.microbatch);
     else bwd(s, v.microbatch);

@@ -32,6 +32,7 @@ Slot slot_of(ActionType t) {
 
 PlanIndex::PlanIndex(const PlanMeta& meta, std::size_t num_actions)
     : stages(meta.num_stages()),
+      ends(meta),
       mbs(meta.num_microbatches),
       rank_of(static_cast<std::size_t>(meta.num_stages())),
       comm_count(static_cast<std::size_t>(meta.num_stages()) * 4, 0) {
@@ -98,7 +99,8 @@ class Checker {
               "keeps any)");
       return;
     }
-    if (s < 0 || s >= index_.stages || mb < 0 || mb >= index_.mbs || rank_of(s) != rank) {
+    if (s < 0 || s >= index_.stages || mb < 0 || mb >= index_.mbs || rank_of(s) != rank ||
+        !index_.ends.on_route(s, mb)) {
       report_bad(rank, index, a.type, s, mb);
       return;
     }
@@ -129,7 +131,7 @@ class Checker {
     const int S = index_.stages;
     const bool comm = is_comm(t);
     if (s < 0 || s >= S || mb < 0 || mb >= index_.mbs || rank_of(s) != rank ||
-        (comm && !comm_endpoint_ok(rank, t, s))) {
+        !index_.ends.on_route(s, mb) || (comm && !comm_endpoint_ok(rank, t, s, mb))) {
       report_bad(rank, index, t, s, mb);
       return false;
     }
@@ -167,9 +169,16 @@ class Checker {
             " meets only one " + (send ? "send" : "receive") + " of that value");
   }
 
-  bool comm_endpoint_ok(int rank, ActionType t, int s) const {
+  bool comm_endpoint_ok(int rank, ActionType t, int s, int mb) const {
     const int peer_stage = deps::peer_stage(t, s);
-    return peer_stage >= 0 && peer_stage < index_.stages && rank_of(peer_stage) != rank;
+    return index_.ends.on_route(peer_stage, mb) && rank_of(peer_stage) != rank;
+  }
+
+  // " (microbatch M's route: stages A..B)" when the plan has routes.
+  std::string route_note(int mb) const {
+    if (!index_.ends.has_routes()) return {};
+    return " of microbatch " + n2s(mb) + "'s route (stages " + n2s(index_.ends.first(mb)) + ".." +
+           n2s(index_.ends.last(mb)) + ")";
   }
 
   // The diagnostic for an action record() refused (range, rank or peer).
@@ -197,11 +206,18 @@ class Checker {
               " mapping)");
       return;
     }
+    if (!index_.ends.on_route(s, mb)) {
+      add("off-route", rank, index, name,
+          where + name + " runs stage " + n2s(s) + " for microbatch " + n2s(mb) +
+              ", which does not cross it: its route is stages " + n2s(index_.ends.first(mb)) +
+              ".." + n2s(index_.ends.last(mb)));
+      return;
+    }
     const int peer_stage = deps::peer_stage(t, s);
-    if (peer_stage < 0 || peer_stage >= S) {
+    if (!index_.ends.on_route(peer_stage, mb)) {
       add("bad-comm", rank, index, name,
           where + name + " has no peer: stage " + n2s(s) + " is the " +
-              (peer_stage < 0 ? "first" : "last") + " stage");
+              (peer_stage < s ? "first" : "last") + " stage" + route_note(mb));
       return;
     }
     add("bad-comm", rank, index, name,
@@ -268,13 +284,13 @@ class Checker {
   // check_order's constraints on what is recorded so far; any doubt sends
   // the plan through the full pass, which words the diagnostics.
   void early_forward(int r, int i, int s, int mb) {
-    if (s == 0) return;
+    if (s <= index_.ends.first(mb)) return;
     if (!index_.crosses(s - 1)) order_doubt_ |= !before(r, i, s - 1, mb, detail::kF);
     else comm_order_doubt_ |= !before(r, i, s, mb, detail::kRecvF);
   }
   void early_backward(int r, int i, int s, int mb) {
     order_doubt_ |= !before(r, i, s, mb, detail::kF);
-    if (s + 1 >= index_.stages) return;
+    if (s >= index_.ends.last(mb)) return;
     if (!index_.crosses(s))
       order_doubt_ |= !before(r, i, s + 1, mb, detail::kB) && !before(r, i, s + 1, mb, detail::kI);
     else comm_order_doubt_ |= !before(r, i, s, mb, detail::kRecvB);
@@ -298,14 +314,16 @@ class Checker {
   // would both stay silent.
   bool counts_and_pairs_clean() const {
     const bool fwd_only = meta_.forward_only;
+    const bool routed = index_.ends.has_routes();
     for (int s = 0; s < index_.stages; ++s) {
       const bool pairs = with_comms_ && s + 1 < index_.stages && index_.crosses(s);
       for (int mb = 0; mb < index_.mbs; ++mb) {
-        const std::int32_t* c = index_.row(s, mb);  // stored index + 1, 0 = absent
+        if (routed && !index_.ends.on_route(s, mb)) continue;  // owes nothing there
+        const std::int32_t* c = index_.row(s, mb);             // stored index + 1, 0 = absent
         const bool f = c[detail::kF] != 0, b = c[detail::kB] != 0, i = c[detail::kI] != 0,
                    w = c[detail::kW] != 0;
         if (!f || !(fwd_only ? !(b || i || w) : ((b && !i && !w) || (!b && i && w)))) return false;
-        if (!pairs) continue;
+        if (!pairs || (routed && s >= index_.ends.last(mb))) continue;
         const std::int32_t* n = index_.row(s + 1, mb);
         if ((c[detail::kSendF] != 0) != (n[detail::kRecvF] != 0) || c[detail::kSendF] == 0)
           return false;
@@ -320,6 +338,7 @@ class Checker {
   void check_counts() {
     for (int s = 0; s < index_.stages && !full(); ++s) {
       for (int mb = 0; mb < index_.mbs && !full(); ++mb) {
+        if (!index_.ends.on_route(s, mb)) continue;  // owes nothing there
         const bool f = index_.raw(s, mb, detail::kF) >= 0;
         const bool b = index_.raw(s, mb, detail::kB) >= 0;
         const bool i = index_.raw(s, mb, detail::kI) >= 0;
@@ -365,6 +384,7 @@ class Checker {
     for (int s = 0; s + 1 < S && !full(); ++s) {
       if (!index_.crosses(s)) continue;
       for (int mb = 0; mb < index_.mbs && !full(); ++mb) {
+        if (!index_.ends.on_route(s, mb) || !index_.ends.on_route(s + 1, mb)) continue;
         pair_check(s, mb, detail::kSendF, s + 1, detail::kRecvF, ActionType::SendF,
                    ActionType::RecvF);
         if (!meta_.forward_only)
@@ -415,7 +435,7 @@ class Checker {
   }
 
   void check_forward(int r, int i, int s, int mb) {
-    if (s == 0) return;
+    if (s <= index_.ends.first(mb)) return;
     if (!index_.crosses(s - 1))
       need_before(r, i, detail::kF, ActionType::F, s - 1, mb, "forward-before-input", "needs");
     else if (with_comms_)
@@ -424,7 +444,7 @@ class Checker {
 
   void check_backward(int r, int i, int s, int mb) {
     need_before(r, i, detail::kF, ActionType::F, s, mb, "backward-before-forward", "needs");
-    if (s + 1 >= index_.stages) return;
+    if (s >= index_.ends.last(mb)) return;
     if (!index_.crosses(s)) {
       const bool b = index_.raw(s + 1, mb, detail::kB) >= 0;
       need_before(r, i, b ? detail::kB : detail::kI, b ? ActionType::B : ActionType::I, s + 1, mb,
