@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <thread>
@@ -101,6 +102,12 @@ std::string machine_description() {
   out += ", assertions on (not a Release build: numbers are not representative)";
 #endif
   return out;
+}
+
+std::string decimal_text(double x, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, x);
+  return buf;
 }
 
 }  // namespace pipeplan::bench

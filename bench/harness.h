@@ -22,6 +22,9 @@ inline double now_s() {
 /// pass's.
 double min_time_s(int repeat, double min_total_s, const std::function<void()>& fn);
 
+/// x with `decimals` places ("%.*f"), as the benchmark tables print numbers.
+std::string decimal_text(double x, int decimals = 2);
+
 /// Peak resident set size of this process so far, in bytes (getrusage).
 std::size_t peak_rss_bytes();
 

@@ -6,16 +6,13 @@
 #include <ctime>
 #include <string>
 
+#include "bench/harness.h"
 #include "pipeplan/search.h"
 
 namespace pipeplan::bench {
 namespace {
 
-std::string num(double x, int decimals = 2) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, x);
-  return buf;
-}
+std::string num(double x, int decimals = 2) { return decimal_text(x, decimals); }
 
 }  // namespace
 

@@ -4,11 +4,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <stdexcept>
 #include <cstdio>
 #include <random>
+#include <stdexcept>
 #include <string>
 
+#include "bench/harness.h"
 #include "pipeplan/error.h"
 #include "pipeplan/lower.h"
 #include "pipeplan/planner.h"
@@ -20,16 +21,11 @@
 namespace pipeplan::bench {
 namespace {
 
-std::string num(double x, int decimals = 2) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, x);
-  return buf;
-}
+std::string num(double x, int decimals = 2) { return decimal_text(x, decimals); }
 
 // Seeded token counts: a long tail (lognormal, sigma 1.1: p99 / median
 // about 13) or uniform, both around `median` tokens, clamped to [32, cap].
-std::vector<double> draw(const std::string& dist, int n, double median, double cap,
-                         unsigned seed) {
+std::vector<double> draw(const std::string& dist, int n, double median, double cap, unsigned seed) {
   std::mt19937 gen(seed);
   std::vector<double> out;
   if (dist == "lognormal") {
@@ -40,18 +36,6 @@ std::vector<double> draw(const std::string& dist, int n, double median, double c
     for (int k = 0; k < n; ++k) out.push_back(std::round(d(gen)));
   }
   return out;
-}
-
-template <class F>
-double least_ms(int repeat, const F& f) {
-  double best = 1e300;
-  for (int k = 0; k < repeat; ++k) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    const auto t1 = std::chrono::steady_clock::now();
-    best = std::min(best, std::chrono::duration<double, std::milli>(t1 - t0).count());
-  }
-  return best;
 }
 
 double ratio_of(double a, double b) { return b > 0 ? a / b : 0.0; }
@@ -100,19 +84,20 @@ void run_step_bench(const std::vector<std::pair<std::string, LayerProfile>>& pro
         const SearchResult searched = search(profile, so);
         // The fast path's pieces: one schedule planned, lowered and
         // verified at the step's costs; plan_step whole.
-        const double plv = least_ms(o.repeat, [&] {
-          const Planner planner(Problem{"1f1b", o.pp, o.microbatches, 1});
-          CostModel c =
-              stage_costs(profile, balanced_partition(profile, o.pp), step.options.costs);
-          const Plan p = lower(planner.compute(), planner.lowering({}, c));
-          if (!verify(p).ok()) throw std::runtime_error("step bench: 1f1b does not verify");
-        });
-        const double fast = least_ms(o.repeat, [&] { (void)plan_step(req); });
+        const double plv = 1e3 * min_time_s(o.repeat, 0.2, [&] {
+                             const Planner planner(Problem{"1f1b", o.pp, o.microbatches, 1});
+                             CostModel c = stage_costs(profile, balanced_partition(profile, o.pp),
+                                                       step.options.costs);
+                             const Plan p = lower(planner.compute(), planner.lowering({}, c));
+                             if (!verify(p).ok())
+                               throw std::runtime_error("step bench: 1f1b does not verify");
+                           });
+        const double fast = 1e3 * min_time_s(o.repeat, 0.2, [&] { (void)plan_step(req); });
         row += num(pad) + " | " + num(lib) + " | " + num(step.makespan) + " (" + step.schedule +
                ", " + step.order_rule + ") | " + num(searched.makespan) + " | " +
                num(100 * (1 - ratio_of(searched.makespan, pad)), 1) + "% shorter | " +
-               num(100 * (1 - ratio_of(searched.makespan, lib)), 1) + "% shorter | " +
-               num(plv, 3) + " | " + num(fast, 3) + " |";
+               num(100 * (1 - ratio_of(searched.makespan, lib)), 1) + "% shorter | " + num(plv, 3) +
+               " | " + num(fast, 3) + " |";
       } catch (const InputError& e) {
         row += "refused: " + std::string(e.what()) + " | | | | | | | |";
       }
@@ -132,8 +117,8 @@ void run_step_bench(const std::vector<std::pair<std::string, LayerProfile>>& pro
       req.microbatch_tokens = budget;
       req.layers = profile;
       req.costs.comm_latency = o.comm;
-      std::string row = "| " + name + " | " + dist + " " +
-                        std::to_string(req.sequences.size()) + " | " + num(budget, 0) + " | ";
+      std::string row = "| " + name + " | " + dist + " " + std::to_string(req.sequences.size()) +
+                        " | " + num(budget, 0) + " | ";
       try {
         const StepPlan step = plan_step(req);
         const double ffd = step.first_fit_makespan.value_or(0.0);

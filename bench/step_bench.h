@@ -19,10 +19,10 @@ namespace pipeplan::bench {
 struct StepBenchOptions {
   int pp = 8;
   int microbatches = 64;
-  double comm = 0.0;          ///< transfer latency
-  double time_limit = 3.0;    ///< the search's
+  double comm = 0.0;        ///< transfer latency
+  double time_limit = 3.0;  ///< the search's
   unsigned seed = 1;
-  int repeat = 20;            ///< timed runs of each fast path (the least is reported)
+  int repeat = 20;  ///< timed runs of each fast path (the least is reported)
 };
 
 /// Writes Markdown tables: the fast path's times, then per (profile,

@@ -6,16 +6,19 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
+#include "pipeplan/compare.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
 #include "pipeplan/io.h"
 #include "pipeplan/planner.h"
+#include "pipeplan/profile.h"
 #include "pipeplan/simulate.h"
 #include "pipeplan/transport.h"
 #include "pipeplan/verify.h"
@@ -36,14 +39,6 @@ Problem problem(int p, int m, int v = 0, bool forward_only = false) {
   return pr;
 }
 
-std::vector<std::string> fixture_files() {
-  std::vector<std::string> out;
-  for (const auto& entry : std::filesystem::directory_iterator(kFixtureDir))
-    if (entry.path().extension() == ".txt") out.push_back(entry.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 bool has_code(const std::vector<Diagnostic>& diags, const std::string& code) {
   return std::any_of(diags.begin(), diags.end(),
                      [&](const Diagnostic& d) { return d.code == code; });
@@ -52,18 +47,12 @@ bool has_code(const std::vector<Diagnostic>& diags, const std::string& code) {
 }  // namespace
 
 TEST_CASE("dualpipe: compute orders equal DeepSeek's DualPipe.step", "[schedules][dualpipe]") {
-  const auto files = fixture_files();
-  REQUIRE(files.size() == 14);
-  for (const std::string& file : files) {
-    INFO(file);
-    // "dualpipe_p<P>_m<M>_v2.txt"
-    const std::size_t a = file.find("_p"), b = file.find("_m", a), c = file.find("_v", b);
-    const int p = std::stoi(file.substr(a + 2, b - a - 2));
-    const int m = std::stoi(file.substr(b + 2, c - b - 2));
-    std::ifstream in(kFixtureDir + "/" + file);
-    std::vector<std::string> expected;
-    for (std::string line; std::getline(in, line);) expected.push_back(line);
-    const Plan plan = plan_compute(problem(p, m));
+  const auto fixtures = pipeplan::test::order_fixtures(kFixtureDir);
+  REQUIRE(fixtures.size() == 14);
+  for (const auto& f : fixtures) {
+    INFO(f.file);
+    const std::vector<std::string>& expected = f.ranks;
+    const Plan plan = plan_compute(problem(f.p, f.m));
     REQUIRE(plan.ranks.size() == expected.size());
     for (std::size_t r = 0; r < expected.size(); ++r) {
       INFO("rank " << r);
@@ -253,4 +242,26 @@ TEST_CASE("routes: JSON round trip; CSV, torch's CSV refuse", "[io][routes]") {
                     Catch::Contains("routes[3]: expected a string \"first-last\", got number"));
   CHECK_THROWS_WITH(parse_json_plan(with_routes("{}")),
                     Catch::Contains("routes: expected an array"));
+}
+
+TEST_CASE("dualpipe: compare costs every rank m shares of work, as 1f1b", "[dualpipe][compare]") {
+  CompareRequest req;
+  req.pp_degree = 4;
+  req.num_microbatches = 8;
+  req.schedules = {"1f1b", "dualpipe", "dualpipev"};
+  const std::vector<ComparisonRow> rows = compare_schedules(req, SimOptions{});
+  std::map<std::string, const ComparisonRow*> by_name;
+  for (const ComparisonRow& r : rows) by_name[r.schedule] = &r;
+  REQUIRE(by_name.size() == 3);
+  for (const auto& [name, row] : by_name) {
+    INFO(name);
+    REQUIRE(row->skipped.empty());
+    // Each rank runs m = 8 microbatches of one rank's share: F = 1, B = 2.
+    for (const RankStats& s : row->ranks) CHECK(s.busy == Approx(8 * 3.0));
+  }
+  // With a layer profile DualPipe's stages are not one split of the model.
+  req.layers = parse_layer_profile("name,F,B,W,activation\na,1,2,1,1\nb,1,2,1,1\nc,1,2,1,1\n"
+                                   "d,1,2,1,1\ne,1,2,1,1\nf,1,2,1,1\ng,1,2,1,1\nh,1,2,1,1\n");
+  for (const ComparisonRow& r : compare_schedules(req, SimOptions{}))
+    if (r.schedule == "dualpipe") CHECK(r.skipped.find("route") != std::string::npos);
 }

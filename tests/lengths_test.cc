@@ -260,8 +260,8 @@ TEST_CASE("lengths: --lengths on the commands, a list or a FILE", "[lengths][cli
   CHECK(s.out.find("peak memory: 1.5 on rank 0") != std::string::npos);
   auto f = run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--lengths", file});
   CHECK(f.out == s.out);
-  auto j = run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--lengths", "1,2", "-f",
-                    "json"});
+  auto j =
+      run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--lengths", "1,2", "-f", "json"});
   CHECK(j.out.find("\"lengths\": [") != std::string::npos);
   // A profile's quadratic part and stated length.
   auto q = run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--layers", profile,

@@ -1,6 +1,8 @@
 #include "test_util.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <filesystem>
 
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -134,6 +136,25 @@ CliResult run_cli_capped(const std::vector<std::string>& args, long mib) {
   r.out = so.str();
   r.err = se.str();
   return r;
+}
+
+std::vector<OrderFixture> order_fixtures(const std::string& dir) {
+  std::vector<OrderFixture> out;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".txt") continue;
+    OrderFixture f;
+    f.file = entry.path().filename().string();
+    const std::size_t a = f.file.find("_p"), b = f.file.find("_m", a), c = f.file.find("_v", b);
+    f.name = f.file.substr(0, a);
+    f.p = std::stoi(f.file.substr(a + 2, b - a - 2));
+    f.m = std::stoi(f.file.substr(b + 2, c - b - 2));
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) f.ranks.push_back(line);
+    out.push_back(std::move(f));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const OrderFixture& x, const OrderFixture& y) { return x.file < y.file; });
+  return out;
 }
 
 }  // namespace pipeplan::test

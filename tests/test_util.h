@@ -32,4 +32,14 @@ std::string read_source_file(const std::string& relative);
 /// Writes `text` into a fresh temporary file and returns its path.
 std::string temp_file(const std::string& name, const std::string& text);
 
+/// A recorded per-rank compute order of a peer's generator:
+/// "<name>_p<P>_m<M>_v<V>.txt", one line a rank.
+struct OrderFixture {
+  std::string file, name;
+  int p = 0, m = 0;
+  std::vector<std::string> ranks;
+};
+/// Every order fixture in `dir`, by file name.
+std::vector<OrderFixture> order_fixtures(const std::string& dir);
+
 }  // namespace pipeplan::test

@@ -31,14 +31,6 @@ Problem problem(const std::string& name, int p, int m, int v = 0) {
   return pr;
 }
 
-std::vector<std::string> fixture_files() {
-  std::vector<std::string> out;
-  for (const auto& entry : std::filesystem::directory_iterator(kFixtureDir))
-    if (entry.path().extension() == ".txt") out.push_back(entry.path().filename().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 /// The most live activation on any rank, in whole-rank units (1F1B's
 /// microbatch on its one stage), simulated at F = I = W = 1 (B = 2).
 double peak_rank_activation(const std::string& name, int p, int m) {
@@ -52,19 +44,12 @@ double peak_rank_activation(const std::string& name, int p, int m) {
 }  // namespace
 
 TEST_CASE("v_shape: compute orders equal sail-sg's zbv_greedy.py", "[schedules][v-shape]") {
-  const auto files = fixture_files();
-  REQUIRE(files.size() == 44);  // 22 shapes each of v-half and v-min
-  for (const std::string& file : files) {
-    INFO(file);
-    // "<name>_p<P>_m<M>_v2.txt"
-    const std::size_t a = file.find("_p"), b = file.find("_m", a), c = file.find("_v", b);
-    const std::string name = file.substr(0, a);
-    const int p = std::stoi(file.substr(a + 2, b - a - 2));
-    const int m = std::stoi(file.substr(b + 2, c - b - 2));
-    std::ifstream in(kFixtureDir + "/" + file);
-    std::vector<std::string> expected;
-    for (std::string line; std::getline(in, line);) expected.push_back(line);
-    const Plan plan = plan_compute(problem(name, p, m));
+  const auto fixtures = pipeplan::test::order_fixtures(kFixtureDir);
+  REQUIRE(fixtures.size() == 44);  // 22 shapes each of v-half and v-min
+  for (const auto& f : fixtures) {
+    INFO(f.file);
+    const std::vector<std::string>& expected = f.ranks;
+    const Plan plan = plan_compute(problem(f.name, f.p, f.m));
     REQUIRE(plan.ranks.size() == expected.size());
     for (std::size_t r = 0; r < expected.size(); ++r) {
       INFO("rank " << r);

@@ -66,7 +66,10 @@ struct CompareRequest {
 };
 
 /// Plans and simulates each schedule. `options` cost one rank's share of the
-/// model: a schedule with v stages per rank runs each stage at 1/v of them.
+/// model: a schedule with v stages per rank runs each stage at 1/v of them
+/// (a routed schedule, DualPipe: each stage at p / (stages a route crosses)
+/// of them, so every rank does m shares' work; with a layer profile it is a
+/// skipped row, the profile splitting one copy of the model).
 /// A schedule that rejects the shape (or whose stage costs do not fit) is a
 /// skipped row; rows come back sorted (sort_comparison). Throws InputError
 /// for an unknown schedule name.

@@ -67,6 +67,11 @@ struct StepPlan {
 /// bad request and BudgetError-like InputError when nothing fits.
 StepPlan plan_step(const StepRequest& request);
 
+/// The tokens of each group's sequences (for CostModel::set_sequences):
+/// groups of indices into `sequences`.
+std::vector<std::vector<double>> packed_tokens(const std::vector<double>& sequences,
+                                               const std::vector<std::vector<int>>& groups);
+
 /// Packs sequences (tokens each) into microbatches of at most `budget`
 /// tokens, first fit decreasing: the longest first, each into the first
 /// microbatch with room. Returns each microbatch's sequence indices.

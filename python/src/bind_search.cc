@@ -142,7 +142,8 @@ same budget, the best library schedule in its order).)doc")
         if (!sequences.is_none()) {
           req.sequences = lengths_arg(sequences);
           if (microbatch_tokens.is_none())
-            throw InputError("sequences need microbatch_tokens (the most tokens a microbatch holds)");
+            throw InputError(
+                "sequences need microbatch_tokens (the most tokens a microbatch holds)");
           req.microbatch_tokens = float_arg(microbatch_tokens, "microbatch_tokens");
         } else if (!microbatch_tokens.is_none()) {
           throw InputError("microbatch_tokens goes with sequences");

@@ -33,7 +33,8 @@ std::vector<std::pair<std::string, LayerProfile>> profiles_in(const std::string&
   if (files.empty()) throw InputError(option + " " + dir + ": no *.csv layer profiles");
   std::vector<std::pair<std::string, LayerProfile>> profiles;
   for (const auto& f : files)
-    profiles.emplace_back(f.stem().string(), parse_layer_profile(read_input(f.string()), f.string()));
+    profiles.emplace_back(f.stem().string(),
+                          parse_layer_profile(read_input(f.string()), f.string()));
   return profiles;
 }
 

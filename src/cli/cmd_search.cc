@@ -138,9 +138,11 @@ std::function<int()> setup_search(CLI::App& app) {
     if (packing && app.count("--microbatches") > 0)
       throw InputError("--sequences builds the microbatches: drop -m");
     if (packing && !costs.lengths.empty())
-      throw InputError("give --lengths (the microbatches) or --sequences (to build them), not both");
+      throw InputError(
+          "give --lengths (the microbatches) or --sequences (to build them), not both");
     if (packing && app.count("--microbatch-tokens") == 0)
-      throw InputError("--sequences needs --microbatch-tokens N (the most tokens a microbatch holds)");
+      throw InputError(
+          "--sequences needs --microbatch-tokens N (the most tokens a microbatch holds)");
     if (!packing && app.count("--microbatch-tokens") > 0)
       throw InputError("--microbatch-tokens goes with --sequences");
     if (!packing && app.count("--microbatches") == 0)
@@ -194,9 +196,10 @@ std::function<int()> setup_search(CLI::App& app) {
       if (!why.empty()) spdlog::warn("--layout: {} (Megatron cannot run this layout here)", why);
     }
     const SearchResult result =
-        packing ? search_sequences(profile, o, read_lengths(args->sequences, "--sequences", "sequence"),
-                                   args->microbatch_tokens)
-                : search(profile, o);
+        packing
+            ? search_sequences(profile, o, read_lengths(args->sequences, "--sequences", "sequence"),
+                               args->microbatch_tokens)
+            : search(profile, o);
     spdlog::debug("search: {} candidates, origin {}", result.candidates, result.origin);
     if (!args->plan_output.empty()) {
       Output plan_out(args->plan_output);

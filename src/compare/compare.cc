@@ -17,9 +17,12 @@ using detail::tidy;
 
 int group(const ComparisonRow& r) { return !r.skipped.empty() ? 2 : !r.problems.empty() ? 1 : 0; }
 
-// The costs describe one rank's share of the model; a schedule with v
-// stages per rank runs each stage at 1/v of them, so all do the same work.
-SimOptions per_stage(SimOptions o, int v) {
+// The costs describe one rank's share of the model; a schedule whose
+// microbatches cross v stages per rank runs each stage at 1/v of them, so
+// all do the same work (v = stages per rank, or for a routed plan such as
+// DualPipe, whose microbatches cross p of its 2p stages, the stages a route
+// crosses over p).
+SimOptions per_stage(SimOptions o, double v) {
   CostModel& c = o.costs;
   c.f /= v, c.b /= v, c.i /= v, c.w /= v;
   if (c.overlap) *c.overlap /= v;
@@ -52,7 +55,12 @@ void run_row(ComparisonRow& row, const CompareRequest& request, const SimOptions
       row.partition = partition_for(*request.layers, planner.meta());
       simulated.costs = stage_costs(*request.layers, row.partition, options.costs);
     } else {
-      simulated = per_stage(options, planner.meta().stages_per_rank);
+      const PlanMeta& meta = planner.meta();
+      const Route route = meta.route_of(0);
+      simulated = per_stage(options, meta.has_routes()
+                                         ? static_cast<double>(route.last - route.first + 1) /
+                                               meta.pp_degree
+                                         : meta.stages_per_rank);
     }
     p = lower(apply_memory_policy(planner.compute(), request.memory),
               planner.lowering(request.lowering, simulated.costs));

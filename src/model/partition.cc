@@ -10,6 +10,7 @@
 
 #include "model/split.h"
 #include "pipeplan/error.h"
+#include "pipeplan/limits.h"
 #include "pipeplan/profile.h"
 
 namespace pipeplan {
@@ -387,6 +388,14 @@ CostModel stage_costs(const LayerProfile& profile, const Partition& partition,
 }
 
 Partition partition_for(const LayerProfile& profile, const PlanMeta& meta) {
+  // A routed plan (DualPipe) holds the model more than once: its stages are
+  // not one split of the profile's layers.
+  if (meta.has_routes())
+    throw InputError(limits::excerpt(meta.schedule) +
+                     ": its microbatches cross a route of the stages (each direction holds the "
+                     "whole model), so a layer profile's one split of the layers does not cost "
+                     "it; give per-stage costs instead (--cost, --stage-costs: a stage is one "
+                     "rank's share of one copy)");
   if (meta.partition.empty()) return balanced_partition(profile, meta.num_stages());
   check_partition(profile, meta.partition, meta.num_stages());
   return meta.partition;

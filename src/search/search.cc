@@ -146,12 +146,7 @@ SearchResult search_sequences(const LayerProfile& profile, SearchOptions o,
   step.memory_limit = o.memory_limit;
   const StepPlan chosen = plan_step(step);
   o.num_microbatches = static_cast<int>(chosen.microbatches.size());
-  std::vector<std::vector<double>> packed;
-  for (const std::vector<int>& mb : chosen.microbatches) {
-    packed.emplace_back();
-    for (int k : mb) packed.back().push_back(sequences[static_cast<std::size_t>(k)]);
-  }
-  o.comm.set_sequences(std::move(packed));
+  o.comm.set_sequences(packed_tokens(sequences, chosen.microbatches));
   o.keep_order = true;  // chosen with the packing
   SearchResult r = search(profile, o);
   r.microbatch_order = chosen.microbatch_order;

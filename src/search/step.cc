@@ -86,8 +86,7 @@ Best evaluate(const StepRequest& req, const Packing& packing, bool keep_order) {
   std::vector<double> tokens;
   for (const auto& mb : packing) tokens.push_back(std::accumulate(mb.begin(), mb.end(), 0.0));
   const std::vector<Order> orders = orders_for(tokens, keep_order);
-  const std::vector<std::string>& names =
-      req.schedules.empty() ? kDefaultSchedules : req.schedules;
+  const std::vector<std::string>& names = req.schedules.empty() ? kDefaultSchedules : req.schedules;
   const double stated = req.layers && req.layers->seq_len ? *req.layers->seq_len : 0.0;
   for (const std::string& name : names) {
     const ScheduleInfo& info = find_schedule(name);
@@ -99,7 +98,7 @@ Best evaluate(const StepRequest& req, const Packing& packing, bool keep_order) {
       options.costs = req.costs;
       Partition partition;
       if (req.layers) {
-        partition = balanced_partition(*req.layers, planner.meta().num_stages());
+        partition = partition_for(*req.layers, planner.meta());
         options.costs = stage_costs(*req.layers, partition, req.costs);
       }
       lowered = lower(planner.compute(), planner.lowering({}, options.costs));
@@ -140,7 +139,8 @@ void check_request(const StepRequest& req) {
     throw InputError(req.lengths.empty()
                          ? "plan_step: give the microbatches' lengths or the step's sequences"
                          : "plan_step: give lengths or sequences, not both");
-  if (!req.sequences.empty() && !(req.microbatch_tokens > 0 && std::isfinite(req.microbatch_tokens)))
+  if (!req.sequences.empty() &&
+      !(req.microbatch_tokens > 0 && std::isfinite(req.microbatch_tokens)))
     throw InputError("plan_step: sequences need a positive microbatch token budget");
   if (req.memory_limit && !(*req.memory_limit > 0))
     throw InputError("plan_step: the memory limit must be a positive number");
@@ -166,6 +166,16 @@ std::function<double(double, double)> stage_cost_of(const StepRequest& req, int 
 }
 
 }  // namespace
+
+std::vector<std::vector<double>> packed_tokens(const std::vector<double>& sequences,
+                                               const std::vector<std::vector<int>>& groups) {
+  std::vector<std::vector<double>> out;
+  for (const auto& group : groups) {
+    out.emplace_back();
+    for (int k : group) out.back().push_back(sequences.at(static_cast<std::size_t>(k)));
+  }
+  return out;
+}
 
 std::vector<std::vector<int>> first_fit_decreasing(const std::vector<double>& sequences,
                                                    double budget) {
@@ -269,12 +279,7 @@ StepPlan plan_step(const StepRequest& req) {
   std::vector<std::vector<int>> groups;  // with sequences: the chosen packing
   Best best;
   const auto packing_of = [&](const std::vector<std::vector<int>>& g) {
-    Packing p;
-    for (const auto& mb : g) {
-      p.emplace_back();
-      for (int k : mb) p.back().push_back(req.sequences[static_cast<std::size_t>(k)]);
-    }
-    return p;
+    return packed_tokens(req.sequences, g);
   };
   if (!req.sequences.empty()) {
     const std::vector<std::vector<int>> ffd =
@@ -284,9 +289,8 @@ StepPlan plan_step(const StepRequest& req) {
     best = evaluate(req, packing_of(ffd), req.keep_order);
     groups = ffd;
     // Times through one stage per rank: what each rank does per microbatch.
-    const std::vector<std::vector<int>> aware =
-        pipeline_packing(req.sequences, req.microbatch_tokens, req.pp_degree,
-                         stage_cost_of(req, req.pp_degree));
+    const std::vector<std::vector<int>> aware = pipeline_packing(
+        req.sequences, req.microbatch_tokens, req.pp_degree, stage_cost_of(req, req.pp_degree));
     Best other = evaluate(req, packing_of(aware), req.keep_order);
     other.candidates += best.candidates + ffd_arrival.candidates;
     if (other.found && (!best.found || other.makespan < best.makespan - 1e-9)) {
@@ -305,8 +309,8 @@ StepPlan plan_step(const StepRequest& req) {
                          ? "plan_step: no schedule fits the memory limit " +
                                detail::format_number(*req.memory_limit) + " (the least peak is " +
                                detail::format_number(best.least_peak) + ")"
-                         : "plan_step: no schedule tried takes " +
-                               std::to_string(req.pp_degree) + " ranks with these microbatches");
+                         : "plan_step: no schedule tried takes " + std::to_string(req.pp_degree) +
+                               " ranks with these microbatches");
   const VerifyResult proof = verify(best.plan, VerifyOptions{req.transport});
   if (!proof.ok())
     throw InternalError("plan_step: the chosen plan does not verify (a pipeplan bug)");
