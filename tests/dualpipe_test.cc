@@ -22,6 +22,7 @@
 #include "pipeplan/simulate.h"
 #include "pipeplan/transport.h"
 #include "pipeplan/verify.h"
+#include "test_util.h"
 
 using namespace pipeplan;
 

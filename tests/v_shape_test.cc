@@ -15,6 +15,7 @@
 #include "pipeplan/planner.h"
 #include "pipeplan/simulate.h"
 #include "pipeplan/verify.h"
+#include "test_util.h"
 
 using namespace pipeplan;
 
