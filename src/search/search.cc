@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "pipeplan/limits.h"
+#include "pipeplan/lower.h"
 #include "search/phases.h"
 
 namespace pipeplan::detail {
@@ -90,9 +91,32 @@ MemoryPolicy Search::full_recompute() {
 
 namespace pipeplan {
 
+double default_transfer_latency(const LayerProfile& profile) {
+  double f = 0.0;
+  for (const Layer& l : profile.layers) f += l.f;
+  return profile.size() == 0 ? 0.0 : kNominalLatency * f / static_cast<double>(profile.size());
+}
+
+CostModel search_costs(const LayerProfile& profile, const SearchOptions& o) {
+  CostModel c = o.comm;
+  if (!o.transfer_cost_stated && c.transfer_time() == 0.0) {
+    c.comm_latency = default_transfer_latency(profile);
+    c.comm_bandwidth = 0.0;
+  }
+  return c;
+}
+
 SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
   const int fixed_v = detail::check_options(profile, o);
-  return detail::Search(profile, o, fixed_v).run();
+  // Every phase (library baselines, candidates, bound, exact search) sees
+  // the one cost the report states.
+  SearchOptions charged = o;
+  charged.comm = search_costs(profile, o);
+  charged.transfer_cost_stated = true;
+  SearchResult r = detail::Search(profile, charged, fixed_v).run();
+  r.transfer_time = charged.comm.transfer_time();
+  r.transfer_cost_default = charged.comm.comm_latency != o.comm.comm_latency;
+  return r;
 }
 
 }  // namespace pipeplan
