@@ -2,7 +2,7 @@
 """pipeplan search's memory decisions on every example profile: budgets x makespans.
 
 For each profile of examples/layers/ (tiny4 excepted) at p = 4, m = 8 and p = 8, m = 16,
-no transfer cost, runs `pipeplan search` at B (1F1B's peak, the default budget), B/2
+no transfer cost (`--comm 0`), runs `pipeplan search` at B (1F1B's peak, the default budget), B/2
 and B/4, with and without memory actions, and the unconstrained best ("free":
 `--memory-limit 1e9 --no-recompute`); verifies every plan it writes under all three
 transports and prints the Markdown table of docs/memory.md, then the issue's targets
@@ -43,7 +43,8 @@ def search(opts, tmp, profile, p, m, budget, *flags):
     """One search; its JSON report plus `verified`, or dict(error=...) / dict(none=...)."""
     plan = os.path.join(tmp, "plan.json")
     args = [opts.pipeplan, "search", "-p", str(p), "-m", str(m), "--layers",
-            os.path.join(ROOT, "examples", "layers", profile + ".csv"), "-f", "json", "-o", plan]
+            os.path.join(ROOT, "examples", "layers", profile + ".csv"), "-f", "json", "-o", plan,
+            "--comm", "0"]  # no transfer cost, stated (the search's default charges one)
     if budget is not None:
         args += ["--memory-limit", repr(budget)]
     if opts.time_limit:

@@ -3,9 +3,12 @@
 
 #include <cstdio>
 #include <fstream>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "pipeplan/error.h"
 #include "test_util.h"
 
 using pipeplan::test::run_cli;
@@ -245,6 +248,19 @@ TEST_CASE("cli: bad input exits 2 with a clear message", "[cli]") {
   CHECK(bad_json.exit_code == 2);
   auto usage = run_cli({"plan", "-p", "2"});
   CHECK(usage.exit_code == 2);
+}
+
+TEST_CASE("cli: exit_code maps each error to its documented code", "[cli]") {
+  using namespace pipeplan;
+  CHECK(exit_code(PlanRejected("x", {})) == 1);
+  CHECK(exit_code(InputError("x")) == 2);
+  CHECK(exit_code(ShapeError("x", "pass {m}")) == 2);
+  CHECK(exit_code(InternalError("x")) == 3);
+  CHECK(exit_code(CommError("x")) == 4);
+  CHECK(exit_code(std::runtime_error("x")) == 3);
+  CHECK(exit_code(std::bad_alloc()) == 3);
+  CHECK((kExitOk == 0 && kExitInvalid == 1 && kExitUsage == 2 && kExitInternal == 3 &&
+         kExitPeer == 4));
 }
 
 TEST_CASE("cli: list shows every schedule with constraints; version and help", "[cli]") {

@@ -216,6 +216,7 @@ TEST_CASE("lengths: the search's bound holds for every plan of the step", "[leng
       "a,1,2,1,1,0.3,0.6,0\nb,1,2,1,1,0.3,0.6,0\nc,1,2,1,1,0.3,0.6,0\n"
       "d,2,4,2,1,0,0,0\n");
   SearchOptions o;
+  o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
   o.pp_degree = 2;
   o.num_microbatches = 6;
   o.time_limit = 2.0;

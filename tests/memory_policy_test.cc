@@ -230,6 +230,7 @@ TEST_CASE("memory search: below 1F1B's budget, plans with memory actions fit and
           "[memory][search]") {
   const LayerProfile prof = example("gpt50");
   SearchOptions o;
+  o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
   o.pp_degree = 4;
   o.num_microbatches = 8;
   o.time_limit = 60;  // ends well before: deterministic, whatever the load
@@ -292,6 +293,7 @@ TEST_CASE("memory search: the lower bound's memory term with recompute and offlo
   // The search at that budget recomputes, beats every plan keeping its
   // activations (>= 73) and stays above its own bound.
   SearchOptions o;
+  o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
   o.pp_degree = 2;
   o.num_microbatches = 8;
   o.comm.comm_latency = 0.5;

@@ -38,6 +38,7 @@ bool verifies_everywhere(const Plan& plan) {
 // search ends within a second or two.
 SearchOptions free_search(int p, int m) {
   SearchOptions o;
+  o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
   o.pp_degree = p;
   o.num_microbatches = m;
   o.memory_limit = 1e9;
@@ -66,6 +67,7 @@ TEST_CASE("memory search: half of 1F1B's budget, recompute alone, within 25% of 
     CAPTURE(name);
     const LayerProfile prof = example(name);
     SearchOptions o;
+    o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
     o.pp_degree = 4;
     o.num_microbatches = 8;
     o.time_limit = 60;  // each ends within a second: deterministic, whatever the load
@@ -200,6 +202,7 @@ TEST_CASE("memory fit: a recompute an action early runs while the rank waits for
 
   // The search (early styles first, more candidates polished): was 460.8.
   SearchOptions o;
+  o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
   o.pp_degree = 8;
   o.num_microbatches = 16;
   o.memory_limit = 19.2;

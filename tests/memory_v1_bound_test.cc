@@ -79,6 +79,7 @@ TEST_CASE("v = 1 bound: wlight32 p=8 m=16 at half of 1F1B's budget is out of the
   // The free best (docs/memory.md's table) is 199.2: 1.25 x 199.2 = 249.
   CHECK(bound > 1.25 * 199.2);
   SearchOptions o;
+  o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
   o.pp_degree = 8;
   o.num_microbatches = 16;
   o.memory_limit = 16;
@@ -102,6 +103,7 @@ TEST_CASE("v = 1 bound: no exhaustive v = 1 optimum is below it", "[memory][sear
     for (double budget : {2.0, 3.0, 4.0, 5.0, 6.0, 1e9}) {
       CAPTURE(p, m, budget);
       SearchOptions o;
+      o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
       o.pp_degree = p;
       o.num_microbatches = m;
       o.memory_limit = budget;

@@ -112,6 +112,7 @@ TEST_CASE("sail-sg grid: the search is never slower (p = 4, m = 8)", "[search][s
     const double budget = prob["budget"];
     const LayerProfile prof = grid_profile(p, prob["i"]);
     SearchOptions o;
+    o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
     o.pp_degree = p;
     o.num_microbatches = prob["m"];
     o.memory_limit = budget;

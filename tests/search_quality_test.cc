@@ -64,6 +64,7 @@ TEST_CASE("search: ties sail-sg's V-shape heuristic at 1F1B's budget", "[search]
   for (auto [m, sail] : {std::pair{16, 58.0}, std::pair{32, 106.0}}) {
     CAPTURE(m);
     SearchOptions o;
+    o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
     o.pp_degree = 8;
     o.num_microbatches = m;
     o.comm.comm_latency = 0.25;
@@ -127,6 +128,7 @@ TEST_CASE("search: tiny shapes return the exact optimum", "[search]") {
                          Shape{2, 3, 0.5, 5.0}, Shape{2, 2, 1, {}}, Shape{4, 2, 0, {}}}) {
     CAPTURE(s.p, s.m, s.comm);
     SearchOptions o;
+    o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
     o.pp_degree = s.p;
     o.num_microbatches = s.m;
     o.comm.comm_latency = s.comm;
@@ -185,13 +187,15 @@ TEST_CASE("search: the CLI writes the exact plan and says it won", "[search][cli
   text_args.insert(text_args.end(), shape.begin(), shape.end());
   auto text = run_cli(text_args);
   CHECK(text.out.find("returned: the exact search's plan") != std::string::npos);
-  auto heuristic = run_cli({"search", "-p", "2", "-m", "2", "--layers", layers, "-f", "json"});
+  auto heuristic =
+      run_cli({"search", "-p", "2", "-m", "2", "--layers", layers, "--comm", "0", "-f", "json"});
   CHECK(nlohmann::json::parse(heuristic.out)["exact"]["winner"] == "heuristic");
 }
 
 TEST_CASE("search: the exhaustive search's plan has its optimum", "[search]") {
   const LayerProfile prof = example("tiny4");
   SearchOptions o;
+  o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
   o.pp_degree = 2;
   o.num_microbatches = 3;
   Plan best;
@@ -258,6 +262,7 @@ TEST_CASE("search: the lower bound is below every plan within the budget", "[sea
               }
             if (scale == 0.6 || m == 8) {
               SearchOptions o;
+              o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
               o.pp_degree = p;
               o.num_microbatches = m;
               o.comm.comm_latency = transfer;
@@ -289,6 +294,7 @@ TEST_CASE("search: the memory term of the lower bound", "[search]") {
   CHECK(why.find("memory") != std::string::npos);
   CHECK(makespan_lower_bound(prof, 2, 4, 0.5) < bound);
   SearchOptions o;
+  o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
   o.pp_degree = 2;
   o.num_microbatches = 4;
   o.comm.comm_latency = 0.5;
@@ -317,6 +323,7 @@ TEST_CASE("search: the whole-layer term of the lower bound", "[search]") {
     CHECK(makespan_lower_bound(prof, 4, 8, t, &why, 8.0) == Approx(3 * (0.5 + t) + 32));
     CHECK(why.find("whole layers") != std::string::npos);
     SearchOptions o;
+    o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
     o.pp_degree = 4;
     o.num_microbatches = 8;
     o.comm.comm_latency = t;
@@ -339,6 +346,7 @@ TEST_CASE("search: the drain term of the lower bound", "[search]") {
   CHECK(makespan_lower_bound(prof, 4, 4, 0.0, &why) == Approx(19));
   CHECK(why.find("drain") != std::string::npos);
   SearchOptions o;
+  o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
   o.pp_degree = 4;
   o.num_microbatches = 4;
   o.memory_limit = 8.0;
@@ -393,6 +401,7 @@ TEST_CASE("search: the drain term counts the forwards the budget holds back", "[
   CHECK(makespan_lower_bound(cheap, 4, 8, 0.0, nullptr, 4.0, {true, false}) == Approx(33.5));
   CHECK(makespan_lower_bound(cheap, 4, 8, 0.0, nullptr, 4.0) == Approx(35));
   SearchOptions o;
+  o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
   o.pp_degree = 4;
   o.num_microbatches = 8;
   o.memory_limit = 4.0;
@@ -425,6 +434,7 @@ TEST_CASE("search: the exact search runs within the time limit", "[search]") {
     prof.layers.push_back(
         {"l" + std::to_string(l), 1 + 0.3 * (l % 3), 2 + 0.5 * (l % 2), 1, 1, {}, {}});
   SearchOptions o;
+  o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
   o.pp_degree = 2;
   o.num_microbatches = 4;
   o.comm.comm_latency = 0.5;
@@ -462,6 +472,7 @@ TEST_CASE("search: the exact plan keeps to the mappings the search may use", "[s
     prof.layers.push_back(
         {"l" + std::to_string(l), 1 + 0.3 * (l % 3), 2 + 0.5 * (l % 2), 1, 1, {}, {}});
   SearchOptions o;
+  o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
   o.pp_degree = 4;
   o.num_microbatches = 2;
   o.comm.comm_latency = 0.25;

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "ir/numbers.h"
 #include "model/split.h"
 #include "pipeplan/emit.h"
 #include "pipeplan/error.h"
@@ -19,9 +20,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <random>
+#include <regex>
 #include <sstream>
 #include <tuple>
 
@@ -85,6 +88,7 @@ TEST_CASE("profile: bad rows are located errors", "[search]") {
 
 TEST_CASE("search: shapes beyond the shared limits are refused up front", "[search]") {
   SearchOptions o;
+  o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
   o.pp_degree = 2;
   o.num_microbatches = 1 << 21;
   CHECK_THROWS_AS(search(uniform(4), o), ShapeError);
@@ -298,6 +302,7 @@ void check_result(const SearchResult& r, const SearchOptions& o) {
 TEST_CASE("search: never worse than the library, fits the budget, verifies everywhere",
           "[search]") {
   SearchOptions o;
+  o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
   o.pp_degree = 4;
   o.num_microbatches = 8;
   for (const char* name : {"uniform32", "gpt50", "wheavy32"}) {
@@ -309,6 +314,7 @@ TEST_CASE("search: never worse than the library, fits the budget, verifies every
 
 TEST_CASE("search: beats the library on an uneven profile with communication", "[search]") {
   SearchOptions o;
+  o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
   o.pp_degree = 4;
   o.num_microbatches = 8;
   o.comm.comm_latency = 0.5;
@@ -324,6 +330,7 @@ TEST_CASE("search: beats the library on an uneven profile with communication", "
 TEST_CASE("search: budgets between the library's memory levels", "[search]") {
   const LayerProfile prof = example("uniform32");
   SearchOptions o;
+  o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
   o.pp_degree = 4;
   o.num_microbatches = 8;
   const double one_f_one_b = search(prof, o).memory_limit;
@@ -339,6 +346,7 @@ TEST_CASE("search: budgets between the library's memory levels", "[search]") {
 
 TEST_CASE("search: no plan fits names the smallest budget that works", "[search]") {
   SearchOptions o;
+  o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
   o.pp_degree = 4;
   o.num_microbatches = 8;
   o.memory_limit = 0.5;
@@ -358,6 +366,7 @@ TEST_CASE("search: no plan fits names the smallest budget that works", "[search]
 
 TEST_CASE("search: deterministic", "[search]") {
   SearchOptions o;
+  o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
   o.pp_degree = 4;
   o.num_microbatches = 8;
   o.comm.comm_latency = 0.2;
@@ -373,6 +382,7 @@ TEST_CASE("search: deterministic", "[search]") {
 
 TEST_CASE("search: tiny shapes are measured against the exact optimum", "[search]") {
   SearchOptions o;
+  o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
   o.pp_degree = 2;
   o.num_microbatches = 3;
   const SearchResult r = search(example("tiny4"), o);
@@ -475,6 +485,91 @@ TEST_CASE("search: a calibrated stage-costs file fixes the partition", "[search]
   }
 }
 
+namespace {
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+}  // namespace
+
+TEST_CASE("search: simulate prints 1F1B's peak memory, the search's default budget",
+          "[search][cli]") {
+  const std::string layers = std::string(PIPEPLAN_SOURCE_DIR) + "/examples/layers/gpt50.csv";
+  auto sim = run_cli({"simulate", "-s", "1f1b", "-p", "4", "-m", "8", "--layers", layers});
+  REQUIRE(sim.exit_code == 0);
+  const std::string line = "peak memory: ";
+  const std::size_t at = sim.out.find(line);
+  REQUIRE(at != std::string::npos);
+  const double peak = std::stod(sim.out.substr(at + line.size()));
+  CHECK(sim.out.find(" on rank ", at) != std::string::npos);
+  auto s = run_cli({"search", "-p", "4", "-m", "8", "--layers", layers, "--comm", "0",
+                    "--time-limit", "0.5", "-f", "json"});
+  REQUIRE(s.exit_code == 0);
+  CHECK(nlohmann::json::parse(s.out)["memory_limit"].get<double>() == Approx(peak));
+}
+
+TEST_CASE("search: states the message cost it charges, not free unless told", "[search][cli]") {
+  const std::string layers = std::string(PIPEPLAN_SOURCE_DIR) + "/examples/layers/gpt50.csv";
+  const LayerProfile prof = parse_layer_profile(read_text(layers), layers);
+  double f = 0;
+  for (const Layer& l : prof.layers) f += l.f;
+  const double want = kNominalLatency * f / static_cast<double>(prof.size());
+  CHECK(default_transfer_latency(prof) == Approx(want));
+  const std::vector<std::string> shape{"search", "-p",           "4",  "-m", "8", "--layers",
+                                       layers,   "--time-limit", "0.5"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv = shape;
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return run_cli(argv);
+  };
+  auto text = with({});
+  REQUIRE(text.exit_code == 0);
+  CHECK(text.out.find("transfer cost: " + detail::format_number(want, 4) +
+                      " per message (default: 0.25 x the profile's mean layer F; --comm states "
+                      "it, --comm 0 for free messages)\n") != std::string::npos);
+  auto json = nlohmann::json::parse(with({"-f", "json"}).out);
+  CHECK(json["transfer_time"].get<double>() == Approx(want));
+  CHECK(json["transfer_cost"] == "default");
+  // --comm 0 keeps free messages, stated.
+  auto free_text = with({"--comm", "0"});
+  CHECK(free_text.out.find("transfer cost: 0 per message\n") != std::string::npos);
+  auto free_json = nlohmann::json::parse(with({"--comm", "0", "-f", "json"}).out);
+  CHECK(free_json["transfer_time"].get<double>() == 0.0);
+  CHECK(free_json["transfer_cost"] == "stated");
+  // The library: the same default, unless stated.
+  SearchOptions o;
+  o.pp_degree = 2;
+  o.num_microbatches = 4;
+  o.time_limit = 0.5;
+  CHECK(search_costs(prof, o).comm_latency == Approx(want));
+  o.transfer_cost_stated = true;
+  CHECK(search_costs(prof, o).comm_latency == 0.0);
+  o.transfer_cost_stated = false;
+  o.comm.comm_latency = 0.5;
+  CHECK(search_costs(prof, o).comm_latency == 0.5);
+}
+
+TEST_CASE("search: the report counts the chosen plan's memory actions, once", "[search][cli]") {
+  const std::string layers = std::string(PIPEPLAN_SOURCE_DIR) + "/examples/layers/gpt50.csv";
+  const std::string plan_path = test::temp_file("recomputing.json", "");
+  auto s = run_cli({"search", "-p", "4", "-m", "8", "--layers", layers, "--comm", "0",
+                    "--memory-limit", "25", "--time-limit", "1", "-o", plan_path});
+  INFO(s.out << s.err);
+  REQUIRE(s.exit_code == 0);
+  const Plan plan = parse_plan(read_text(plan_path), plan_path);
+  int recomputed = 0;
+  for (const auto& rank : plan.ranks)
+    for (const Action& a : rank) recomputed += a.type == ActionType::Recompute;
+  REQUIRE(recomputed > 0);
+  CHECK(s.out.find("memory actions: " + std::to_string(recomputed) +
+                   " (stage, microbatch) recomputed") != std::string::npos);
+  // The chosen line says how the plan was made, not a count a later phase changed.
+  const std::size_t chosen = s.out.find("chosen: ");
+  REQUIRE(chosen != std::string::npos);
+  const std::string line = s.out.substr(chosen, s.out.find('\n', chosen) - chosen);
+  CHECK_FALSE(std::regex_search(line, std::regex("[0-9]+ (recomputed|offloaded)")));
+}
+
 TEST_CASE("search: compare --layers reports peak memory per schedule", "[search][cli]") {
   const std::string layers = std::string(PIPEPLAN_SOURCE_DIR) + "/examples/layers/gpt50.csv";
   auto c = run_cli({"compare", "-p", "4", "-m", "8", "--layers", layers, "-f", "json",
@@ -492,6 +587,7 @@ TEST_CASE("search: compare --layers reports peak memory per schedule", "[search]
 
 TEST_CASE("search: the exhaustive search finds the optimum without an incumbent", "[search]") {
   SearchOptions o;
+  o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
   o.pp_degree = 2;
   o.num_microbatches = 4;
   o.comm.comm_latency = 0.5;
@@ -611,6 +707,7 @@ TEST_CASE("search: beats the best library schedule at 1F1B's budget when W is he
   // faster than the library plan itself.
   const LayerProfile prof = uniform(8, 1, 3, 2, 1);
   SearchOptions o;
+  o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
   o.pp_degree = 4;
   o.num_microbatches = 8;
   for (double comm : {0.5, 1.0}) {
@@ -673,6 +770,7 @@ TEST_CASE("search: bad limits are named input errors", "[search][cli]") {
   }
   // The library says the same to every caller (Python's time_limit=).
   SearchOptions o;
+  o.transfer_cost_stated = true;  // messages as set below (free: --comm 0)
   o.pp_degree = 2;
   o.num_microbatches = 2;
   for (double bad : {0.0, -1.0, std::nan(""), 1e9}) {

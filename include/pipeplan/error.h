@@ -1,11 +1,13 @@
 // Error types: one family under pipeplan::Error. Bad input is a typed
 // exception with a location; plan defects found by verify() are Diagnostics
 // (verify.h), never exceptions, until a runner refuses the plan
-// (PlanRejected). The CLI maps each type to one exit code in one place:
-//   PlanRejected 1, InputError 2, InternalError 3, CommError 4.
+// (PlanRejected). Each type has one exit code, mapped in one place
+// (exit_code() below): PlanRejected 1, InputError 2, InternalError 3,
+// CommError 4.
 #pragma once
 
 #include <cstddef>
+#include <exception>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -90,5 +92,23 @@ class InternalError : public Error {
  public:
   explicit InternalError(const std::string& what) : Error(what) {}
 };
+
+/// The documented exit codes (README, docs/executor.md).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitInvalid = 1;   ///< PlanRejected: invalid or not deadlock-free
+inline constexpr int kExitUsage = 2;     ///< InputError (ShapeError, BudgetError): usage or input
+inline constexpr int kExitInternal = 3;  ///< InternalError, or anything unexpected
+inline constexpr int kExitPeer = 4;      ///< CommError: a peer failed or communication broke
+
+/// The exit code documented for `e`, as `pipeplan` and `pipeplan train` exit
+/// with it: PlanRejected 1, InputError 2, CommError 4, anything else 3 (a
+/// trainer embedding the executor exits the same way:
+/// `catch (const std::exception& e) { return pipeplan::exit_code(e); }`).
+inline int exit_code(const std::exception& e) noexcept {
+  if (dynamic_cast<const PlanRejected*>(&e)) return kExitInvalid;
+  if (dynamic_cast<const InputError*>(&e)) return kExitUsage;
+  if (dynamic_cast<const CommError*>(&e)) return kExitPeer;
+  return kExitInternal;
+}
 
 }  // namespace pipeplan

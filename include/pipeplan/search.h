@@ -39,6 +39,10 @@ struct SearchOptions {
   /// Transfer cost (comm_latency, comm_bandwidth, transfer_bytes); the
   /// compute costs come from the profile.
   CostModel comm;
+  /// The user stated the transfer cost (--comm, comm=), a free one included.
+  /// When not, and `comm` makes messages free, the search charges
+  /// default_transfer_latency(profile) per message: real ones never are.
+  bool transfer_cost_stated = false;
   /// The transport the makespan is measured under (the plan is verified
   /// under all three).
   Transport transport = Transport::Rendezvous;
@@ -112,6 +116,10 @@ struct SearchResult {
   std::optional<LibraryRun> best_library_recompute;
   /// (stage, microbatch)s the chosen plan recomputes / offloads.
   int recomputed = 0, offloaded = 0;
+  /// The time every message took in the search (latency + bytes/bandwidth),
+  /// and whether it is default_transfer_latency() (none was stated).
+  double transfer_time = 0.0;
+  bool transfer_cost_default = false;
   std::optional<ExactResult> exact;
   /// With microbatches of different lengths: plan microbatch k is input
   /// microbatch microbatch_order[k] (the order chosen for the step; the
@@ -134,6 +142,18 @@ class BudgetError : public InputError {
       : InputError(what), smallest_budget(smallest) {}
   double smallest_budget;
 };
+
+/// The search's message cost when none is stated: kNominalLatency (a
+/// quarter) of the profile's mean layer F. A boundary activation over an
+/// inter-node link costs about that next to a transformer layer's forward
+/// (docs/search.md has the arithmetic); free messages reward cutting the
+/// model into as many stages as there are layers.
+double default_transfer_latency(const LayerProfile& profile);
+
+/// `options.comm` as the search charges it: with default_transfer_latency()
+/// per message when the transfer cost is not stated and `comm` makes
+/// messages free (the one default-message-cost rule), else unchanged.
+CostModel search_costs(const LayerProfile& profile, const SearchOptions& options);
 
 /// Searches as described above. Throws InputError/ShapeError on bad options
 /// (fewer layers than ranks, p or m < 1) and BudgetError when nothing fits.

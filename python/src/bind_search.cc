@@ -318,6 +318,13 @@ actions), ``to_text()``/``to_json()`` as
       .def_property_readonly(
           "microbatch_order", [](const Searched& s) { return s.result.microbatch_order; },
           "With lengths: plan microbatch k is input microbatch microbatch_order[k].")
+      .def_property_readonly(
+          "transfer_time", [](const Searched& s) { return s.result.transfer_time; },
+          "The time every message took in the search (comm= or the default).")
+      .def_property_readonly(
+          "transfer_cost_default", [](const Searched& s) { return s.result.transfer_cost_default; },
+          "True when no comm= was given and the search charged its default per message "
+          "(0.25 x the profile's mean layer F).")
       .def_property_readonly("candidates", [](const Searched& s) { return s.result.candidates; })
       .def_property_readonly("time_limited",
                              [](const Searched& s) { return s.result.time_limited; })
@@ -365,6 +372,7 @@ actions), ``to_text()``/``to_json()`` as
         s.options.recompute = bool_arg(recompute, "recompute");
         s.options.offload = bool_arg(offload, "offload");
         s.options.comm = sim.costs;
+        s.options.transfer_cost_stated = !comm.is_none();
         s.options.transport = sim.transport;
         {
           Release release;
@@ -385,7 +393,8 @@ simulated makespan whose peak activation memory per rank is within
 
 layers              a CSV path, a LayerProfile, or (name, F, B, W, activation) rows
 memory_limit        --memory-limit, in the profile's activation unit
-comm, bytes, model  --comm, --bytes, --model (as simulate())
+comm, bytes, model  --comm, --bytes, --model (as simulate()); without comm the search
+                    charges 0.25 x the mean layer F per message (comm=0: free)
 time_limit          --time-limit in seconds
 max_stages_per_rank --max-v
 recompute           False: --no-recompute (no RECOMPUTE in the plan)

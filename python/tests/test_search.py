@@ -104,3 +104,21 @@ def test_search_without_a_fitting_plan_names_the_smallest_budget():
         pipeplan.search(ROWS, 8, 4)
     with pytest.raises(pipeplan.ShapeError, match="more than the supported"):
         pipeplan.search(ROWS, 2, 1 << 21)
+
+
+def test_search_charges_a_stated_default_message_cost(cli, layers_dir):
+    # Without comm= every message costs 0.25 x the mean layer F, as the CLI's.
+    mean_f = sum(row[1] for row in ROWS) / len(ROWS)
+    r = pipeplan.search(ROWS, 2, 4, time_limit=0.5)
+    assert r.transfer_cost_default
+    assert r.transfer_time == pytest.approx(0.25 * mean_f)
+    assert "transfer cost: " in r.to_text() and "(default: 0.25 x" in r.to_text()
+    free = pipeplan.search(ROWS, 2, 4, comm=0, time_limit=0.5)
+    assert not free.transfer_cost_default
+    assert free.transfer_time == 0
+    path = str(layers_dir / "gpt50.csv")
+    doc = json.loads(cli.out("search", "-p", "4", "-m", "8", "--layers", path, "--time-limit",
+                             "0.5", "-f", "json"))
+    assert doc["transfer_cost"] == "default"
+    assert pipeplan.search(path, 4, 8, time_limit=0.5).transfer_time == pytest.approx(
+        doc["transfer_time"])

@@ -75,7 +75,8 @@ std::function<int()> setup_search(CLI::App& app) {
                  "1F1B's peak on the same profile)")
       ->check(number_in(0, limits::kMaxCost, /*above_min=*/true));
   app.add_option("--comm", args->costs.comm,
-                 "Transfer cost LATENCY[,BANDWIDTH]: latency + bytes/bandwidth per transfer");
+                 "Transfer cost LATENCY[,BANDWIDTH]: latency + bytes/bandwidth per transfer "
+                 "(default: 0.25 x the profile's mean layer F per message; 0: free messages)");
   app.add_option("--bytes", args->costs.bytes, "Size of every transfer, for --comm's BANDWIDTH")
       ->check(number_in(0, limits::kMaxTransferBytes));
   app.add_option("--host-bw", args->costs.host_bw,
@@ -152,6 +153,8 @@ std::function<int()> setup_search(CLI::App& app) {
     SearchOptions o = args->options;
     o.comm = sim.costs;
     o.transport = sim.transport;
+    // A calibrated stage-costs file states its transfer cost, as --comm does.
+    o.transfer_cost_stated = !costs.comm.empty() || file.comm_latency.has_value();
     if (app.count("--memory-limit") > 0) o.memory_limit = args->memory_limit;
     o.recompute = !args->no_recompute;
     o.offload = !args->no_offload;

@@ -240,10 +240,10 @@ int run_rank(const TrainArgs& a, const Plan& p, exec::Backend backend) {
     auto world = exec::Communicator::connect(env, backend, timeout);
     if (exec::log_debug_enabled()) {
       char ms[32];
-      std::snprintf(ms, sizeof ms, "%.1f",
-                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                              t_connect)
-                        .count());
+      std::snprintf(
+          ms, sizeof ms, "%.1f",
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_connect)
+              .count());
       exec::log_debug("rank " + std::to_string(env.rank) + ": connected to " +
                       std::to_string(env.world_size) + " ranks (" + a.backend + ", " +
                       env.master_addr + ":" + std::to_string(env.master_port) + ") in " + ms +
@@ -294,12 +294,8 @@ int run_rank(const TrainArgs& a, const Plan& p, exec::Backend backend) {
       }
       std::optional<double> loss =
           a.forward_only ? ex.forward_only(inputs, targets).loss : ex.step(inputs, targets);
-      if (loss && a.dp > 1) {
-        // The global loss: the mean of the replicas' losses (equal batches).
-        at::Tensor t = at::full({1}, *loss, at::TensorOptions().dtype(at::kDouble)).to(device);
-        groups.data->allreduce_sum(t, timeout);
-        loss = t.to(at::kCPU).item<double>() / a.dp;
-      }
+      // The global batch's loss: the mean of the replicas' losses.
+      if (loss && a.dp > 1) loss = exec::global_loss(*groups.data, *loss, timeout);
       if (loss && groups.replica == 0) print_step(k, *loss);
       if (!a.forward_only) exec::sgd_step(mine, a.lr);
     }

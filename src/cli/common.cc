@@ -170,16 +170,11 @@ std::string error_text(const std::exception& e) {
 Failure classify(std::exception_ptr e) {
   try {
     std::rethrow_exception(e);
-  } catch (const PlanRejected& x) {
-    return {kExitInvalid, "error", x.what()};
-  } catch (const CommError& x) {
-    return {kExitPeer, "error", x.what()};
-  } catch (const InputError& x) {
-    return {kExitUsage, "error", error_text(x)};
   } catch (const std::bad_alloc&) {
     return {kExitInternal, "internal error", "out of memory"};
   } catch (const std::exception& x) {
-    return {kExitInternal, "internal error", x.what()};
+    const int code = exit_code(x);
+    return {code, code == kExitInternal ? "internal error" : "error", error_text(x)};
   } catch (...) {
     return {kExitInternal, "internal error", "unknown exception"};
   }
@@ -245,8 +240,8 @@ void write_all_or_none(const std::vector<std::pair<std::string, std::string>>& f
       std::error_code ec;
       fs::rename(temps[i], files[i].first, ec);
       if (ec)
-        throw InputError("cannot write '" + limits::excerpt(files[i].first) + "': " +
-                         ec.message() + (i == 0 ? " (nothing written)" : ""));
+        throw InputError("cannot write '" + limits::excerpt(files[i].first) + "': " + ec.message() +
+                         (i == 0 ? " (nothing written)" : ""));
     }
   } catch (...) {
     std::error_code ignored;

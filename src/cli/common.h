@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "pipeplan/error.h"
 #include "pipeplan/io.h"
 #include "pipeplan/ir.h"
 #include "pipeplan/problem.h"
@@ -22,11 +23,12 @@ class Validator;
 
 namespace pipeplan::cli {
 
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitInvalid = 1;   ///< plan invalid or not deadlock-free
-inline constexpr int kExitUsage = 2;     ///< usage or input error
-inline constexpr int kExitInternal = 3;  ///< internal error
-inline constexpr int kExitPeer = 4;      ///< a peer failed or communication broke (train)
+// The exit codes and exit_code(): pipeplan/error.h, the one mapping.
+using pipeplan::kExitInternal;
+using pipeplan::kExitInvalid;
+using pipeplan::kExitOk;
+using pipeplan::kExitPeer;
+using pipeplan::kExitUsage;
 
 /// What a failure means for the user: its exit code and the stderr label
 /// ("error" or "internal error").
@@ -35,8 +37,9 @@ struct Failure {
   const char* label = "internal error";
   std::string message;
 };
-/// The one mapping from an exception to a Failure: PlanRejected 1,
-/// InputError 2, InternalError and anything unexpected 3, CommError 4.
+/// An exception as a Failure: its code from exit_code() (pipeplan/error.h:
+/// PlanRejected 1, InputError 2, InternalError and anything unexpected 3,
+/// CommError 4), its label and message.
 Failure classify(std::exception_ptr e);
 /// An error's text as the CLI words it: shape fixes name -p, -m and -v.
 std::string error_text(const std::exception& e);
@@ -113,7 +116,6 @@ void write_all_or_none(const std::vector<std::pair<std::string, std::string>>& f
 /// torch `torch`.
 void write_plan(const Plan& plan, const std::string& format, std::ostream& out,
                 TorchVersion torch = kTorchDefaultVersion);
-
 
 /// Reads a plan file (JSON or CSV, detected from content) or "-". `csv`
 /// supplies what a CSV lacks; for JSON its set fields must agree with the file.

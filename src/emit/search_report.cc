@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/numbers.h"
+#include "pipeplan/lower.h"
 #include "pipeplan/search.h"
 
 namespace pipeplan {
@@ -24,6 +25,11 @@ void write_search_text(const SearchResult& r, const SearchOptions& o, std::ostre
       << (m.partition.empty() ? 0 : static_cast<int>(m.num_stages())) << " stages; model "
       << to_string(o.transport) << "\n";
   out << "memory budget: " << format_number(r.memory_limit, 4) << " per rank\n";
+  out << "transfer cost: " << format_number(r.transfer_time, 4) << " per message";
+  if (r.transfer_cost_default)
+    out << " (default: " << format_number(kNominalLatency, 2)
+        << " x the profile's mean layer F; --comm states it, --comm 0 for free messages)";
+  out << "\n";
   out << "chosen: " << r.origin << "\n";
   out << "  mapping " << to_string(m.mapping) << ", v " << m.stages_per_rank << ", partition ["
       << partition_text(m.partition) << "] layers per stage\n";
@@ -95,7 +101,8 @@ void write_search_json(const SearchResult& r, const SearchOptions& o, std::ostre
   doc["pp_degree"] = o.pp_degree;
   doc["num_microbatches"] = o.num_microbatches;
   doc["model"] = std::string(to_string(o.transport));
-  doc["transfer_time"] = tidy(o.comm.transfer_time());
+  doc["transfer_time"] = tidy(r.transfer_time);
+  doc["transfer_cost"] = r.transfer_cost_default ? "default" : "stated";
   doc["memory_limit"] = tidy(r.memory_limit);
   doc["makespan"] = tidy(r.makespan);
   doc["peak_memory"] = tidy(r.peak_memory);

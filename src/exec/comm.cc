@@ -24,6 +24,7 @@
 #include <functional>
 #include <future>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -61,10 +62,35 @@ bool is_loopback(const std::string& addr) {
 // it too.
 using BatchWork = std::shared_ptr<c10::intrusive_ptr<c10d::Work>>;
 
+// The peers this rank's transfers found gone: a send or receive that failed
+// with an error (a closed or reset connection), not a timeout. A peer's
+// process closes its connections only once it reported its failure (or was
+// killed, and never will): rank 0 need not wait for its report.
+class LostPeers {
+ public:
+  void add(int peer) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (std::find(peers_.begin(), peers_.end(), peer) == peers_.end()) peers_.push_back(peer);
+  }
+  std::vector<int> list() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return peers_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<int> peers_;
+};
+
 class WorkOp : public PendingOp {
  public:
-  WorkOp(c10::intrusive_ptr<c10d::Work> work, at::Tensor tensor, BatchWork batch = nullptr)
-      : work_(std::move(work)), batch_(std::move(batch)), tensor_(std::move(tensor)) {}
+  WorkOp(c10::intrusive_ptr<c10d::Work> work, at::Tensor tensor, BatchWork batch = nullptr,
+         int peer = -1, std::shared_ptr<LostPeers> lost = nullptr)
+      : work_(std::move(work)),
+        batch_(std::move(batch)),
+        tensor_(std::move(tensor)),
+        peer_(peer),
+        lost_(std::move(lost)) {}
 
   void wait(std::chrono::milliseconds timeout, const std::string& what) override {
     wait_one(work_, timeout, what);
@@ -76,17 +102,23 @@ class WorkOp : public PendingOp {
   }
 
  private:
-  static void wait_one(c10::intrusive_ptr<c10d::Work>& work, std::chrono::milliseconds timeout,
-                       const std::string& what) {
+  // Throws CommError when the work failed or timed out; an error of this
+  // operation's own work (a batch's names no one peer) marks its peer lost.
+  void wait_one(c10::intrusive_ptr<c10d::Work>& work, std::chrono::milliseconds timeout,
+                const std::string& what) {
     if (!work) return;
     bool done = false;
+    std::string error;
     try {
       done = work->wait(timeout);
     } catch (const std::exception& e) {
-      work.reset();
-      throw CommError(what + " failed: " + message_of(e));
+      error = message_of(e);
     }
     work.reset();
+    if (!error.empty()) {
+      if (lost_ && peer_ >= 0 && &work == &work_) lost_->add(peer_);
+      throw CommError(what + " failed: " + error);
+    }
     if (!done)
       throw CommError(what + ": timed out after " + std::to_string(timeout.count()) + " ms");
   }
@@ -94,6 +126,8 @@ class WorkOp : public PendingOp {
   c10::intrusive_ptr<c10d::Work> work_;
   BatchWork batch_;
   at::Tensor tensor_;  // keeps the buffer alive while the operation is in flight
+  int peer_;           // the send's or receive's peer; -1 for a collective
+  std::shared_ptr<LostPeers> lost_;
 };
 
 // c10d (LibTorch >= 2.0): a backend (ProcessGroupGloo, ProcessGroupNCCL)
@@ -153,7 +187,7 @@ class PgCommunicator : public Communicator {
   std::unique_ptr<PendingOp> isend(const at::Tensor& t, int peer, int tag) override {
     std::vector<at::Tensor> v{t};
     try {
-      return posted(pg_->send(v, peer, tag), t);
+      return posted(pg_->send(v, peer, tag), t, peer);
     } catch (const std::exception& e) {
       throw CommError("posting a send to rank " + std::to_string(peer) + ": " + message_of(e));
     }
@@ -162,7 +196,7 @@ class PgCommunicator : public Communicator {
   std::unique_ptr<PendingOp> irecv(const at::Tensor& t, int peer, int tag) override {
     std::vector<at::Tensor> v{t};
     try {
-      return posted(pg_->recv(v, peer, tag), t);
+      return posted(pg_->recv(v, peer, tag), t, peer);
     } catch (const std::exception& e) {
       throw CommError("posting a receive from rank " + std::to_string(peer) + ": " + message_of(e));
     }
@@ -220,24 +254,33 @@ class PgCommunicator : public Communicator {
     // The report and, on rank 0, the wait for the peers' reports, within a
     // bound: a stalled rank 0 (its process serves the store) never answers.
     const auto linger = serves_store_ ? 2 * kLinger : kLinger;
-    (void)within<bool>(linger, [store = store_, key = failure_key(rank_), text,
-                                serves = serves_store_, size = size_] {
-      store->set(key, std::vector<std::uint8_t>(text.begin(), text.end()));
-      // A set is not acknowledged; a check is, and the store serves one
-      // client in order: the report is in before this rank goes on (exits).
-      (void)store->check({key});
-      if (serves) {
-        // The store leaves with this process: give the peers a moment to
-        // fail in turn and read the reports. Polled with check(): a
-        // Store::wait() that times out makes LibTorch 2.x log socket warnings.
-        std::vector<std::string> keys;
-        for (int r = 0; r < size; ++r) keys.push_back(failure_key(r));
-        const auto until = std::chrono::steady_clock::now() + kLinger;
-        while (!store->check(keys) && std::chrono::steady_clock::now() < until)
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      return true;
-    });
+    (void)within<bool>(
+        linger, [store = store_, key = failure_key(rank_), text, serves = serves_store_,
+                 rank = rank_, size = size_, lost = lost_->list()] {
+          // The peers found gone first: rank 0 reads them with the report.
+          for (int peer : lost) store->set(lost_key(peer), std::vector<std::uint8_t>{1});
+          store->set(key, std::vector<std::uint8_t>(text.begin(), text.end()));
+          // A set is not acknowledged; a check is, and the store serves one
+          // client in order: the report is in before this rank goes on (exits).
+          (void)store->check({key});
+          if (serves) {
+            // The store leaves with this process: wait until every peer has
+            // reported (it read the others' reports first) or is known gone (a
+            // killed rank never reports), at most kLinger. Polled with check():
+            // a Store::wait() that times out makes LibTorch 2.x log socket
+            // warnings.
+            const auto until = std::chrono::steady_clock::now() + kLinger;
+            auto settled = [&] {
+              for (int r = 0; r < size; ++r)
+                if (r != rank && !store->check({failure_key(r)}) && !store->check({lost_key(r)}))
+                  return false;
+              return true;
+            };
+            while (!settled() && std::chrono::steady_clock::now() < until)
+              std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          }
+          return true;
+        });
   }
 
   std::string reported_failure() noexcept override {
@@ -249,9 +292,9 @@ class PgCommunicator : public Communicator {
                                    if (r == rank || !store->check({failure_key(r)})) continue;
                                    const std::vector<std::uint8_t> v = store->get(failure_key(r));
                                    if (v.empty()) continue;
-                                   const std::string text = "rank " + std::to_string(r) +
-                                                            " failed: " +
-                                                            std::string(v.begin() + 1, v.end());
+                                   const std::string text =
+                                       "rank " + std::to_string(r) +
+                                       " failed: " + std::string(v.begin() + 1, v.end());
                                    if (v[0] == '1') return text;
                                    if (first.empty()) first = text;
                                  }
@@ -298,13 +341,20 @@ class PgCommunicator : public Communicator {
   }
 
   static std::string failure_key(int rank) { return "pipeplan/failed/" + std::to_string(rank); }
+  // Set by a rank whose transfer with `rank` failed with an error: `rank`
+  // is gone (see LostPeers), and rank 0 does not wait for its report.
+  static std::string lost_key(int rank) { return "pipeplan/lost/" + std::to_string(rank); }
+  // The most rank 0 waits for the reports of live peers (a peer that
+  // stalled, or fails on its own clock), and the bound of each store call.
   static constexpr std::chrono::milliseconds kLinger{2000};
 
-  std::unique_ptr<PendingOp> posted(c10::intrusive_ptr<c10d::Work> work, const at::Tensor& t) {
-    return std::make_unique<WorkOp>(std::move(work), t, grouping_ ? batch_ : nullptr);
+  std::unique_ptr<PendingOp> posted(c10::intrusive_ptr<c10d::Work> work, const at::Tensor& t,
+                                    int peer) {
+    return std::make_unique<WorkOp>(std::move(work), t, grouping_ ? batch_ : nullptr, peer, lost_);
   }
 
   bool serves_store_;  // this process runs the TCPStore server
+  std::shared_ptr<LostPeers> lost_ = std::make_shared<LostPeers>();
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
   bool grouping_ = false;

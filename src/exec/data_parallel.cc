@@ -31,6 +31,15 @@ ParallelGroups make_parallel_groups(const std::shared_ptr<Communicator>& world, 
   return g;
 }
 
+double global_loss(Communicator& data_group, double replica_loss, std::chrono::milliseconds timeout,
+                   LossReduction reduction) {
+  at::Tensor t =
+      at::full({1}, replica_loss, at::TensorOptions().dtype(at::kDouble)).to(data_group.device());
+  data_group.allreduce_sum(t, timeout);
+  const double sum = t.to(at::kCPU).item<double>();
+  return reduction == LossReduction::Mean ? sum / data_group.size() : sum;
+}
+
 GradientAverager::GradientAverager(std::shared_ptr<Communicator> data_group,
                                    std::chrono::milliseconds timeout)
     : group_(std::move(data_group)), timeout_(timeout) {

@@ -476,11 +476,19 @@ int Executor::rank() const { return impl_->rank; }
 const std::vector<int>& Executor::local_stages() const { return impl_->stages.stages(); }
 std::vector<at::Tensor> Executor::local_parameters() const {
   std::vector<at::Tensor> all;
+  for (NamedParameter& p : named_parameters()) all.push_back(std::move(p.tensor));
+  return all;
+}
+std::vector<NamedParameter> Executor::named_parameters() const {
+  std::vector<NamedParameter> all;
   std::unordered_set<const void*> seen;
   for (int s : impl_->stages.stages()) {
     if (!impl_->stages.registered(s)) continue;
-    for (const at::Tensor& p : impl_->stages.trainable(s))
-      if (seen.insert(p.unsafeGetTensorImpl()).second) all.push_back(p);
+    const std::vector<at::Tensor>& params = impl_->stages.trainable(s);
+    const std::vector<std::string>& names = impl_->stages.trainable_names(s);
+    for (std::size_t i = 0; i < params.size(); ++i)
+      if (seen.insert(params[i].unsafeGetTensorImpl()).second)
+        all.push_back({s, names[i], params[i]});
   }
   return all;
 }

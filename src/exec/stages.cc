@@ -47,7 +47,7 @@ void LocalStages::set(int stage, StageModule module) {
     if (!p.requires_grad()) continue;
     trainable_[li].push_back(p);
     names_[li].push_back(module.parameter_names.empty() ? "#" + std::to_string(i)
-                                                        : "'" + module.parameter_names[i] + "'");
+                                                        : module.parameter_names[i]);
     may_be_unused_[li].push_back(unused.count(p.unsafeGetTensorImpl()) > 0);
   }
   no_grad_[li].clear();
@@ -153,6 +153,13 @@ bool LocalStages::weight_grads_done(int stage, double scale, bool check, int ste
   return true;
 }
 
+namespace {
+// A module's dotted name in quotes; an index name ("#2") as it is.
+std::string quoted(const std::string& name) {
+  return name.rfind('#', 0) == 0 ? name : "'" + name + "'";
+}
+}  // namespace
+
 std::string LocalStages::no_grad_message(int li, int step) const {
   const std::vector<int>& missing = no_grad_[li];
   const at::Tensor& p = trainable_[li][missing.front()];
@@ -161,7 +168,7 @@ std::string LocalStages::no_grad_message(int li, int step) const {
   std::string more;
   if (missing.size() > 1) more = " (and " + std::to_string(missing.size() - 1) + " more)";
   return me() + "stage " + std::to_string(local_[li]) + " parameter " +
-         names_[li][missing.front()] + " (shape [" + shape + "])" + more +
+         quoted(names_[li][missing.front()]) + " (shape [" + shape + "])" + more +
          " received no gradient from the stage's backward in training step " +
          std::to_string(step) +
          ": the stage's outputs do not depend on it (a detach(), a NoGradGuard or a recompute "

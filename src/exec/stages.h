@@ -46,6 +46,9 @@ class LocalStages {
                         const std::vector<at::Tensor>& leaves);
   /// The parameters of `stage` that require grad.
   const std::vector<at::Tensor>& trainable(int stage) const { return trainable_[index(stage)]; }
+  /// Their names (same order): StageModule::parameter_names, or "#i" (the
+  /// position in StageModule::parameters) when it names none.
+  const std::vector<std::string>& trainable_names(int stage) const { return names_[index(stage)]; }
   /// Every parameter the stage lists and its module's buffers: model state
   /// an OFFLOAD leaves in place.
   std::vector<at::Tensor> resident(int stage) const;
@@ -82,7 +85,7 @@ class LocalStages {
   std::vector<int> local_index_;  // stage -> index into local_, or -1
   std::vector<std::optional<StageModule>> modules_;
   std::vector<std::vector<at::Tensor>> trainable_;  // [local index]: parameters requiring grad
-  std::vector<std::vector<std::string>> names_;     // [local index][trainable]: for errors
+  std::vector<std::vector<std::string>> names_;     // [local index][trainable]
   std::vector<std::vector<bool>> may_be_unused_;    // [local index][trainable]: opted out
   std::vector<std::vector<bool>> held_;             // [local index][trainable]: tied
   std::vector<std::vector<at::Tensor>> held_sums_;  // [local index][trainable]: this step

@@ -19,13 +19,6 @@ namespace {
 std::string budget_text(double scale) {
   return scale > 0 ? format_number(scale, 2) + "x the budget" : std::string("no budget");
 }
-std::string fit_text(const MemoryFit& fit) {
-  std::string s;
-  if (fit.recomputed > 0) s += std::to_string(fit.recomputed) + " recomputed";
-  if (fit.offloaded > 0)
-    s += std::string(s.empty() ? "" : ", ") + std::to_string(fit.offloaded) + " offloaded";
-  return s.empty() ? "no memory actions" : s;
-}
 
 std::string style_text(FitStyle style) {
   std::string s = style.rule == RecomputeRule::Cheapest ? " (cheapest recompute first" : "";
@@ -54,7 +47,9 @@ std::optional<MemoryCandidate> fit_one(const Plan& order, const StageTable& tabl
     if (ctx.budget.fits(peak)) {
       double finish = 0.0;
       for (const RankStats& st : r.ranks) finish += st.last_end;
-      return MemoryCandidate{std::move(fit->plan), r.makespan, peak, fit_text(*fit), finish};
+      // No counts in the origin: later phases (the polish) change them, and
+      // the report states the final plan's (SearchResult::recomputed).
+      return MemoryCandidate{std::move(fit->plan), r.makespan, peak, std::string(), finish};
     }
     target -= peak - budget;
   }
@@ -145,7 +140,7 @@ class Phase {
     const StageTable table = stage_table(src.options.costs, src.order.meta.num_stages());
     std::optional<MemoryCandidate> c =
         fit_one(src.order, table, src.options, allowed_, src.style, ctx_);
-    if (c) c->origin = src.origin + ", memory decided" + style_text(src.style) + ": " + c->origin;
+    if (c) c->origin = src.origin + ", memory decided" + style_text(src.style);
     return c;
   }
 

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "pipeplan/limits.h"
+#include "pipeplan/lower.h"
 #include "pipeplan/step.h"
 #include "search/phases.h"
 
@@ -91,18 +92,33 @@ MemoryPolicy Search::full_recompute() {
 
 namespace pipeplan {
 
-SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
-  const int fixed_v = detail::check_options(profile, o);
-  o.comm.check_lengths(o.num_microbatches);
+double default_transfer_latency(const LayerProfile& profile) {
+  double f = 0.0;
+  for (const Layer& l : profile.layers) f += l.f;
+  return profile.size() == 0 ? 0.0 : kNominalLatency * f / static_cast<double>(profile.size());
+}
+
+CostModel search_costs(const LayerProfile& profile, const SearchOptions& o) {
+  CostModel c = o.comm;
+  if (!o.transfer_cost_stated && c.transfer_time() == 0.0) {
+    c.comm_latency = default_transfer_latency(profile);
+    c.comm_bandwidth = 0.0;
+  }
+  return c;
+}
+
+namespace {
+
+// search() at the stated costs: with microbatches of different lengths, the
+// order for the step is chosen first by the per-step path (library
+// schedules x order rules, simulated), then searched at that order.
+SearchResult search_in_order(const LayerProfile& profile, const SearchOptions& o, int fixed_v) {
   if (!o.comm.variable_lengths() || o.keep_order) {
     SearchResult r = detail::Search(profile, o, fixed_v).run();
     r.microbatch_order.resize(o.comm.microbatch_tokens.size());
     std::iota(r.microbatch_order.begin(), r.microbatch_order.end(), 0);
     return r;
   }
-  // Microbatches of different lengths: the order for the step is chosen by
-  // the per-step path (library schedules x order rules, simulated), then
-  // searched at that order.
   StepRequest step;
   step.pp_degree = o.pp_degree;
   step.lengths = o.comm.microbatch_tokens;
@@ -134,6 +150,22 @@ SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
   return r;
 }
 
+}  // namespace
+
+SearchResult search(const LayerProfile& profile, const SearchOptions& o) {
+  const int fixed_v = detail::check_options(profile, o);
+  o.comm.check_lengths(o.num_microbatches);
+  // Every phase (library baselines, candidates, bound, exact search, the
+  // order for the step) sees the one cost the report states.
+  SearchOptions charged = o;
+  charged.comm = search_costs(profile, o);
+  charged.transfer_cost_stated = true;
+  SearchResult r = search_in_order(profile, charged, fixed_v);
+  r.transfer_time = charged.comm.transfer_time();
+  r.transfer_cost_default = charged.comm.comm_latency != o.comm.comm_latency;
+  return r;
+}
+
 SearchResult search_sequences(const LayerProfile& profile, SearchOptions o,
                               const std::vector<double>& sequences, double microbatch_tokens) {
   StepRequest step;
@@ -141,7 +173,7 @@ SearchResult search_sequences(const LayerProfile& profile, SearchOptions o,
   step.sequences = sequences;
   step.microbatch_tokens = microbatch_tokens;
   step.layers = profile;
-  step.costs = o.comm;
+  step.costs = search_costs(profile, o);  // the messages the search will charge
   step.transport = o.transport;
   step.memory_limit = o.memory_limit;
   const StepPlan chosen = plan_step(step);

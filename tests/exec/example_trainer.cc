@@ -8,7 +8,7 @@
 //   example_trainer --profile LAYERS    (profile the model for pipeplan search)
 //
 // Prints "step <k> loss <v>" on every rank (the loss is shared), or one
-// "error: ..." line and exit status 1.
+// "error: ..." line and the documented exit status (pipeplan::exit_code).
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -19,6 +19,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "pipeplan/error.h"
 #include "pipeplan/exec/build.h"
 #include "pipeplan/exec/comm.h"
 #include "pipeplan/exec/executor.h"
@@ -118,7 +119,8 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     // A failed step throws on every rank (a peer's failure as a CommError
     // within the timeout); the executor and group then close on unwinding.
+    // The exit code is the one `pipeplan train` gives (4: a peer failed).
     std::cerr << "error: " << e.what() << "\n";
-    return 1;
+    return pipeplan::exit_code(e);
   }
 }

@@ -7,12 +7,16 @@
 #undef CHECK
 #include <catch2/catch.hpp>
 
+#include <set>
+#include <thread>
+
 #include "error_of.h"
 #include "solo_group.h"
 
 #include "pipeplan/error.h"
 #include "pipeplan/exec/build.h"
 #include "pipeplan/exec/comm.h"
+#include "pipeplan/exec/data_parallel.h"
 #include "pipeplan/exec/executor.h"
 #include "pipeplan/exec/launch.h"
 #include "pipeplan/exec/module.h"
@@ -93,6 +97,71 @@ TEST_CASE("exec modules: a split Sequential trains exactly like the whole model"
       sgd(*ref, 0.1);
     }
   }
+}
+
+TEST_CASE("exec modules: named_parameters are the whole model's names, by stage",
+          "[exec][module]") {
+  Plan p = plan(Problem{"interleaved-1f1b", 1, 4, 4});
+  torch::nn::Sequential model = make_model(7);
+  Executor ex(p, solo_group());
+  ex.set_stages(split_sequential(model, p.meta.num_stages()));
+  const std::vector<NamedParameter> named = ex.named_parameters();
+  const std::vector<at::Tensor> plain = ex.local_parameters();
+  const auto whole = model->named_parameters();
+  REQUIRE(named.size() == whole.size());
+  REQUIRE(plain.size() == named.size());
+  std::set<std::string> qualified;
+  for (std::size_t i = 0; i < named.size(); ++i) {
+    INFO(named[i].name);
+    // Same order as local_parameters(), the whole model's names and tensors.
+    CHECK(named[i].tensor.is_same(plain[i]));
+    CHECK(named[i].name == whole[i].key());
+    CHECK(named[i].tensor.is_same(whole[i].value()));
+    CHECK(qualified.insert(named[i].qualified()).second);
+  }
+  CHECK(named.front().stage == 0);
+  CHECK(named.front().qualified() == "0." + whole[0].key());  // "0.0.weight": the embedding
+  CHECK(named.back().stage == 3);
+  // A hand-written stage without names: positions, still unique by stage.
+  Plan two = plan(Problem{"interleaved-1f1b", 1, 2, 2});
+  Executor hand(two, solo_group());
+  at::Tensor w = torch::ones({2}, torch::requires_grad());
+  at::Tensor v = torch::ones({2}, torch::requires_grad());
+  StageModule a, b;
+  a.forward = b.forward = [](const Values& in) { return in; };
+  a.parameters = {w};
+  b.parameters = {v};
+  hand.set_stages(std::vector<StageModule>{a, b});
+  const std::vector<NamedParameter> nameless = hand.named_parameters();
+  REQUIRE(nameless.size() == 2);
+  CHECK(nameless[0].qualified() == "0.#0");
+  CHECK(nameless[1].qualified() == "1.#0");
+}
+
+TEST_CASE("exec modules: global_loss sums the replicas' losses over the data group",
+          "[exec][module][dp]") {
+  // Two ranks in threads: the last-stage ranks of two replicas.
+  const int port = free_loopback_port();
+  double mean[2] = {0, 0}, sum[2] = {0, 0};
+  auto rank = [&](int r) {
+    DistEnv env;
+    env.rank = r;
+    env.world_size = 2;
+    env.master_port = port;
+    auto group = Communicator::connect(env, Backend::Gloo, std::chrono::seconds(30));
+    const double mine = r == 0 ? 1.0 : 3.0;
+    mean[r] = global_loss(*group, mine, std::chrono::seconds(30));
+    sum[r] = global_loss(*group, mine, std::chrono::seconds(30), LossReduction::Sum);
+    group->barrier(std::chrono::seconds(30));
+  };
+  std::thread peer(rank, 1);
+  rank(0);
+  peer.join();
+  for (int r = 0; r < 2; ++r) {
+    CHECK(mean[r] == 2.0);  // the global batch's mean: (1 + 3) / 2
+    CHECK(sum[r] == 4.0);
+  }
+  CHECK(global_loss(*solo_group(), 2.5, std::chrono::seconds(30)) == 2.5);
 }
 
 TEST_CASE("exec modules: split points, balance and coverage", "[exec][module]") {

@@ -8,6 +8,8 @@
 //   Executor ex(plan, g.pipeline, options);          // this replica's pipeline
 //   ex.add_observer(std::make_shared<GradientAverager>(g.data, timeout));
 //   // each replica steps on its own slice g.replica of the global batch
+//   std::optional<double> loss = ex.step(inputs, targets);  // this replica's
+//   if (loss) loss = global_loss(*g.data, *loss, timeout);  // the global batch's
 // @endcode
 #pragma once
 
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "pipeplan/exec/comm.h"
+#include "pipeplan/exec/executor.h"
 #include "pipeplan/exec/hooks.h"
 
 namespace pipeplan::exec {
@@ -36,6 +39,14 @@ struct ParallelGroups {
 /// InputError when pp * dp differs from the world size.
 ParallelGroups make_parallel_groups(const std::shared_ptr<Communicator>& world, int pp, int dp,
                                     std::chrono::milliseconds timeout);
+
+/// The global batch's loss from this replica's (the step loss, on the rank
+/// holding the last stage; every such rank calls it, one per replica: they
+/// form one data group): the sum over `data_group`, divided by its size for
+/// LossReduction::Mean (replicas of equal batches), as the unpipelined model
+/// computes it on the global batch.
+double global_loss(Communicator& data_group, double replica_loss, std::chrono::milliseconds timeout,
+                   LossReduction reduction = LossReduction::Mean);
 
 /// Averages every stage's gradients across the data group: when a stage's
 /// gradients are ready it starts one asynchronous allreduce per gradient (they

@@ -233,6 +233,16 @@ struct StepResult {
 /// `world_size`: whole, pp_degree == world_size, rank in range; proves it
 /// under `transport` (prove(): a compute-only plan through its schedule's
 /// lowering). Returns the plan to run. Throws InputError or PlanRejected.
+/// A trainable parameter of a local stage, by name (Executor::named_parameters).
+struct NamedParameter {
+  int stage = 0;
+  std::string name;  ///< the stage's name for it ("2.weight", or "#0")
+  at::Tensor tensor;
+  /// "<stage>.<name>": unique across the pipeline, stable across schedules
+  /// of the same stages (what a checkpoint keys on).
+  std::string qualified() const { return std::to_string(stage) + "." + name; }
+};
+
 Plan prepare_plan(const Plan& plan, int rank, int world_size, Transport transport);
 
 /// Replays one rank's program, one training step per step() call.
@@ -319,6 +329,12 @@ class Executor {
   /// of this rank takes. The copies of a tie on different stages are
   /// different tensors and all listed.
   std::vector<at::Tensor> local_parameters() const;
+  /// local_parameters() with names, in the same order: each with its stage
+  /// and its name there (StageModule::parameter_names: the module's dotted
+  /// names, which split_sequential() and sequential_stages() keep as the whole
+  /// model's, so they match its named_parameters(); "#i" for a hand-written
+  /// stage that names none). qualified() ("3.layers.0.weight") is unique.
+  std::vector<NamedParameter> named_parameters() const;
   /// True when this rank owns the last stage (and so reports the loss).
   bool holds_last_stage() const;
   /// Output spec of a local stage, once learned (empty before the first step).
