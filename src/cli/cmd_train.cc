@@ -311,8 +311,13 @@ int run_rank(const TrainArgs& a, const Plan& p, exec::Backend backend) {
     // Mapped like every other failure (common.h), but reported with the rank
     // and left without unwinding: peers may still hold our sockets.
     const Failure f = classify(std::current_exception());
-    std::cerr << "pipeplan: error: " << (f.message.rfind(rank_prefix, 0) == 0 ? "" : rank_prefix)
-              << f.message << "\n";
+    // One write: the ranks share the launcher's stderr, and pieces written
+    // apart interleave with a peer's report (writes up to PIPE_BUF stay whole).
+    const std::string line =
+        "pipeplan: error: " + (f.message.rfind(rank_prefix, 0) == 0 ? "" : rank_prefix) +
+        f.message + "\n";
+    std::cerr.write(line.data(), static_cast<std::streamsize>(line.size()));
+    std::cerr.flush();
     leave(f.code);
   }
 }
