@@ -78,6 +78,7 @@ void run_step_bench(const std::vector<std::pair<std::string, LayerProfile>>& pro
         so.pp_degree = o.pp;
         so.num_microbatches = o.microbatches;
         so.comm.comm_latency = o.comm;
+        so.transfer_cost_stated = true;  // the same messages as the rows beside it
         so.comm.set_lengths(lengths);
         so.time_limit = o.time_limit;
         so.exact = false;

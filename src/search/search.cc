@@ -178,7 +178,9 @@ SearchResult search_sequences(const LayerProfile& profile, SearchOptions o,
   step.memory_limit = o.memory_limit;
   const StepPlan chosen = plan_step(step);
   o.num_microbatches = static_cast<int>(chosen.microbatches.size());
-  o.comm.set_sequences(packed_tokens(sequences, chosen.microbatches));
+  // Stated at a full microbatch unless the profile states its length, as
+  // the packings were compared (plan_step).
+  o.comm.set_sequences(packed_tokens(sequences, chosen.microbatches), microbatch_tokens);
   o.keep_order = true;  // chosen with the packing
   SearchResult r = search(profile, o);
   r.microbatch_order = chosen.microbatch_order;

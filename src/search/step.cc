@@ -87,7 +87,12 @@ Best evaluate(const StepRequest& req, const Packing& packing, bool keep_order) {
   for (const auto& mb : packing) tokens.push_back(std::accumulate(mb.begin(), mb.end(), 0.0));
   const std::vector<Order> orders = orders_for(tokens, keep_order);
   const std::vector<std::string>& names = req.schedules.empty() ? kDefaultSchedules : req.schedules;
-  const double stated = req.layers && req.layers->seq_len ? *req.layers->seq_len : 0.0;
+  // The length the costs are stated at: the profile's; else, for packings
+  // (which must be compared at one reference), the microbatch budget; else
+  // the longest microbatch.
+  const double stated = req.layers && req.layers->seq_len ? *req.layers->seq_len
+                        : !req.sequences.empty()          ? req.microbatch_tokens
+                                                          : 0.0;
   for (const std::string& name : names) {
     const ScheduleInfo& info = find_schedule(name);
     Plan lowered;
