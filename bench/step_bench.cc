@@ -85,9 +85,11 @@ void run_step_bench(const std::vector<std::pair<std::string, LayerProfile>>& pro
         const SearchResult searched = search(profile, so);
         // The fast path's pieces: one schedule planned, lowered and
         // verified at the step's costs; plan_step whole.
+        // (A structured binding cannot be captured before C++20.)
+        const LayerProfile& layers = profile;
         const double plv = 1e3 * min_time_s(o.repeat, 0.2, [&] {
                              const Planner planner(Problem{"1f1b", o.pp, o.microbatches, 1});
-                             CostModel c = stage_costs(profile, balanced_partition(profile, o.pp),
+                             CostModel c = stage_costs(layers, balanced_partition(layers, o.pp),
                                                        step.options.costs);
                              const Plan p = lower(planner.compute(), planner.lowering({}, c));
                              if (!verify(p).ok())
