@@ -560,9 +560,18 @@ TEST_CASE("search: the report counts the chosen plan's memory actions, once", "[
   int recomputed = 0;
   for (const auto& rank : plan.ranks)
     for (const Action& a : rank) recomputed += a.type == ActionType::Recompute;
-  REQUIRE(recomputed > 0);
-  CHECK(s.out.find("memory actions: " + std::to_string(recomputed) +
-                   " (stage, microbatch) recomputed") != std::string::npos);
+  // Within 1 s the search usually ends on a recomputing plan; slower builds
+  // (sanitizers) may stop at one that fits without: then no count is shown.
+  if (recomputed > 0)
+    CHECK(s.out.find("memory actions: " + std::to_string(recomputed) +
+                     " (stage, microbatch) recomputed") != std::string::npos);
+  else {
+    const std::size_t line = s.out.find("memory actions: ");
+    const std::string zero = "memory actions: 0 ";
+    const bool none_claimed =
+        line == std::string::npos || s.out.compare(line, zero.size(), zero) == 0;
+    CHECK(none_claimed);
+  }
   // The chosen line says how the plan was made, not a count a later phase changed.
   const std::size_t chosen = s.out.find("chosen: ");
   REQUIRE(chosen != std::string::npos);
