@@ -287,6 +287,9 @@ TEST_CASE("lengths: --lengths on the commands, a list or a FILE", "[lengths][cli
   CHECK(bad.exit_code != 0);
   CHECK(bad.err.find("length '-2' of microbatch 1 is not a positive number of tokens") !=
         std::string::npos);
+  auto word = run_cli({"simulate", "-s", "1f1b", "-p", "2", "-m", "2", "--lengths", "1,x"});
+  CHECK(word.exit_code == 2);
+  CHECK(word.err.find("--lengths:1: length 'x' of microbatch 1") != std::string::npos);
   auto count = run_cli({"plan", "-s", "1f1b", "-p", "2", "-m", "3", "--lengths", "1,2"});
   CHECK(count.exit_code != 0);
   CHECK(count.err.find("2 microbatch lengths given, but the plan has 3 microbatches") !=

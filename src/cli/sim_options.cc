@@ -59,9 +59,11 @@ void add_lengths_option(CLI::App& app, std::string& lengths) {
 std::vector<double> read_lengths(const std::string& value, const std::string& option,
                                  const std::string& item) {
   if (value.empty()) return {};
-  // A list is digits and separators only; anything else names a file.
-  const bool list = value.find_first_not_of("0123456789.,eE+- \t") == std::string::npos &&
-                    value.find_first_of("0123456789") != std::string::npos;
+  // A list holds a comma or is digits and separators only; anything else
+  // names a file.
+  const bool list = value.find(',') != std::string::npos ||
+                    (value.find_first_not_of("0123456789.eE+- \t") == std::string::npos &&
+                     value.find_first_of("0123456789") != std::string::npos);
   if (list) return parse_lengths(value, option, item);
   return parse_lengths(read_input(value), value, item);
 }
